@@ -1,0 +1,1 @@
+"""The comm folder's on-disk formats, one module each (stdlib only, synchronous, hot-path safe)."""

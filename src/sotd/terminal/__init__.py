@@ -1,0 +1,1 @@
+"""sotd.terminal."""
