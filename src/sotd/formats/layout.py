@@ -9,6 +9,7 @@ What would break it: a second place that spells a path, so two writers disagree 
 from __future__ import annotations
 
 import os
+import stat
 
 # Bytes allowed in a file-name component that we derive from outside input (row ids, lock ids).
 SAFE_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
@@ -123,3 +124,198 @@ class Layout:
 
     def state(self, name: str) -> str:
         return self._p("state", name)
+
+
+# ---------------------------------------------------------------------------------------------- home
+# Behaviour 6.0 (modes, tightening) and 6.3 (ensure_home). Folders are made 0700 level by level (``mkdir -p``
+# under umask 077) without touching the process umask, which a threaded daemon shares.
+
+# Seams for fault tests (root may chmod anything, so a failing chmod has to be injected).
+_chmod = os.chmod
+_lstat = os.lstat
+
+HOME_FOLDERS = ("inbox", "self", "read", "state")
+_TOP_FILES = frozenset(("registry.json", "registry.json.tmp", "inbox-lock-manager", "gh-device-auth.json"))
+_TOP_PREFIXES = (
+    "registry.json.new.",
+    ".registry.lock.tmp.",
+    ".registry.lock.reclaim.",
+    ".inbox-lock-manager.",
+)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _known_top(name: str) -> bool:
+    return name in _TOP_FILES or name == ".registry.lock" or name.startswith(_TOP_PREFIXES)
+
+
+def _known_in(folder: str, name: str) -> bool:
+    """Whether ``name`` inside the layout folder ``folder`` is one of our entries."""
+    if folder == "inbox":
+        return name.endswith((".jsonl", ".lock"))
+    if folder == "read":
+        return name.endswith(".cursor")
+    if folder == "self":
+        return name.endswith(".txt") or ".txt.tmp." in name
+    return folder in ("state", "probe")  # every entry of state/ is the hooks'; probe/<handle>/ are ours
+
+
+def _mkdir_private(path: str) -> None:
+    """``mkdir -p`` with every level it creates 0700."""
+    path = os.path.abspath(path)
+    missing: list[str] = []
+    p = path
+    while not os.path.isdir(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise
+
+
+def ensure_home(layout: Layout, environ: dict[str, str] | os._Environ[str] | None = None) -> list[str]:
+    """Make the comm folder and ``inbox/``, ``self/``, ``read/``, ``state/`` (0700), then ``tighten``.
+
+    Returns the warnings to print. ``HomeError`` when a folder cannot be made. (The registry skeleton is
+    ``sotd.formats.registry.ensure``, which the caller runs next.)
+    """
+    from sotd.errors import HomeError
+
+    for d in (layout.home, *(os.path.join(layout.home, f) for f in HOME_FOLDERS)):
+        try:
+            _mkdir_private(d)
+        except OSError as e:
+            raise HomeError(f"cannot create the comm folder {d}: {e.strerror or e}") from e
+    return tighten(layout, environ)
+
+
+def _refusal(home: str, environ: dict[str, str] | os._Environ[str] | None) -> str | None:
+    real = os.path.realpath(home)
+    if real == os.path.realpath("/"):
+        return "the root folder"
+    env = os.environ if environ is None else environ
+    user_home = env.get("HOME") or os.path.expanduser("~")
+    if user_home and real == os.path.realpath(user_home):
+        return "the home folder"
+    if os.path.lexists(os.path.join(home, ".git")):
+        return "a git checkout"
+    return None
+
+
+class _Tightener:
+    __slots__ = ("leftovers",)
+
+    def __init__(self) -> None:
+        self.leftovers: list[tuple[str, int]] = []
+
+    def entry(self, dir_fd: int | None, name: str, shown: str) -> None:
+        """``chmod go-rwx`` one entry (never a symlink); a vanished entry is nothing."""
+        try:
+            st = _lstat(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return
+        except OSError:
+            return
+        if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
+            return
+        perm = st.st_mode & 0o7777
+        try:
+            _chmod(name, perm & ~0o077, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass
+        try:
+            after = _lstat(name, dir_fd=dir_fd).st_mode
+        except OSError:
+            return
+        if after & 0o077 and not stat.S_ISLNK(after):
+            self.leftovers.append((shown, after & 0o7777))
+
+    def folder(self, dir_fd: int, name: str, shown: str, kind: str) -> None:
+        """A layout folder: its known entries, then itself; never through a symlink."""
+        try:
+            st = _lstat(name, dir_fd=dir_fd)
+        except OSError:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            self.entry(dir_fd, name, shown)
+            return
+        try:
+            fd = os.open(name, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:
+            self.entry(dir_fd, name, shown)
+            return
+        try:
+            try:
+                names = os.listdir(fd)
+            except OSError:
+                names = []
+            for child in sorted(names):
+                if not _known_in(kind, child):
+                    continue
+                child_shown = os.path.join(shown, child)
+                if kind in ("state", "probe"):
+                    try:
+                        cst = _lstat(child, dir_fd=fd)
+                    except OSError:
+                        continue
+                    if stat.S_ISDIR(cst.st_mode) and kind == "state":
+                        self.folder(fd, child, child_shown, "state")
+                        continue
+                    if kind == "probe" and not stat.S_ISDIR(cst.st_mode):
+                        continue
+                self.entry(fd, child, child_shown)
+        finally:
+            os.close(fd)
+        self.entry(dir_fd, name, shown)
+
+
+def tighten(layout: Layout, environ: dict[str, str] | os._Environ[str] | None = None) -> list[str]:
+    """Behaviour 6.0: when the comm folder is open to group/other, ``chmod go-rwx`` its known entries
+    (never unknown files, ``bin/``, ``VERSION`` or anything through a symlinked layout folder), the folder
+    itself last. Returns the warnings (a refusal, or one line per entry still open)."""
+    home = layout.home
+    try:
+        st = os.stat(home)
+    except OSError:
+        return []
+    if not st.st_mode & 0o077:
+        return []
+    why = _refusal(home, environ)
+    if why is not None:
+        return [f"WARNING: the comm folder {home} is {why}, so its permissions were not changed"]
+    t = _Tightener()
+    try:
+        fd = os.open(home, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        try:
+            try:
+                names = os.listdir(fd)
+            except OSError:
+                names = []
+            for name in sorted(names):
+                shown = os.path.join(home, name)
+                if name in HOME_FOLDERS or name == "probe":
+                    t.folder(fd, name, shown, name)
+                elif _known_top(name):
+                    t.entry(fd, name, shown)
+        finally:
+            os.close(fd)
+    t.entry(None, os.path.realpath(home), home)
+    return [
+        f"WARNING: the comm folder {home} could not be made private: {shown} is still {mode:o}"
+        for shown, mode in t.leftovers
+    ]

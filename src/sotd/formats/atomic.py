@@ -1,0 +1,132 @@
+"""Whole-file replacement: temp, write whole, fsync, rename, fsync the folder.
+
+File: any file we replace whole (registry.json via registry.json.tmp, self files via <file>.tmp.XXXXXX).
+Spec: behaviour 6.2 (registry write), 6.7 (self file).
+Guarantee: the target holds either its old bytes (same inode) or all the new bytes; on any failure the
+temp is removed and ``AtomicStepError`` (an ``OSError`` naming the failed ``step``) is raised for the
+caller to translate into its own sentence.
+What would break it: renaming before the temp's bytes are synced, or removing the temp after a rename.
+
+Steps: ``"write"`` (create or write the temp), ``"check"`` (the caller's ``verify`` refused the bytes read
+back), ``"flush"`` (fsync of the temp), ``"rename"``. The folder's fsync after the rename is best effort:
+the new file is already in place, so a failure there is not reported as "nothing was written".
+Seams: ``_fsync`` and ``_rename`` are module attributes a fault test may replace.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_fsync = os.fsync
+_rename = os.rename
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+class AtomicStepError(OSError):
+    """An ``OSError`` that names the step of the replacement that failed."""
+
+    def __init__(self, step: str, err: int, strerror: str, filename: str | None = None) -> None:
+        super().__init__(err, strerror, filename)
+        self.step = step
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (AtomicStepError, (self.step, self.errno, self.strerror, self.filename))
+
+
+def _step_error(step: str, e: OSError) -> AtomicStepError:
+    err = e.errno if e.errno is not None else errno.EIO
+    return AtomicStepError(step, err, e.strerror or str(e), e.filename)
+
+
+def fsync_dir(path: str) -> None:
+    """fsync the folder ``path`` (makes a rename or link in it durable). Raises ``OSError``."""
+    fd = os.open(path, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+    try:
+        _fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd`` (loops over short writes)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.EIO, "short write")
+        view = view[n:]
+
+
+def _unlink_quiet(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _read_back(fd: int, n: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, n, 0)
+    os.lseek(fd, 0, os.SEEK_SET)  # pragma: no cover - Windows
+    return os.read(fd, n)  # pragma: no cover
+
+
+def _random_suffix() -> str:
+    return os.urandom(4).hex()[:6]
+
+
+def write_atomic(
+    path: str,
+    data: bytes,
+    *,
+    tmp: str | None = None,
+    mode: int = 0o600,
+    verify: Callable[[bytes], bool] | None = None,
+) -> None:
+    """Replace ``path`` with ``data``. ``tmp`` names the temp (a stale one is removed first, then it is
+    created exclusively); by default ``<path>.tmp.XXXXXX``. ``verify`` sees the bytes read back from the temp.
+    """
+    if tmp is None:
+        tmp = f"{path}.tmp.{_random_suffix()}"
+    else:
+        _unlink_quiet(tmp)
+    try:
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, mode)
+    except OSError as e:
+        raise _step_error("write", e) from e
+    renamed = False
+    try:
+        step = "write"
+        try:
+            write_all(fd, data)
+            if verify is not None:
+                back = _read_back(fd, len(data) + 1)
+                step = "check"
+                if not verify(back):
+                    raise OSError(errno.EIO, "the written file did not read back as written")
+            step = "flush"
+            _fsync(fd)
+        except OSError as e:
+            raise _step_error(step, e) from e
+        finally:
+            os.close(fd)
+        try:
+            _rename(tmp, path)
+        except OSError as e:
+            raise _step_error("rename", e) from e
+        renamed = True
+    finally:
+        if not renamed:
+            _unlink_quiet(tmp)
+    try:
+        fsync_dir(os.path.dirname(path) or ".")
+    except OSError:
+        pass
