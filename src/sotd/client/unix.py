@@ -1,0 +1,135 @@
+"""A blocking one-shot request over a Unix socket (behaviour 2.1, 2.2; D6). Stdlib only, no asyncio.
+
+``request`` dials, sends hello + request, and reads until the op's answer, under ONE deadline measured from
+the moment it starts to dial (connect, send and every receive share it). The answer decides: a response
+payload is returned as the daemon sent it (``{ok: true}`` or ``{error, code?}``, for the caller to judge);
+no answer in time, a closed connection, or a dial error is ``DaemonUnreachable`` ("the daemon did not answer
+at unix:<path>", the OS error as the hint); a decisive hello refusal is ``DaemonUnreachable`` ("hello
+refused: <msg>", code ``hello_refused``); a malformed stream is ``WireError``.
+
+What would break it: restarting the clock per phase (a slow hello plus a slow answer would exceed 5 s), or
+reading a transport success as an answer.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from sotd.errors import DaemonUnreachable, WireError
+from sotd.wire.messages import OneShot
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+DEFAULT_DEADLINE_S = 5.0
+DISCARD = "comm-lib: discarding an endpoint this version cannot dial: "
+_RECV = 65536
+
+
+class Endpoint:
+    """A dialable endpoint: ``unix:<path>`` or ``ssh:<target>[/<host>]``."""
+
+    __slots__ = ("host", "kind", "path", "target")
+
+    def __init__(self, kind: str, *, path: str = "", target: str = "", host: str = "") -> None:
+        self.kind = kind
+        self.path = path
+        self.target = target
+        self.host = host
+
+    def __str__(self) -> str:
+        if self.kind == "unix":
+            return "unix:" + self.path
+        return "ssh:" + self.target + ("/" + self.host if self.host else "")
+
+    def __repr__(self) -> str:
+        return f"Endpoint({self!s})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Endpoint) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+
+def _plain_host(s: str) -> bool:
+    """``[a-z0-9][a-z0-9._-]*``"""
+    if not s or not ("a" <= s[0] <= "z" or "0" <= s[0] <= "9"):
+        return False
+    return all("a" <= c <= "z" or "0" <= c <= "9" or c in "._-" for c in s)
+
+
+def parse_endpoint(s: str) -> tuple[Endpoint | None, str | None]:
+    """(endpoint, None) for a dialable string; (None, discard text) otherwise; (None, None) for empty.
+
+    ``pipe:`` (Windows named pipes) and ``tcp:`` cannot be dialled by this version and are discarded.
+    """
+    if not s:
+        return None, None
+    if s.startswith("unix:"):
+        path = s[5:]
+        if path and "\0" not in path and "\n" not in path:
+            return Endpoint("unix", path=path), None
+    elif s.startswith("ssh:"):
+        target, sep, host = s[4:].partition("/")
+        if _plain_host(target) and (not sep or _plain_host(host)):
+            return Endpoint("ssh", target=target, host=host), None
+    return None, DISCARD + s
+
+
+def _left(deadline: float) -> float:
+    return deadline - time.monotonic()
+
+
+def request(
+    endpoint_path: str,
+    op: str,
+    payload: dict[str, Any],
+    hello: dict[str, Any],
+    *,
+    deadline_s: float = DEFAULT_DEADLINE_S,
+) -> dict[str, Any]:
+    """Send ``op`` with ``payload`` to the daemon at ``endpoint_path``; its response payload."""
+    deadline = time.monotonic() + deadline_s
+    where = "unix:" + endpoint_path
+    shot = OneShot(op, payload, hello)
+    silent = f"the daemon did not answer at {where}"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        try:
+            left = _left(deadline)
+            if left <= 0:
+                raise TimeoutError("deadline passed before dialling")
+            sock.settimeout(left)
+            sock.connect(endpoint_path)
+            left = _left(deadline)
+            if left <= 0:
+                raise TimeoutError("timed out")
+            sock.settimeout(left)
+            sock.sendall(shot.to_send())
+            while not shot.done:
+                left = _left(deadline)
+                if left <= 0:
+                    raise TimeoutError("timed out")
+                sock.settimeout(left)
+                data = sock.recv(_RECV)
+                if not data:
+                    raise ConnectionResetError("the connection closed without an answer")
+                try:
+                    shot.feed(data)
+                except WireError as e:
+                    raise WireError(f"the daemon at {where} sent a malformed line: {e.message}") from None
+        except OSError as e:
+            refusal = shot.final_refusal()
+            if refusal is not None:
+                raise DaemonUnreachable(f"hello refused: {refusal}", code="hello_refused") from None
+            reason = str(e) or type(e).__name__
+            raise DaemonUnreachable(silent, hint=reason) from None
+    finally:
+        sock.close()
+    if shot.response is not None:
+        return shot.response
+    refusal = shot.final_refusal()
+    raise DaemonUnreachable(f"hello refused: {refusal}", code="hello_refused")

@@ -1,0 +1,1 @@
+"""Fakes shared by tests: small stand-ins for the daemon and other peers."""
