@@ -1,0 +1,196 @@
+"""What every ``sotd comm`` verb shares: the context of behaviour 1.1 and the command's own name.
+
+The context is computed once per command, reads only the environment, the working folder and the self
+file, and writes nothing (so a refused or failed command has changed nothing under the comm folder).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from sotd.errors import SotdError
+from sotd.formats.layout import Layout
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+NAME_MAX = 255
+_BAD_LEAF = ("/", "\\", "\n", "\r", "\t")
+
+
+def prog(spec_name: str, verb: str) -> str:
+    """The command's name in its messages: the wrapper's when called through one (D2), else ``sotd comm <verb>``."""
+    return spec_name if os.environ.get("SOT_COMM_PROG") else f"sotd comm {verb}"
+
+
+def out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
+def err(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+def declared_host(environ: Mapping[str, str]) -> str:
+    """``$SOT_SELF_HOST`` verbatim, else the first label of the host name, trimmed and lower-cased."""
+    if environ.get("SOT_SELF_HOST"):
+        return environ["SOT_SELF_HOST"]
+    try:
+        name = os.uname().nodename
+    except OSError:
+        name = ""
+    host = name.split(".", 1)[0].strip().lower()
+    if not host:
+        raise SotdError(
+            "comm-context: could not establish this box's declared host (see the reason above); aborting "
+            "rather than proceeding with an unknown identity",
+            hint="sot_host: no SOT_SELF_HOST override and hostname failed -- cannot declare an identity",
+        )
+    return host
+
+
+def handle_host(environ: Mapping[str, str]) -> str:
+    """The raw short host name with its case kept (handle derivation uses this, not the declared host)."""
+    if environ.get("SOT_COMM_TEST_HOST"):
+        return environ["SOT_COMM_TEST_HOST"]
+    name = os.uname().nodename
+    return name.split(".", 1)[0] or name
+
+
+def raw_root(cwd: str) -> str:
+    """The git work tree holding ``cwd`` (a ``.git`` folder or file), else ``cwd`` itself.
+
+    Walks up like ``git rev-parse --show-toplevel`` does for an ordinary checkout, without starting git:
+    a subprocess would double a send's cost (docs/design.md).
+    """
+    d = cwd
+    while True:
+        if os.path.exists(os.path.join(d, ".git")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return cwd
+        d = parent
+
+
+class Context:
+    """Behaviour 1.1's keys, computed from the environment and the working folder."""
+
+    __slots__ = (
+        "environ",
+        "handle_host",
+        "host",
+        "layout",
+        "name",
+        "project_root",
+        "repo",
+        "self_file",
+        "self_pinned",
+        "workspace_id",
+    )
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        self.environ = env
+        self.layout = Layout.from_env(dict(env))
+        self.host = declared_host(env)
+        self.handle_host = handle_host(env)
+        self.workspace_id = env.get("SOT_WORKSPACE_ID", "")
+        cwd = env.get("PWD") or os.getcwd()
+        try:
+            if os.path.realpath(cwd) != os.path.realpath(os.getcwd()):
+                cwd = os.getcwd()
+        except OSError:
+            cwd = os.getcwd()
+        raw = raw_root(cwd)
+        self.repo = os.path.basename(raw.rstrip("/")) or "/"
+        try:
+            self.project_root = os.path.realpath(raw, strict=True)
+        except OSError as e:
+            raise SotdError(
+                f"comm-context: could not establish a canonical project root for '{raw}' — see the reason "
+                "above; aborting rather than proceeding with an unknown identity",
+                hint=f"sot_canonical_path: could not resolve a canonical path for '{raw}' ({e.strerror})",
+            ) from None
+        pinned = env.get("SOT_COMM_SELF_FILE", "")
+        self.self_pinned = bool(pinned)
+        if pinned:
+            self.self_file = os.path.abspath(pinned)
+        else:
+            leaf_host_ok = self.host and not any(c in self.host for c in _BAD_LEAF)
+            path = self.layout.self_file(self.host, self.workspace_id or None)
+            if not leaf_host_ok or len(os.path.basename(path).encode()) > NAME_MAX:
+                raise SotdError(
+                    f"comm-context: aborting before any write: no self slot can be named for host '{self.host}'"
+                )
+            self.self_file = path
+            self._migrate_legacy_slot()
+        self.name = self._name_from_self_file()
+
+    def _migrate_legacy_slot(self) -> None:
+        """Move a slot keyed by the raw host (its case kept) to the declared host's slot (behaviour 1.1).
+
+        Only when the registry row of the handle it names proves it (same root), never over a populated
+        slot; a failed publication keeps the legacy slot.
+        """
+        legacy = self.layout.self_file(self.handle_host, self.workspace_id or None)
+        if legacy == self.self_file or os.path.exists(self.self_file) or not os.path.exists(legacy):
+            return
+        from sotd.formats import registry, selffile
+
+        handle = selffile.read_handle(legacy, self.project_root)
+        if not handle:
+            return
+        try:
+            doc = registry.read(self.layout)
+        except SotdError:
+            return
+        row = registry.agents_of(doc).get(handle) if doc else None
+        if not isinstance(row, dict) or row.get("root") != self.project_root:
+            return
+        try:
+            selffile.write(self.self_file, handle, self.repo, self.project_root)
+        except SotdError:
+            return
+        try:
+            os.unlink(legacy)
+        except OSError:
+            pass
+
+    def _name_from_self_file(self) -> str:
+        from sotd.formats import selffile
+
+        try:
+            return selffile.read_handle(self.self_file, self.project_root) or ""
+        except SotdError:
+            return ""
+
+    @property
+    def is_nopane(self) -> bool:
+        return os.path.basename(self.self_file).endswith("__nopane.txt")
+
+    def items(self) -> list[tuple[str, str]]:
+        lay = self.layout
+        return [
+            ("HOST", self.host),
+            ("HANDLE_HOST", self.handle_host),
+            ("WORKSPACE_ID", self.workspace_id),
+            ("REPO", self.repo),
+            ("PROJECT_ROOT", self.project_root),
+            ("NAME", self.name),
+            ("SELF_FILE", self.self_file),
+            ("COMM_HOME", lay.home),
+            ("REGISTRY", lay.registry),
+            ("INBOX_DIR", lay.inbox_dir),
+            ("READ_DIR", lay.read_dir),
+        ]
+
+
+def check_identity(environ: Mapping[str, str] | None = None) -> str | None:
+    """The identity check of behaviour 5: None when this process may act as its handle, else why not."""
+    from sotd import identity
+
+    status, why = identity.check(dict(os.environ if environ is None else environ))
+    return why if status else None

@@ -1,0 +1,81 @@
+"""How a ``sotd comm`` verb reaches a daemon: which endpoint, and one request with the 5 s verdict bound.
+
+Behaviour 2.2 (endpoints) and decision D6. The local daemon is ``$SOT_SOCKET`` or the default socket of
+this user's daemon; the relay endpoint (for a handle this folder does not list) is named explicitly and
+is never replaced by the local daemon.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sotd.errors import DaemonUnreachable, SotdError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from sotd.cli.common import Context
+
+VERDICT_S = 5.0
+
+
+def default_socket(environ: Mapping[str, str]) -> str:
+    """Where this user's daemon listens when ``$SOT_SOCKET`` is unset (a private 0700 folder)."""
+    label = environ.get("SOT_BACKEND_LABEL") or "sot"
+    base = environ.get("XDG_RUNTIME_DIR") or f"/tmp/sotd-{os.geteuid()}"
+    return os.path.join(base, f"sotd-{label}", "sotd.sock")
+
+
+def local_endpoint(environ: Mapping[str, str]) -> str | None:
+    """``unix:<path>`` of this box's daemon, or None when no socket is there to dial."""
+    path = environ.get("SOT_SOCKET") or default_socket(environ)
+    import stat
+
+    try:
+        if stat.S_ISSOCK(os.stat(path).st_mode):
+            return "unix:" + path
+    except OSError:
+        pass
+    return "unix:" + path if environ.get("SOT_SOCKET") else None
+
+
+def relay_endpoint(environ: Mapping[str, str]) -> str | None:
+    """``$SOT_RELAY_ENDPOINT``, else ``$SOT_SPAWN_ENDPOINT``; never the local daemon."""
+    from sotd.client import unix
+
+    for key in ("SOT_RELAY_ENDPOINT", "SOT_SPAWN_ENDPOINT"):
+        value = environ.get(key, "")
+        if not value:
+            continue
+        ep, discard = unix.parse_endpoint(value)
+        if discard:
+            from sotd.cli.common import err
+
+            err(discard)
+            continue
+        if ep is not None:
+            return value
+    return None
+
+
+def call(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """One request; the daemon's response payload. Raises ``DaemonUnreachable`` past the verdict bound."""
+    from sotd.client import unix
+    from sotd.wire import messages
+
+    ep, discard = unix.parse_endpoint(endpoint)
+    if ep is None:
+        raise SotdError(discard or f"ERROR: bad endpoint '{endpoint}'")
+    if ep.kind != "unix":
+        raise DaemonUnreachable(
+            f"the daemon at {endpoint} cannot be reached: ssh endpoints come with the daemon"
+        )
+    hello = messages.hello_payload(
+        host=ctx.host,
+        os_user=messages.os_user_for_uid(os.geteuid()),
+        role="agent" if ctx.environ.get("SOT_WORKSPACE") else "cli",
+        name=ctx.name,
+    )
+    return unix.request(ep.path, op, payload, hello, deadline_s=VERDICT_S)

@@ -1,0 +1,223 @@
+"""``sotd comm join`` (comm-join.sh): take a handle. Behaviour 1.2, 6.7, 6.8."""
+
+from __future__ import annotations
+
+import os
+
+from sotd import PROTOCOL_VERSION, _clock
+from sotd.cli.common import Context, check_identity, err, out, prog
+from sotd.errors import HandleError, RegistryUnreadable, SotdError, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sotd.handles import Derived
+
+USAGE = """\
+usage: comm-join.sh [NAME | --name NAME] [--expertise "a, b"] [--repin]
+  Takes a handle in this comm folder: NAME, else $SOT_COMM_NAME, else this slot's own handle,
+  else one derived from the project folder and the host."""
+
+
+class _Joined:
+    """What the locked read-decide-write learned, for the lines printed after it."""
+
+    __slots__ = ("derived", "name", "others", "protocol", "tier1_live")
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.derived: Derived | None = None
+        self.others: list[str] = []
+        self.protocol: object = None
+        self.tier1_live = False
+
+
+class _Opts:
+    __slots__ = ("expertise", "help", "name", "repin")
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.expertise: str | None = None
+        self.repin = False
+        self.help = False
+
+
+def parse(argv: list[str], me: str) -> _Opts:
+    o = _Opts()
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-h", "--help"):
+            o.help = True
+        elif a == "--repin":
+            o.repin = True
+        elif a in ("--name", "--expertise"):
+            if i + 1 >= len(argv):
+                raise UsageError(f"{me}: {a} needs a value (see --help)")
+            i += 1
+            setattr(o, a[2:], argv[i])
+        elif a.startswith("--name="):
+            o.name = a[len("--name=") :]
+        elif a.startswith("--expertise="):
+            o.expertise = a[len("--expertise=") :]
+        elif a.startswith("-"):
+            raise UsageError(f"{me}: unknown option '{a}' (a handle can't start with '-'; see --help)")
+        elif o.name is None:
+            o.name = a
+        else:
+            raise UsageError(f"{me}: unexpected argument '{a}' (see --help)")
+        i += 1
+    return o
+
+
+def run(argv: list[str]) -> int:
+    me = prog("comm-join.sh", "join")
+    opts = parse(argv, me)
+    if opts.help:
+        out(USAGE)
+        return 0
+    why = check_identity()
+    if why:
+        err(f"{me}: REFUSING to bind: {why}")
+        return 1
+    ctx = Context()
+    env = ctx.environ
+    from sotd import handles
+    from sotd.formats import layout as layout_mod
+    from sotd.formats import registry, reglock, selffile
+
+    lay = ctx.layout
+    for w in layout_mod.ensure_home(lay):
+        err(w)
+    registry.ensure(lay)
+
+    explicit = opts.name if opts.name is not None else env.get("SOT_COMM_NAME") or None
+    name = explicit or ctx.name or None
+    if name is not None:
+        handles.validate(name)
+    expertise_raw = opts.expertise if opts.expertise is not None else env.get("SOT_COMM_EXPERTISE", "")
+    expertise = [p.strip() for p in expertise_raw.split(",") if p.strip()]
+
+    # The slot guard runs before anything is written: a row's slot that names another project's
+    # session would hand this session that one's mail.
+    if not opts.repin and not ctx.is_nopane:
+        refusal = selffile.guard(ctx.self_file, ctx.repo, ctx.project_root)
+        if refusal:
+            ws = ctx.workspace_id or "unset"
+            err(refusal)
+            err(
+                f"{me}: REFUSING to put a '{ctx.repo}' identity in that slot — it is keyed by this shell's "
+                f"$SOT_WORKSPACE_ID ('{ws}'), and a row that comes to name another project's session reads "
+                f"that session's mail. Either run this from inside the row it belongs to, or, if this row "
+                f"really is '{ctx.repo}' now, re-run with --repin."
+            )
+            return 3
+
+    now = _clock.stamp()
+    entry = {
+        "host": ctx.host,
+        "workspace_id": ctx.workspace_id,
+        "repo": ctx.repo,
+        "root": ctx.project_root,
+        "expertise": expertise,
+        "status": "idle",
+        "joined": now,
+        "last_seen": now,
+    }
+    joined = _Joined()
+
+    def change(doc: dict[str, object]) -> tuple[bool, None]:
+        agents = doc["agents"]
+        assert isinstance(agents, dict)
+        joined.protocol = doc.get("protocol_version")
+        if name is None:
+            d = handles.derive(ctx.project_root, ctx.handle_host, agents, reclaim=True)
+            joined.derived = d
+            joined.name = d.handle
+            if d.qualifier:
+                held = agents.get(d.tier1)
+                joined.tier1_live = isinstance(held, dict) and _clock.is_fresh(held.get("last_seen"))
+        else:
+            joined.name = name
+        agents[joined.name] = dict(entry)
+        joined.others = sorted(k for k in agents if k != joined.name)
+        return True, None
+
+    try:
+        registry.update(lay, ctx.host, change, bound=reglock.wait_bound(dict(env)))
+    except RegistryUnreadable:
+        if name is None:
+            err("comm: the registry could not be read, so no handle was derived; nothing was written")
+        else:
+            err("FAILED: the registry could not be read or updated, so nothing was written")
+        return 1
+    except HandleError as e:
+        err(e.message)
+        return 1
+    chosen = joined.name
+    derived = joined.derived
+    if derived is not None and derived.note:
+        err(derived.note)
+
+    if joined.protocol not in (None, PROTOCOL_VERSION):
+        err(
+            f"WARNING: registry protocol v{joined.protocol} != client v{PROTOCOL_VERSION} — run "
+            "ShipTools.update_comm() on all machines"
+        )
+
+    try:
+        selffile.write(ctx.self_file, chosen, ctx.repo, ctx.project_root)
+    except SotdError as e:
+        err(e.message)
+        err(
+            f"{me}: FATAL — joined as @{chosen} in the registry, but could not write the local self-file at "
+            f"'{ctx.self_file}' (see reason above). Commands in this shell will not know their handle; fix "
+            f"the folder and re-run {me} --name {chosen}."
+        )
+        return 1
+
+    _touch_inbox(lay.inbox(chosen))
+
+    if joined.tier1_live and derived is not None:
+        t1 = derived.tier1
+        err(
+            f"*** WARNING: joined as '@{chosen}', but '@{t1}' (this project's bare handle) is held by a live "
+            f"session of another project.\n"
+            f"*** Mail sent to @{t1} will not reach you. If '@{t1}' should be yours, recover it with:\n"
+            f"***   comm-leave.sh --name {chosen}; comm-join.sh --name {t1}"
+        )
+
+    from sotd import identity
+
+    row = identity.row_named(dict(env), lay.home, ctx.host)
+    if row:
+        _declare(ctx, row, chosen, me)
+
+    out(f"Joined sot-comm as @{chosen}  ({ctx.repo} on {ctx.host}).")
+    out(f"  inbox: {lay.inbox_dir}/{chosen}.jsonl")
+    out("Others registered: " + (", ".join(joined.others) if joined.others else "none"))
+    return 0
+
+
+def _touch_inbox(path: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    os.close(fd)
+
+
+def _declare(ctx: Context, row: str, handle: str, me: str) -> None:
+    """Tell the row's daemon which handle the row now holds (``agent.join``); a failure only warns."""
+    from sotd.cli import daemonlink
+
+    endpoint = daemonlink.local_endpoint(ctx.environ)
+    if endpoint is None:
+        err(
+            f"{me}: WARNING — this shell's identity names row '{row}' but no daemon endpoint could be "
+            f"resolved; the daemon won't learn '@{handle}' until the next comm-session-start."
+        )
+        return
+    try:
+        daemonlink.call(ctx, endpoint, "agent.join", {"workspace_id": row, "handle": handle})
+    except SotdError:
+        err(
+            f"{me}: WARNING — could not declare '@{handle}' to the daemon (agent.join); it will retry at the "
+            "next comm-session-start."
+        )

@@ -1,0 +1,79 @@
+"""``sotd comm leave`` (comm-leave.sh): remove a registry row. Behaviour 1.8, D10.
+
+Never removes an inbox or a cursor: mail already filed stays readable by the next holder of the handle.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sotd.cli.common import Context, check_identity, err, out, prog
+from sotd.errors import RegistryUnreadable
+
+USAGE = "usage: comm-leave.sh [--name <handle>]"
+
+
+def run(argv: list[str]) -> int:
+    me = prog("comm-leave.sh", "leave")
+    other: str | None = None
+    if len(argv) == 1 and argv[0].startswith("--name="):
+        other = argv[0][len("--name=") :]
+        if not other:
+            err("--name= needs a handle")
+            return 1
+    elif len(argv) == 2 and argv[0] == "--name":
+        other = argv[1]
+        if not other:
+            err("--name= needs a handle")
+            return 1
+    elif argv:
+        err(USAGE)
+        return 1
+    why = check_identity()
+    if why:
+        err(f"{me}: {why}")
+        return 1
+    ctx = Context()
+    from sotd import handles
+    from sotd.formats import layout as layout_mod
+    from sotd.formats import registry, reglock
+
+    for w in layout_mod.ensure_home(ctx.layout):
+        err(w)
+    name = other if other is not None else ctx.name
+    if not name:
+        out("Not joined — nothing to do.")
+        return 0
+    handles.validate(name)
+
+    def change(doc: dict[str, object]) -> tuple[bool, bool]:
+        agents = doc["agents"]
+        assert isinstance(agents, dict)
+        if name in agents:
+            del agents[name]
+            return True, True
+        return False, False
+
+    registry.ensure(ctx.layout)
+    try:
+        _, removed = registry.update(
+            ctx.layout, ctx.host, change, bound=reglock.wait_bound(dict(ctx.environ))
+        )
+    except RegistryUnreadable:
+        err("FAILED: the registry could not be read; nothing was removed")
+        return 1
+    if other is not None:
+        if not removed:
+            out(f"@{name} not in registry — nothing to do.")
+        else:
+            out(f"Removed @{name} from the registry (row only; comm-despawn.sh does full teardown).")
+        return 0
+    try:
+        os.unlink(ctx.self_file)
+    except FileNotFoundError:
+        pass
+    if not removed:
+        out("Not joined — nothing to do.")
+    else:
+        out(f"Left sot-comm (@{name} removed).")
+    return 0

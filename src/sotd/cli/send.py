@@ -1,0 +1,227 @@
+"""``sotd comm send`` (comm-send.sh): one message, one answer. Behaviour 1.3, 1.4; seed 000 "The wire".
+
+The one result: ``filed -> @h`` (indented when this box's own folder took it) and exit 0, or
+``FAILED -> @h: <reason>`` and exit 1. Nothing is queued and no second route is tried; a send never types
+into any terminal.
+"""
+
+from __future__ import annotations
+
+from sotd import _clock
+from sotd.cli.common import Context, check_identity, err, out
+from sotd.errors import RegistryUnreadable, SotdError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sotd.formats.layout import Layout
+
+
+def parse(argv: list[str]) -> tuple[bool, str | None, str]:
+    """(broadcast, target, text): ``--broadcast`` anywhere; the first ``@word`` before any text is the target."""
+    broadcast = False
+    target: str | None = None
+    words: list[str] = []
+    for a in argv:
+        if a == "--broadcast":
+            broadcast = True
+        elif target is None and not words and a.startswith("@") and not broadcast:
+            target = a[1:]
+        else:
+            words.append(a)
+    return broadcast, target, " ".join(words)
+
+
+class _Sender:
+    """One send's shared state: who sends, the registry as read once, and how this box files."""
+
+    __slots__ = ("agents", "ctx", "local", "repo")
+
+    def __init__(self, ctx: Context, agents: dict[str, object] | None) -> None:
+        self.ctx = ctx
+        self.agents = agents
+        self.repo = ctx.repo
+        from sotd.formats import lockmanager
+
+        self.local = lockmanager.appends_itself(ctx.layout)
+
+    def deliver(self, target: str, text: str, *, broadcast: bool) -> str | None:
+        """File one copy; None when filed, else the FAILED reason. Prints the ``filed`` line itself."""
+        from sotd import handles
+
+        if self.agents is None:
+            return f"the registry could not be read, so @{target} could not be routed; nothing was sent"
+        if not handles.is_valid(target):
+            return f'not a handle: "{target}"'
+        row = self.agents.get(target)
+        host = row.get("host") if isinstance(row, dict) else None
+        if not isinstance(row, dict) or not host:
+            if broadcast:
+                return f"no such handle: {target}"
+            return self.relay(target, text)
+        if not _clock.is_fresh(row.get("last_seen")):
+            return f"no live session holds @{target}"
+        if not self.local:
+            return self.via_daemon(target, text, broadcast=broadcast)
+        from sotd.formats import inbox
+
+        line = inbox.encode_line(self.ctx.name, "" if broadcast else target, self.repo, text, _clock.stamp())
+        try:
+            inbox.append(
+                self.ctx.layout,
+                target,
+                line,
+                nfs=_nfs(self.ctx.layout),
+                bound=inbox.inbox_wait(self.ctx.environ),
+                note=err,
+            )
+        except SotdError as e:
+            return e.message
+        out(f"  filed -> @{target}")
+        return None
+
+    def via_daemon(self, target: str, text: str, *, broadcast: bool) -> str | None:
+        """This box cannot take the inbox lock itself: hand the line to its daemon as ``comm.file``."""
+        from sotd.cli import daemonlink
+
+        endpoint = daemonlink.local_endpoint(self.ctx.environ)
+        if endpoint is None:
+            return "this box cannot take the inbox lock itself, and no daemon is reachable to file it"
+        return self._file(endpoint, target, text, broadcast)
+
+    def relay(self, target: str, text: str) -> str | None:
+        """A handle this folder does not list: the relay endpoint (never the local daemon) files it."""
+        from sotd.cli import daemonlink
+
+        endpoint = daemonlink.relay_endpoint(self.ctx.environ)
+        if endpoint is None:
+            return (
+                "no sotd daemon found; set SOT_RELAY_ENDPOINT=unix:/path, ssh:target[/host], or (Windows) "
+                "pipe:name"
+            )
+        return self._file(endpoint, target, text, False)
+
+    def _file(self, endpoint: str, target: str, text: str, broadcast: bool) -> str | None:
+        from sotd.cli import daemonlink
+
+        payload = {"from": self.ctx.name, "to": target, "text": text, "broadcast": broadcast}
+        try:
+            answer = daemonlink.call(self.ctx, endpoint, "comm.file", payload)
+        except SotdError as e:
+            return e.message
+        if answer.get("ok") is True:
+            out(f"filed -> @{target}")
+            return None
+        error = answer.get("error")
+        if isinstance(error, str) and error:
+            return error
+        return f"the daemon answered neither ok nor a refusal: {answer}"
+
+
+def _nfs(layout: Layout) -> bool:
+    from sotd.formats import lockmanager
+
+    return lockmanager.lock_identity(layout.inbox_dir).startswith("nfs4 ")
+
+
+def _routable(ctx: Context, agents: dict[str, object] | None, unreadable: bool) -> str | None:
+    """The sender must be verifiable: a handle, a registry row, and that row's root is this project."""
+    name = ctx.name
+    bindir = ctx.layout.bin_dir
+    if not name:
+        return (
+            "your sot-comm identity did not resolve — refusing to send with no verifiable from-handle (a "
+            "reply would silently misroute). Join first: comm-join.sh --name <canonical-handle> (never a bare "
+            "comm-join.sh if you previously held one — see the sot-session-start skill's recovery recipe)."
+        )
+    if unreadable or agents is None:
+        return f"the registry could not be read, so identity @{name} is unverified; nothing was sent"
+    row = agents.get(name)
+    if not isinstance(row, dict):
+        return (
+            f"your identity @{name} has no registry row; reclaim it with {bindir}/comm-join.sh --name {name}"
+        )
+    root = row.get("root")
+    if root != ctx.project_root:
+        return (
+            f"your sot-comm identity '@{name}' is registered to a DIFFERENT project's root ('{root}') — refusing "
+            f"to send with a misrouting from-handle. Reclaim it: {bindir}/comm-join.sh --name {name}"
+        )
+    return None
+
+
+def run(argv: list[str]) -> int:
+    broadcast, target, text = parse(argv)
+    label = "--broadcast" if broadcast else f"@{target or ''}"
+    if not text:
+        err('usage: comm-send.sh @name "msg" | --broadcast "msg"')
+        return 1
+    if not broadcast and target is None:
+        err("no target; use @name or --broadcast")
+        return 1
+    why = check_identity()
+    if why:
+        err(f"FAILED -> {label}: {why}")
+        return 1
+    ctx = Context()
+    from sotd.formats import layout as layout_mod
+    from sotd.formats import registry
+
+    lay = ctx.layout
+    for w in layout_mod.ensure_home(lay):
+        err(w)
+    registry.ensure(lay)
+    agents: dict[str, object] | None
+    try:
+        doc = registry.read(lay)
+        agents = registry.agents_of(doc) if doc is not None else {}
+        unreadable = False
+    except RegistryUnreadable:
+        agents, unreadable = None, True
+    if broadcast and unreadable:
+        err("FAILED -> --broadcast: the registry could not be read; nothing was sent")
+        return 1
+    problem = _routable(ctx, agents, unreadable)
+    if problem:
+        err(f"FAILED -> {label}: {problem}")
+        return 1
+    sender = _Sender(ctx, agents)
+    if broadcast:
+        status = _broadcast(sender, text)
+    else:
+        assert target is not None
+        failed = sender.deliver(target, text, broadcast=False)
+        if failed is not None:
+            err(f"FAILED -> @{target}: {failed}")
+        status = 0 if failed is None else 1
+    _touch_self(ctx)
+    return status
+
+
+def _broadcast(sender: _Sender, text: str) -> int:
+    agents = sender.agents
+    if agents is None:
+        err("FAILED -> --broadcast: the registry could not be read; nothing was sent")
+        return 1
+    targets = sorted(k for k in agents if k != sender.ctx.name)
+    ok = 0
+    for t in targets:
+        failed = sender.deliver(t, text, broadcast=True)
+        if failed is None:
+            ok += 1
+        else:
+            err(f"FAILED -> @{t}: {failed}")
+    if ok == len(targets):
+        out(f"Broadcast to {ok} agent(s).")
+        return 0
+    out(f"Broadcast to {ok} of {len(targets)} agent(s).")
+    return 1
+
+
+def _touch_self(ctx: Context) -> None:
+    """Best-effort ``last_seen`` of the sender's own row, 1 s lock bound; never changes the exit code."""
+    from sotd.formats import registry
+
+    try:
+        registry.touch(ctx.layout, ctx.host, ctx.name, bound=1.0)
+    except (SotdError, OSError):
+        pass

@@ -1,0 +1,88 @@
+"""The main job, for now: two sessions exchange mail through a throw-away comm folder.
+
+Each session is its own set of real ``sotd comm`` processes with its own project folder and its own
+self file; the transcript shows every command typed and every line it printed. There is no daemon yet,
+so the demo records this box's inbox lock identity the way a hub daemon does at its start.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+
+def _sotd() -> list[str]:
+    exe = shutil.which("sotd", path=os.path.dirname(sys.executable))
+    return [exe] if exe else [sys.executable, "-m", "sotd.cli.main"]
+
+
+def main() -> int:
+    from sotd.formats import lockmanager
+    from sotd.formats.layout import Layout, ensure_home
+
+    work = tempfile.mkdtemp(prefix="sotd-demo-")
+    home = os.path.join(work, "comm")
+    lay = Layout(home)
+    ensure_home(lay)
+    mid = lockmanager.machine_id_or_none()
+    ident = lockmanager.lock_identity(lay.inbox_dir)
+    lockmanager.write_for_hub(lay, ident, mid)
+    print(f"# comm folder: {home}")
+    print(f"# inbox lock identity recorded as the hub would: {ident}")
+    sessions = {}
+    for name in ("alpha", "beta"):
+        root = os.path.join(work, name)
+        os.makedirs(root)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SOT_", "TMUX"))}
+        env.update(
+            SOT_COMM_HOME=home,
+            SOT_SELF_HOST="demo",
+            SOT_COMM_SELF_FILE=os.path.join(home, "self", f"{name}-session.txt"),
+            PWD=root,
+        )
+        sessions[name] = (root, env)
+
+    def typed(who: str, *args: str) -> int:
+        root, env = sessions[who]
+        print(f"\n[{who}]$ sotd comm {' '.join(_shell(a) for a in args)}")
+        p = subprocess.run(
+            [*_sotd(), "comm", *args], check=False, cwd=root, env=env, capture_output=True, text=True
+        )
+        for line in (p.stdout + p.stderr).splitlines():
+            print(f"  {line}")
+        if p.returncode:
+            print(f"  (exit {p.returncode})")
+        return p.returncode
+
+    steps = [
+        ("alpha", "join", "--name", "alpha"),
+        ("beta", "join", "--name", "beta"),
+        ("alpha", "send", "@beta", "can you review the inbox append? it rolls back on fsync errors"),
+        ("beta", "unread", "beta"),
+        ("beta", "poll"),
+        ("beta", "send", "@alpha", "[question] what happens when the rollback itself fails?"),
+        ("alpha", "send", "--broadcast", "stand-up in five minutes"),
+        ("alpha", "poll"),
+        ("beta", "poll"),
+        ("beta", "poll"),
+        ("alpha", "send", "@gamma", "anyone there?"),
+        ("alpha", "list"),
+        ("beta", "leave"),
+        ("alpha", "send", "@beta", "still there?"),
+    ]
+    for who, *args in steps:
+        typed(who, *args)
+    print(f"\n# inbox files: {sorted(os.listdir(lay.inbox_dir))}")
+    shutil.rmtree(work)
+    return 0
+
+
+def _shell(a: str) -> str:
+    return a if a and all(c.isalnum() or c in "@-_./=" for c in a) else "'" + a.replace("'", "'\\''") + "'"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

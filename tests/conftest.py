@@ -1,0 +1,123 @@
+"""Shared fixtures: a private comm folder, sessions that run the real ``sotd`` as subprocesses."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+VENV_BIN = os.path.dirname(sys.executable)
+SOTD = shutil.which("sotd", path=VENV_BIN) or "sotd"
+
+
+class Result:
+    def __init__(self, p: subprocess.CompletedProcess[str]) -> None:
+        self.out = p.stdout
+        self.err = p.stderr
+        self.code = p.returncode
+
+    @property
+    def out_lines(self) -> list[str]:
+        return self.out.splitlines()
+
+    @property
+    def err_lines(self) -> list[str]:
+        return self.err.splitlines()
+
+    def __repr__(self) -> str:
+        return f"Result(code={self.code}, out={self.out!r}, err={self.err!r})"
+
+
+def clean_env() -> dict[str, str]:
+    """The test process's environment without anything that would point at a real comm folder or tmux."""
+    drop = ("SOT_", "SOTD_", "TMUX", "CLAUDE", "COMM_STATUS_")
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
+class Session:
+    """One agent session: its own project folder and its own pinned self file, in one comm folder."""
+
+    def __init__(self, comm: Comm, name: str) -> None:
+        self.comm = comm
+        self.name = name
+        self.root = os.path.realpath(os.path.join(comm.work, name))
+        os.makedirs(self.root, exist_ok=True)
+        self.self_file = os.path.join(comm.home, "self", f"{name}-session.txt")
+        self.env = clean_env()
+        self.env.update(
+            SOT_COMM_HOME=comm.home,
+            SOT_SELF_HOST=comm.host,
+            SOT_COMM_SELF_FILE=self.self_file,
+            SOT_COMM_TEST_HOST=comm.host,
+            SOT_SOCKET=os.path.join(comm.work, "no-daemon.sock"),
+            PWD=self.root,
+        )
+
+    def run(
+        self, *args: str, stdin: str | None = None, env: dict[str, str] | None = None, wrapper: bool = True
+    ) -> Result:
+        """Run a verb as this session: through its installed comm-<verb>.sh when there is one, as people do."""
+        e = dict(self.env)
+        if env:
+            e.update(env)
+        script = os.path.join(self.comm.layout.bin_dir, f"comm-{args[0]}.sh") if args else ""
+        argv = [script, *args[1:]] if wrapper and os.path.exists(script) else [SOTD, "comm", *args]
+        p = subprocess.run(
+            argv,
+            check=False,
+            cwd=self.root,
+            env=e,
+            input=stdin if stdin is not None else "",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return Result(p)
+
+
+class Comm:
+    """A private comm folder whose inbox lock identity is recorded the way the hub daemon records it."""
+
+    def __init__(
+        self, work: str, *, record: bool = True, install: bool = True, host: str = "testhost"
+    ) -> None:
+        from sotd.formats import lockmanager
+        from sotd.formats.layout import Layout, ensure_home
+
+        self.work = work
+        self.home = os.path.join(work, "comm")
+        self.host = host
+        self.layout = Layout(self.home)
+        ensure_home(self.layout)
+        if record:
+            lockmanager.write_for_hub(
+                self.layout,
+                lockmanager.lock_identity(self.layout.inbox_dir),
+                lockmanager.machine_id_or_none(),
+            )
+        self.sessions: dict[str, Session] = {}
+        if install:
+            from sotd.cli.install import install as do_install
+
+            do_install(self.layout, SOTD)
+
+    def session(self, name: str) -> Session:
+        if name not in self.sessions:
+            self.sessions[name] = Session(self, name)
+        return self.sessions[name]
+
+    def inbox_bytes(self, handle: str) -> bytes:
+        try:
+            with open(self.layout.inbox(handle), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+
+@pytest.fixture
+def comm(tmp_path: object) -> Iterator[Comm]:
+    yield Comm(str(tmp_path))
