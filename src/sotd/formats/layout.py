@@ -117,6 +117,10 @@ class Layout:
     def cursor(self, handle: str) -> str:
         return self._p("read", handle + ".cursor")
 
+    def cursor_tmp(self, handle: str, pid: int, n: int) -> str:
+        """A cursor write's temp, renamed over ``read/<h>.cursor``."""
+        return self._p("read", f"{handle}.cursor.tmp.{pid}.{n}")
+
     def self_file(self, host: str, row_id: str | None) -> str:
         """``self/<host>__<row id made safe>.txt`` for a row, ``self/<host>__nopane.txt`` outside one."""
         leaf = f"{host}__{safe_component(row_id) if row_id else 'nopane'}.txt"

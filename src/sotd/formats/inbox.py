@@ -1,0 +1,564 @@
+"""The inbox: one JSON line per message, appended under a kernel file lock.
+
+File: ``inbox/<h>.jsonl`` (0600), its lock ``inbox/<h>.lock`` (0600, opened read-write, never written).
+Spec: seed 000 "The inbox"; behaviour 6.4 "The append itself", 6.5 (reader's lock), 1.5/1.6 (poll, unread).
+Guarantee: after ``append`` returns, the line is whole, synced and after every line appended before it;
+when it raises, the inbox is byte-identical to how the append found it (after the cut of a dead writer's
+unterminated tail), except in the one case the error says so (the rollback itself failed). A reader holding
+the shared lock never sees a line in flight; an unlocked reader may, and the cursor's hash repairs that.
+What would break it: writing without the exclusive lock, O_APPEND across NFS clients without it, a rollback
+to any length other than the one measured under the lock, or counting an unterminated tail as a line.
+
+The bounded blocking wait. The spec asks for a blocking flock bounded by a timeout (15-25 ms non-blocking
+tries only under an nfs4 lock manager). The kernel has no flock with a timeout, SIGALRM belongs to the
+application, not to a library, and polling with LOCK_NB is unfair: a blocking waiter (the daemon, the 0.6.6
+shell's ``flock -w``) is woken by the kernel the moment the lock is released, so a poller can lose every
+race until its bound runs out. So the wait is: one LOCK_NB try (the uncontended case: no thread), then a
+helper thread that blocks in flock while the caller waits on an event with the bound. If the caller gives up
+first, it hands the descriptor to the helper, which releases the lock and closes the descriptor the moment
+it gets it (the same design as the reference daemon).
+
+Failure wording decided here (the spec leaves it open):
+- the rollback itself failed: ``the append failed: <why>; the rollback failed too (<why>), so the line may
+  still be in @<h>'s inbox``;
+- the lock was lost (EIO, or the lock no longer held, after a stall of ``STALL_SECS``): ``the append failed:
+  the inbox lock for @<h> was lost while the append stalled (<why>)``, after a rollback that is done only when
+  the file still ends with our own line (another writer may own the lock by then).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import time
+
+from sotd.errors import AppendFailed, InboxBusy, SotdError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from types import TracebackType
+    from typing import Any
+
+    from sotd.formats.layout import Layout
+
+INBOX_LOCK_WAIT_DEFAULT = 2
+INBOX_READ_WAIT_DEFAULT = 3
+BLOCK = 4096
+STALL_SECS = 5.0  # a step under the lock slower than this may have outlived an NFS lease
+
+# Test seams: the calls that touch the inbox's bytes (fault tests replace them in-process).
+_write = os.write
+_fsync = os.fsync
+_ftruncate = os.ftruncate
+_monotonic = time.monotonic
+_sleep = time.sleep
+
+
+# ---------------------------------------------------------------------------------------------- line codec
+
+
+def encode_line(frm: str, to: str, repo: str, msg: str, ts: str) -> bytes:
+    """One inbox record: compact JSON, keys from, to, repo, msg, ts, LF-terminated."""
+    import json
+
+    obj = {"from": frm, "to": to, "repo": repo, "msg": msg, "ts": ts}
+    try:
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate cannot be UTF-8: escape it as JSON does, so the line stays one valid record.
+        data = json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    return data + b"\n"
+
+
+def decode_line(line: bytes) -> dict[str, Any] | None:
+    """The JSON object on ``line``, or None when it is empty, not JSON, or not an object."""
+    import json
+
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def complete_lines(data: bytes) -> list[bytes]:
+    """The newline-terminated lines of ``data``, without their newline (an unterminated tail is dropped)."""
+    if not data:
+        return []
+    return data.split(b"\n")[:-1]
+
+
+def is_directed(obj: Mapping[str, Any], handle: str) -> bool:
+    """Directed mail for ``handle``: ``to`` is a string equal to it and ``from``, if a string, is not."""
+    to = obj.get("to")
+    frm = obj.get("from")
+    return isinstance(to, str) and to == handle and not (isinstance(frm, str) and frm == handle)
+
+
+def _jq_text(v: object) -> str:
+    """A value as jq's string interpolation shows it: strings raw, everything else as compact JSON."""
+    if isinstance(v, str):
+        return v
+    import json
+
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
+def show_line(obj: Mapping[str, Any]) -> str:
+    """``[<ts>] [<from>:<repo>] <msg>``; msg = .msg // .message // .text // "".
+
+    As jq shows it: null and false fall through ``//``; a string is shown raw, anything else as compact JSON.
+    """
+    msg: object = ""
+    for key in ("msg", "message", "text"):
+        v = obj.get(key)
+        if v is not None and v is not False:
+            msg = v
+            break
+    ts, frm, repo = _jq_text(obj.get("ts")), _jq_text(obj.get("from")), _jq_text(obj.get("repo"))
+    return f"[{ts}] [{frm}:{repo}] {_jq_text(msg)}"
+
+
+# ------------------------------------------------------------------------------------------------- bounds
+
+
+def _whole_secs(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if raw and raw.isascii() and raw.isdigit() and len(raw) <= 9:
+        return int(raw)
+    return default
+
+
+def inbox_wait(environ: Mapping[str, str] | None = None) -> float:
+    """``SOT_INBOX_LOCK_WAIT_SECS`` as a whole number of seconds; unset or not a whole number -> 2."""
+    return float(_whole_secs(os.environ if environ is None else environ, "SOT_INBOX_LOCK_WAIT_SECS", 2))
+
+
+def read_wait(environ: Mapping[str, str] | None = None) -> float:
+    """``SOT_INBOX_READ_WAIT_SECS`` as a whole number of seconds; unset or not a whole number -> 3."""
+    return float(_whole_secs(os.environ if environ is None else environ, "SOT_INBOX_READ_WAIT_SECS", 3))
+
+
+# -------------------------------------------------------------------------------------------------- locks
+
+
+class _Busy(Exception):
+    """The lock was still held when the bound ran out (internal; callers raise the spec's sentence)."""
+
+
+def _jitter_secs() -> float:
+    return (15 + os.urandom(1)[0] % 11) / 1000.0
+
+
+def _lock_nfs(fd: int, op: int, bound: float) -> None:
+    """Non-blocking tries every 15-25 ms (jittered) until ``bound``; raises _Busy, or OSError for a fault."""
+    deadline = _monotonic() + max(bound, 0.0)
+    while True:
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        left = deadline - _monotonic()
+        if left <= 0:
+            raise _Busy
+        _sleep(min(_jitter_secs(), left))
+
+
+class _Waiter:
+    """A helper thread blocked in flock for a caller that waits with a bound (see the module header)."""
+
+    __slots__ = ("done", "err", "fd", "gave_up", "mu", "op")
+
+    def __init__(self, fd: int, op: int) -> None:
+        import threading
+
+        self.fd = fd
+        self.op = op
+        self.mu = threading.Lock()
+        self.done = threading.Event()
+        self.gave_up = False
+        self.err: OSError | None = None
+        threading.Thread(target=self._run, name="sotd-inbox-flock", daemon=True).start()
+
+    def _run(self) -> None:
+        err: OSError | None = None
+        try:
+            fcntl.flock(self.fd, self.op)
+        except OSError as e:
+            err = e
+        with self.mu:
+            if self.gave_up:
+                # The caller left; the descriptor is ours: closing it releases the lock we just got.
+                try:
+                    os.close(self.fd)
+                except OSError:
+                    pass
+                return
+            self.err = err
+            self.done.set()
+
+    def wait(self, bound: float) -> bool:
+        """True when the lock was taken (or failed: see ``err``); False when the caller gave up.
+
+        After False the descriptor belongs to the helper: the caller must not close it.
+        """
+        self.done.wait(max(bound, 0.0))
+        with self.mu:
+            if self.done.is_set():
+                return True
+            self.gave_up = True
+            return False
+
+
+def _lock_blocking(fd: int, op: int, bound: float) -> bool:
+    """Take flock ``op`` on ``fd`` within ``bound``. False: gave up, and ``fd`` now belongs to a helper."""
+    try:
+        fcntl.flock(fd, op | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        pass
+    if bound <= 0:
+        raise _Busy
+    waiter = _Waiter(fd, op)
+    if not waiter.wait(bound):
+        return False
+    if waiter.err is not None:
+        raise waiter.err
+    return True
+
+
+def _take(fd: int, op: int, *, nfs: bool, bound: float) -> None:
+    """Take the lock or raise _Busy (fd already closed or handed off) / OSError (fd still the caller's)."""
+    if nfs:
+        try:
+            _lock_nfs(fd, op, bound)
+        except _Busy:
+            os.close(fd)
+            raise
+        return
+    try:
+        ok = _lock_blocking(fd, op, bound)
+    except _Busy:
+        os.close(fd)
+        raise
+    if not ok:
+        raise _Busy
+
+
+def _open_lock(path: str) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+def _release(lock_fd: int) -> None:
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+    except OSError:
+        pass
+    try:
+        os.close(lock_fd)
+    except OSError:
+        pass
+
+
+# ------------------------------------------------------------------------------------------------- append
+
+
+def busy_text(handle: str, bound: float) -> str:
+    return f"the inbox lock for @{handle} was held for {int(bound)}s — nothing was appended"
+
+
+def cut_note(n: int, handle: str) -> str:
+    """The shell's note for a tail cut (the daemon's wording is ``daemon_cut_note``)."""
+    return f"note: cut {n} bytes of an unterminated line a dead writer left in @{handle}'s inbox"
+
+
+def daemon_cut_note(n: int, path: str) -> str:
+    return f"cut {n} bytes of an unterminated line a dead writer left in {path}"
+
+
+def _why(e: OSError) -> str:
+    return e.strerror or (os.strerror(e.errno) if e.errno else str(e))
+
+
+def _tail_cut_length(fd: int, size: int) -> int:
+    """Where the file should end: after its last ``\\n`` (0 if none), scanning back in 4096-byte blocks."""
+    end = size
+    while end > 0:
+        start = max(0, end - BLOCK)
+        block = os.pread(fd, end - start, start)
+        if len(block) != end - start:
+            raise OSError(errno.EIO, "short read while scanning for the last newline")
+        i = block.rfind(b"\n")
+        if i >= 0:
+            return start + i + 1
+        end = start
+    return 0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = _write(fd, view)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, f"short write ({len(data) - len(view)} of {len(data)} bytes)")
+        view = view[n:]
+
+
+def _lock_still_held(lock_fd: int) -> bool:
+    """Re-assert the exclusive lock (a no-op while it is held); False when the lock manager says otherwise."""
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+
+
+def append(
+    layout: Layout,
+    handle: str,
+    line: bytes,
+    *,
+    nfs: bool,
+    bound: float,
+    note: Callable[[str], None] | None = None,
+    daemon: bool = False,
+) -> None:
+    """Append ``line`` (``\\n``-terminated; one is added if missing) to ``inbox/<h>.jsonl``: 6.4 steps 1-6.
+
+    ``nfs``: the inbox's lock identity is ``nfs4 …`` (poll the lock); ``bound``: the lock wait in seconds.
+    ``note`` receives the tail-cut note (the shell wording, or the daemon's when ``daemon``).
+    Raises ``AppendFailed`` with the spec's sentence; on any failure nothing was appended.
+    """
+    if not line.endswith(b"\n"):
+        line += b"\n"
+    # 1. the lock
+    try:
+        lock_fd = _open_lock(layout.inbox_lock(handle))
+    except OSError as e:
+        raise AppendFailed(f"the append failed: {_why(e)}") from e
+    try:
+        _take(lock_fd, fcntl.LOCK_EX, nfs=nfs, bound=bound)
+    except _Busy:
+        raise AppendFailed(busy_text(handle, bound)) from None
+    except OSError as e:
+        os.close(lock_fd)
+        raise AppendFailed(f"the append failed: {_why(e)}") from e
+    locked_at = _monotonic()
+    try:
+        _append_locked(
+            layout=layout,
+            handle=handle,
+            line=line,
+            lock_fd=lock_fd,
+            locked_at=locked_at,
+            note=note,
+            daemon=daemon,
+        )
+    finally:
+        _release(lock_fd)
+
+
+def _append_locked(
+    *,
+    layout: Layout,
+    handle: str,
+    line: bytes,
+    lock_fd: int,
+    locked_at: float,
+    note: Callable[[str], None] | None,
+    daemon: bool,
+) -> None:
+    path = layout.inbox(handle)
+    # 2. the inbox, under the lock
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise AppendFailed(f"the append failed: {_why(e)}") from e
+    try:
+        # 3. the tail cut
+        try:
+            size = os.fstat(fd).st_size
+            if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+                keep = _tail_cut_length(fd, size)
+                _ftruncate(fd, keep)
+                if note is not None:
+                    note(daemon_cut_note(size - keep, path) if daemon else cut_note(size - keep, handle))
+                size = keep
+        except OSError as e:
+            raise AppendFailed(f"the append failed: {_why(e)}") from e
+        before = size
+        # 4. write whole, then sync
+        try:
+            _write_all(fd, line)
+            _fsync(fd)
+            if _monotonic() - locked_at > STALL_SECS and not _lock_still_held(lock_fd):
+                raise OSError(errno.ENOLCK, "the lock manager no longer grants the lock")
+        except OSError as e:
+            # 5. the rollback
+            stalled = _monotonic() - locked_at > STALL_SECS
+            raise _rollback(fd, before, n=len(line), handle=handle, cause=e, stalled=stalled) from e
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _rollback(fd: int, before: int, *, n: int, handle: str, cause: OSError, stalled: bool) -> AppendFailed:
+    """Cut the inbox back to ``before`` and build the error to raise."""
+    lost = stalled and (cause.errno in (errno.EIO, errno.ENOLCK))
+    why = _why(cause)
+    try:
+        if lost:
+            # The lock may be someone else's by now: cut only our own line, only if it is still the end.
+            size = os.fstat(fd).st_size
+            if size not in (before, before + n):
+                return AppendFailed(
+                    f"the append failed: the inbox lock for @{handle} was lost while the append stalled "
+                    f"({why}); the inbox grew meanwhile, so the line may still be in @{handle}'s inbox"
+                )
+        _ftruncate(fd, before)
+    except OSError as e2:
+        return AppendFailed(
+            f"the append failed: {why}; the rollback failed too ({_why(e2)}), "
+            f"so the line may still be in @{handle}'s inbox"
+        )
+    if lost:
+        return AppendFailed(
+            f"the append failed: the inbox lock for @{handle} was lost while the append stalled ({why})"
+        )
+    return AppendFailed(f"the append failed: {why}")
+
+
+# ------------------------------------------------------------------------------------------------- reader
+
+
+def read_busy_text(handle: str) -> str:
+    return f"the inbox for @{handle} is being written — nothing was read; run comm-poll.sh again"
+
+
+def lock_open_warning(handle: str) -> str:
+    return (
+        f"WARNING: the inbox lock for @{handle} failed (cannot open its lock file) — "
+        "reading without it; a line may show twice, none is lost"
+    )
+
+
+def lock_fault_warning(handle: str, rc: int, text: str) -> str:
+    """The warning for a flock fault: ``rc`` is the errno, ``text`` its message (``(code <rc>)`` if none)."""
+    detail = f"{rc}: {text}" if text else f"code {rc}"
+    return (
+        f"WARNING: the inbox lock for @{handle} failed ({detail}) — "
+        "reading without it; a line may show twice, none is lost"
+    )
+
+
+class ReadLock:
+    """The reader's shared lock on ``inbox/<h>.lock`` (behaviour 6.5), as a context manager.
+
+    Busy past ``bound`` -> ``InboxBusy`` (exit 75). A lock file that will not open, or any other flock
+    fault -> ``warn(<the 6.5 WARNING line>)`` and the body runs unlocked (``locked`` is False).
+    Use it only on a box that appends itself (``lockmanager.appends_itself``).
+    """
+
+    __slots__ = ("bound", "fd", "handle", "layout", "locked", "nfs", "warn")
+
+    def __init__(
+        self, layout: Layout, handle: str, *, nfs: bool, bound: float, warn: Callable[[str], None]
+    ) -> None:
+        self.layout = layout
+        self.handle = handle
+        self.nfs = nfs
+        self.bound = bound
+        self.warn = warn
+        self.fd = -1
+        self.locked = False
+
+    def __enter__(self) -> ReadLock:
+        try:
+            fd = _open_lock(self.layout.inbox_lock(self.handle))
+        except OSError:
+            self.warn(lock_open_warning(self.handle))
+            return self
+        try:
+            _take(fd, fcntl.LOCK_SH, nfs=self.nfs, bound=self.bound)
+        except _Busy:
+            raise InboxBusy(read_busy_text(self.handle)) from None
+        except OSError as e:
+            os.close(fd)
+            self.warn(lock_fault_warning(self.handle, e.errno or 0, e.strerror or ""))
+            return self
+        self.fd = fd
+        self.locked = True
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Release the lock now (before the batch is printed: slow display never holds off a writer)."""
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            self.locked = False
+            _release(fd)
+
+
+def read_all(layout: Layout, handle: str) -> bytes | None:
+    """Every byte of ``inbox/<h>.jsonl`` in one read; None when there is no inbox file."""
+    path = layout.inbox(handle)
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise SotdError(
+            f"the inbox for @{handle} could not be read: {_why(e)}", code="inbox_unreadable"
+        ) from e
+
+
+def snapshot(
+    layout: Layout,
+    handle: str,
+    *,
+    locked: bool,
+    nfs: bool,
+    bound: float,
+    warn: Callable[[str], None],
+) -> bytes | None:
+    """``read_all``, under the reader's shared lock when ``locked`` (a box that appends itself)."""
+    if not locked:
+        return read_all(layout, handle)
+    with ReadLock(layout, handle, nfs=nfs, bound=bound, warn=warn):
+        return read_all(layout, handle)
+
+
+def unread_count(
+    data: bytes | None,
+    handle: str,
+    cursor_text: str,
+    note: Callable[[str], None] | None = None,
+) -> int:
+    """Directed lines (``is_directed``) among the complete lines past the cursor's offset (behaviour 1.6)."""
+    from sotd.formats import cursor
+
+    if not data:
+        return 0
+    lines = complete_lines(data)
+    n = 0
+    for raw in lines[cursor.offset(cursor_text, lines, handle, note) :]:
+        obj = decode_line(raw)
+        if obj is not None and is_directed(obj, handle):
+            n += 1
+    return n
