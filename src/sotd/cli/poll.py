@@ -33,9 +33,9 @@ def read_batch(ctx: Context, handle: str, *, warn: Callable[[str], None] = err) 
     from sotd.formats import cursor, inbox, lockmanager
 
     lay = ctx.layout
-    local = lockmanager.appends_itself(lay)
-    if local:
-        nfs = lockmanager.lock_identity(lay.inbox_dir).startswith("nfs4 ")
+    own = lockmanager.own_lock(lay)
+    if own is not None:
+        nfs = lockmanager.is_nfs(own)
         with inbox.ReadLock(lay, handle, nfs=nfs, bound=inbox.read_wait(ctx.environ), warn=warn):
             data = inbox.read_all(lay, handle)
     else:

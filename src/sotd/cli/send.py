@@ -11,10 +11,6 @@ from sotd import _clock
 from sotd.cli.common import Context, check_identity, err, out
 from sotd.errors import RegistryUnreadable, SotdError
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from sotd.formats.layout import Layout
-
 
 def parse(argv: list[str]) -> tuple[bool, str | None, str]:
     """(broadcast, target, text): ``--broadcast`` anywhere; the first ``@word`` before any text is the target."""
@@ -34,7 +30,7 @@ def parse(argv: list[str]) -> tuple[bool, str | None, str]:
 class _Sender:
     """One send's shared state: who sends, the registry as read once, and how this box files."""
 
-    __slots__ = ("agents", "ctx", "local", "repo")
+    __slots__ = ("agents", "ctx", "local", "nfs", "repo")
 
     def __init__(self, ctx: Context, agents: dict[str, object] | None) -> None:
         self.ctx = ctx
@@ -42,7 +38,9 @@ class _Sender:
         self.repo = ctx.repo
         from sotd.formats import lockmanager
 
-        self.local = lockmanager.appends_itself(ctx.layout)
+        own = lockmanager.own_lock(ctx.layout)
+        self.local = own is not None
+        self.nfs = lockmanager.is_nfs(own) if own else False
 
     def deliver(self, target: str, text: str, *, broadcast: bool) -> str | None:
         """File one copy; None when filed, else the FAILED reason. Prints the ``filed`` line itself."""
@@ -70,7 +68,7 @@ class _Sender:
                 self.ctx.layout,
                 target,
                 line,
-                nfs=_nfs(self.ctx.layout),
+                nfs=self.nfs,
                 bound=inbox.inbox_wait(self.ctx.environ),
                 note=err,
             )
@@ -115,12 +113,6 @@ class _Sender:
         if isinstance(error, str) and error:
             return error
         return f"the daemon answered neither ok nor a refusal: {answer}"
-
-
-def _nfs(layout: Layout) -> bool:
-    from sotd.formats import lockmanager
-
-    return lockmanager.lock_identity(layout.inbox_dir).startswith("nfs4 ")
 
 
 def _routable(ctx: Context, agents: dict[str, object] | None, unreadable: bool) -> str | None:

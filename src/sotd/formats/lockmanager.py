@@ -312,15 +312,24 @@ def route(
     return REFUSE, foreign_text(record[0], record[1], own_identity, path)
 
 
-def appends_itself(layout: Layout) -> bool:
-    """True when this process takes the inbox lock itself: Linux, and the record's line 1 is non-empty, not
-    ``none``, and equal to the identity this process computes for ``inbox/``. Any doubt -> False."""
+def own_lock(layout: Layout) -> str | None:
+    """This process's inbox lock identity when it takes the inbox lock itself, else None.
+
+    It does on Linux when the record's line 1 is non-empty, not ``none``, and equal to the identity this
+    process computes for ``inbox/``. Any doubt -> None (the line goes to a daemon instead).
+    """
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
         record = read_record(layout)
     except OSError:
-        return False
+        return None
     if record is None or not record[0] or record[0] == "none":
-        return False
-    return record[0] == lock_identity(layout.inbox_dir)
+        return None
+    own = lock_identity(layout.inbox_dir)
+    return own if record[0] == own else None
+
+
+def appends_itself(layout: Layout) -> bool:
+    """True when this process takes the inbox lock itself (see ``own_lock``)."""
+    return own_lock(layout) is not None
