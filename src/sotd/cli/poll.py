@@ -14,37 +14,50 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from sotd.formats.readhint import View
+
 
 class Batch:
-    """The complete lines of one inbox read, and where this reader's cursor puts it."""
+    """One read of an inbox: the complete lines past this reader's cursor, and what the cursor needs."""
 
-    __slots__ = ("lines", "start")
+    __slots__ = ("new", "start", "view")
 
-    def __init__(self, lines: list[bytes], start: int) -> None:
-        self.lines = lines
-        self.start = start
+    def __init__(self, view: View, start: int) -> None:
+        self.view = view
+        self.start = start  # lines already shown (0-based index of the first new line)
+        self.new = view.lines[start - view.base :]
+
+    @property
+    def total(self) -> int:
+        return self.view.total
+
+    @property
+    def last_line(self) -> bytes | None:
+        return self.view.line(self.view.total)
 
 
 def read_batch(ctx: Context, handle: str, *, warn: Callable[[str], None] = err) -> Batch | None:
     """Read the inbox once (under the shared lock where this box appends itself). None: no inbox file.
 
-    Raises ``InboxBusy`` when the lock stays held past its bound.
+    Reads from the cursor's byte offset when the private hint checks out (``formats/readhint.py``), else
+    from byte 0 with the cursor's step-back rules. Raises ``InboxBusy`` when the lock stays held past its
+    bound.
     """
-    from sotd.formats import cursor, inbox, lockmanager
+    from sotd.formats import cursor, inbox, lockmanager, readhint
 
     lay = ctx.layout
+    text = cursor.read(lay, handle)
     own = lockmanager.own_lock(lay)
     if own is not None:
         nfs = lockmanager.is_nfs(own)
         with inbox.ReadLock(lay, handle, nfs=nfs, bound=inbox.read_wait(ctx.environ), warn=warn):
-            data = inbox.read_all(lay, handle)
+            view = readhint.read(lay, handle, text)
     else:
-        data = inbox.read_all(lay, handle)
-    if data is None:
+        view = readhint.read(lay, handle, text)
+    if view is None:
         return None
-    lines = inbox.complete_lines(data)
-    start = cursor.offset(cursor.read(lay, handle), lines, handle, err)
-    return Batch(lines, start)
+    start = view.base if view.base else cursor.offset(text, view.lines, handle, err)
+    return Batch(view, start)
 
 
 def run(argv: list[str]) -> int:
@@ -73,7 +86,7 @@ def run(argv: list[str]) -> int:
         _touch(ctx, registry)
         return 0
     shown = 0
-    for raw in batch.lines[batch.start :]:
+    for raw in batch.new:
         obj = inbox.decode_line(raw)
         if obj is None:
             continue
@@ -81,10 +94,14 @@ def run(argv: list[str]) -> int:
         shown += 1
     if not shown:
         out("No new messages.")
-    total = len(batch.lines)
-    new_text = cursor.encode(total, batch.lines[total - 1] if total else None)
+    from sotd.formats import readhint
+
+    new_text = cursor.encode(batch.total, batch.last_line)
     if new_text != cursor.read(ctx.layout, name):
-        cursor.write(ctx.layout, name, total, batch.lines[total - 1] if total else None)
+        cursor.write(ctx.layout, name, batch.total, batch.last_line)
+        readhint.write(ctx.layout, name, new_text, batch.view)
+    elif batch.view.base == 0 and batch.total:
+        readhint.write(ctx.layout, name, new_text, batch.view)  # a full scan: let the next read skip it
     _touch(ctx, registry)
     return 0
 

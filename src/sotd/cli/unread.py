@@ -34,7 +34,7 @@ def run(argv: list[str]) -> int:
         out("0")
         return 0
     count = 0
-    for raw in batch.lines[batch.start :]:
+    for raw in batch.new:
         obj = inbox.decode_line(raw)
         if obj is not None and inbox.is_directed(obj, handle):
             count += 1

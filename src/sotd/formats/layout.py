@@ -117,6 +117,10 @@ class Layout:
     def cursor(self, handle: str) -> str:
         return self._p("read", handle + ".cursor")
 
+    def read_hint(self, handle: str) -> str:
+        """The private offset hint beside the cursor (``formats/readhint.py``)."""
+        return self._p("read", handle + ".offset")
+
     def cursor_tmp(self, handle: str, pid: int, n: int) -> str:
         """A cursor write's temp, renamed over ``read/<h>.cursor``."""
         return self._p("read", f"{handle}.cursor.tmp.{pid}.{n}")
@@ -160,7 +164,7 @@ def _known_in(folder: str, name: str) -> bool:
     if folder == "inbox":
         return name.endswith((".jsonl", ".lock"))
     if folder == "read":
-        return name.endswith(".cursor")
+        return name.endswith((".cursor", ".offset"))
     if folder == "self":
         return name.endswith(".txt") or ".txt.tmp." in name
     return folder in ("state", "probe")  # every entry of state/ is the hooks'; probe/<handle>/ are ours
