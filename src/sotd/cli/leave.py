@@ -10,7 +10,6 @@ import os
 from sotd.cli.common import Context, check_identity, err, out, prog
 from sotd.errors import RegistryUnreadable
 
-USAGE = "usage: comm-leave.sh [--name <handle>]"
 
 
 def run(argv: list[str]) -> int:
@@ -27,7 +26,7 @@ def run(argv: list[str]) -> int:
             err("--name= needs a handle")
             return 1
     elif argv:
-        err(USAGE)
+        err(f"usage: {me} [--name <handle>]")
         return 1
     why = check_identity()
     if why:

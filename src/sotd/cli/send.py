@@ -8,7 +8,7 @@ into any terminal.
 from __future__ import annotations
 
 from sotd import _clock
-from sotd.cli.common import Context, check_identity, err, out
+from sotd.cli.common import Context, check_identity, err, out, prog
 from sotd.errors import RegistryUnreadable, SotdError
 
 
@@ -145,7 +145,7 @@ def run(argv: list[str]) -> int:
     broadcast, target, text = parse(argv)
     label = "--broadcast" if broadcast else f"@{target or ''}"
     if not text:
-        err('usage: comm-send.sh @name "msg" | --broadcast "msg"')
+        err(f'usage: {prog("comm-send.sh", "send")} @name "msg" | --broadcast "msg"')
         return 1
     if not broadcast and target is None:
         err("no target; use @name or --broadcast")

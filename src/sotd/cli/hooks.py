@@ -1,0 +1,407 @@
+"""``sotd comm hook <event>``: the agent hooks (Claude Code Stop, UserPromptSubmit, Pre/PostToolUse).
+
+Behaviour 3.4 (the Stop hook) and 4.3 (the status hooks). A hook never fails its agent: it always exits 0,
+and holds a turn only by printing ``{"decision":"block","reason":...}``. Every path that cannot do its
+job falls open (no block) rather than trap a session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from sotd import _clock
+from sotd.cli.common import Context, err
+from sotd.errors import InboxBusy, RegistryUnreadable, SotdError
+from sotd.formats.layout import safe_component
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+MACHINE_PREFIXES = (
+    "[SYSTEM NOTIFICATION",
+    "[relay] from",
+    "[sot-comm] ",
+    "Another Claude session sent a message",
+    "Stop hook feedback:",
+)
+
+
+def session_key(environ: Mapping[str, str], hook: dict[str, object]) -> str:
+    """CLAUDE_CODE_SESSION_ID (or the hook's session_id), else the row, else the transcript, else the parent."""
+    key = environ.get("CLAUDE_CODE_SESSION_ID") or str(hook.get("session_id") or "")
+    if not key:
+        ws = environ.get("SOT_WORKSPACE_ID", "")
+        if ws and ws != "nopane":
+            key = ws
+    if not key:
+        transcript = str(hook.get("transcript_path") or environ.get("COMM_STATUS_TRANSCRIPT") or "")
+        key = os.path.basename(transcript)
+    if not key:
+        key = str(os.getppid())
+    return safe_component(key)
+
+
+def _read_hook_json() -> dict[str, object]:
+    try:
+        data = sys.stdin.read() if not sys.stdin.isatty() else ""
+        obj = json.loads(data) if data.strip() else {}
+    except (ValueError, OSError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _block(reason: str) -> None:
+    sys.stdout.write(json.dumps({"decision": "block", "reason": reason}, ensure_ascii=False) + "\n")
+
+
+def _system_message(text: str) -> None:
+    sys.stdout.write(json.dumps({"systemMessage": text}, ensure_ascii=False) + "\n")
+
+
+def _identity() -> tuple[int, str | None]:
+    from sotd import identity
+
+    return identity.check(dict(os.environ))
+
+
+def _write_tick(path: str, value: str) -> bool:
+    from sotd.formats import atomic
+
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        atomic.write_atomic(path, value.encode() + b"\n")
+    except OSError:
+        return False
+    return True
+
+
+def _read_tick(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _registry_row(ctx: Context) -> tuple[dict[str, object] | None, bool]:
+    """(this session's registry row or None, registry unreadable)."""
+    from sotd.formats import registry
+
+    try:
+        doc = registry.read(ctx.layout)
+    except RegistryUnreadable:
+        return None, True
+    agents = doc.get("agents") if doc else None
+    row = agents.get(ctx.name) if isinstance(agents, dict) and ctx.name else None
+    return (row if isinstance(row, dict) else None), False
+
+
+def _set_stop_at(ctx: Context) -> None:
+    from sotd.formats import registry
+
+    def change(doc: dict[str, object]) -> tuple[bool, None]:
+        agents = doc["agents"]
+        if isinstance(agents, dict) and isinstance(agents.get(ctx.name), dict):
+            agents[ctx.name]["stop_at"] = _clock.stamp()
+            return True, None
+        return False, None
+
+    try:
+        registry.update(ctx.layout, ctx.host, change, bound=1.0)
+    except (SotdError, OSError):
+        pass
+
+
+def _status(verb: str, text: str | None = None, extra_env: dict[str, str] | None = None) -> None:
+    """Run a work-state event in this process (the same code as ``sotd comm status``)."""
+    from sotd.cli import status
+
+    saved = dict(os.environ)
+    if extra_env:
+        os.environ.update(extra_env)
+    try:
+        status.run([verb] if text is None else [verb, text])
+    except (SotdError, OSError):
+        pass
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def mail_gate(ctx: Context, key: str, stop_hook_active: bool) -> str | None:
+    """The first check of every turn end: the block reason when directed mail is unread, else None."""
+    from sotd.cli.poll import read_batch
+    from sotd.formats import inbox
+
+    name = ctx.name
+    faults: list[str] = []
+    try:
+        batch = read_batch(ctx, name, warn=faults.append)
+    except InboxBusy:
+        err(
+            f"comm-status-idle: the inbox for @{name} is being written; it will be checked again at the next turn end"
+        )
+        return None
+    except (SotdError, OSError) as e:
+        faults.append(
+            f"WARNING: the unread count for @{name} failed ({e}); run comm-poll.sh to check by hand"
+        )
+        batch = None
+    prefix = ""
+    if faults and not stop_hook_active:
+        fault_tick = ctx.layout.state(f"lock-fault-{key}.tick")
+        marker = faults[0]
+        if _read_tick(fault_tick) != marker and _write_tick(fault_tick, marker):
+            prefix = marker + "\n"
+            if batch is None:
+                return prefix.rstrip("\n")
+    if batch is None:
+        return None
+    unread = sum(
+        1
+        for raw in batch.new
+        if (obj := inbox.decode_line(raw)) is not None and inbox.is_directed(obj, name)
+    )
+    if unread <= 0:
+        return prefix.rstrip("\n") or None
+    tick = ctx.layout.state(f"mail-{key}.tick")
+    total = str(batch.total)
+    if _read_tick(tick) == total:
+        return prefix.rstrip("\n") or None
+    if not _write_tick(tick, total):
+        return None  # fail open: a block we cannot remember would repeat every turn
+    return prefix + f"New sot-comm mail for @{name} — run comm-poll.sh now, act on it, then end the turn."
+
+
+def last_assistant_text(hook: dict[str, object]) -> str:
+    """The last assistant message: the hook's own field when the agent gives it, else from the transcript."""
+    text = hook.get("last_assistant_message")
+    if isinstance(text, str):
+        return text
+    path = hook.get("transcript_path")
+    if not isinstance(path, str) or not path:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 512 * 1024))
+            tail = f.read().splitlines()
+    except OSError:
+        return ""
+    for raw in reversed(tail):
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        msg = obj.get("message") if isinstance(obj, dict) else None
+        if not isinstance(msg, dict) or msg.get("role") != "assistant":
+            continue
+        content = msg.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            parts = [c.get("text", "") for c in content if isinstance(c, dict) and c.get("type") == "text"]
+            if any(parts):
+                return "\n".join(str(p) for p in parts)
+    return ""
+
+
+def sitrep(text: str) -> tuple[str, str] | None:
+    """The closing marker of a turn: (verb, text) for SITREP / SITREP-QUESTION / SITREP-WAITING, else None.
+
+    Bold (``**SITREP:**``) and heading (``## SITREP:``) forms count; a SITREP-WAITING with nothing after
+    it on its line takes the next non-empty line.
+    """
+    lines = text.splitlines()
+    found: tuple[str, str] | None = None
+    for i, line in enumerate(lines):
+        s = line.strip().lstrip("#").strip().replace("**", "").strip()
+        for marker, verb in (
+            ("SITREP-QUESTION:", "blocked"),
+            ("SITREP-WAITING:", "waiting"),
+            ("SITREP:", "done"),
+        ):
+            if s.startswith(marker):
+                rest = s[len(marker) :].strip()
+                if not rest and verb == "waiting":
+                    rest = next((x.strip() for x in lines[i + 1 :] if x.strip()), "")
+                found = (verb, rest)
+                break
+    return found
+
+
+def stop(environ: Mapping[str, str]) -> int:
+    hook = _read_hook_json()
+    if environ.get("SOT_COMM_HOOKS") == "off":
+        return 0
+    status, why = _identity()
+    if status == 1:
+        return 0
+    if status:
+        _system_message(f"sot-comm: {why}")
+        return 0
+    try:
+        ctx = Context()
+    except SotdError as e:
+        _system_message(f"sot-comm: {e.message}")
+        return 0
+    row, unreadable = _registry_row(ctx)
+    if not ctx.name or (row is None and not unreadable):
+        _status("stop")
+        return 0
+    key = session_key(environ, hook)
+    if row is not None:
+        _set_stop_at(ctx)
+    reason = mail_gate(ctx, key, bool(hook.get("stop_hook_active")))
+    if reason:
+        _block(reason)
+        _record_feedback(ctx, key, reason)
+        return 0
+    marker = sitrep(last_assistant_text(hook))
+    if marker:
+        verb, text = marker
+        if verb == "done":
+            _status("done", text or None)
+        elif text:
+            _status(verb, text)
+    _status("stop")
+    return 0
+
+
+def _record_feedback(ctx: Context, key: str, reason: str) -> None:
+    path = ctx.layout.state(f"stop-feedback-{key}.jsonl")
+    line = json.dumps({"ts": _clock.stamp(), "reason": reason}, ensure_ascii=False) + "\n"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def classify_origin(prompt: str) -> str:
+    from sotd import workstate
+
+    return workstate.classify_origin(prompt)
+
+
+def prompt(environ: Mapping[str, str]) -> int:
+    """UserPromptSubmit: the ``prompt`` event with its origin and turn id."""
+    hook = _read_hook_json()
+    if environ.get("SOT_COMM_HOOKS") == "off":
+        return 0
+    text = hook.get("prompt")
+    origin = classify_origin(text if isinstance(text, str) else "")
+    turn = str(hook.get("prompt_id") or hook.get("session_id") or "") + ":" + _clock.stamp()
+    extra = {"COMM_STATUS_ORIGIN": origin, "COMM_STATUS_PROMPT_ID": turn}
+    if isinstance(hook.get("transcript_path"), str):
+        extra["COMM_STATUS_TRANSCRIPT"] = str(hook["transcript_path"])
+    _status("prompt", extra_env=extra)
+    return 0
+
+
+def tool(environ: Mapping[str, str], phase: str) -> int:
+    """PreToolUse(AskUserQuestion) -> blocked with the question; PostToolUse of its answer -> prompt."""
+    hook = _read_hook_json()
+    if environ.get("SOT_COMM_HOOKS") == "off":
+        return 0
+    ask = hook.get("tool_name") == "AskUserQuestion"
+    if not ask and phase == "pre":
+        return 0
+    key = session_key(environ, hook)
+    if not ask and _hb_fresh(environ, key):
+        return 0  # the heartbeat short-circuits before anything else (4.3: tick < 10 s old)
+    # A refused process changes nothing under the comm folder, not even a tick or a marker (behaviour 5.1).
+    status, why = _identity()
+    if status:
+        if status != 1 and not ask:
+            _system_message(f"sot-comm: {why}")
+        return 0
+    try:
+        ctx = Context()
+    except SotdError:
+        return 0
+    if not ask:
+        _heartbeat(ctx, key)
+        return 0
+    tool_id = safe_component(str(hook.get("tool_use_id") or "none"))
+    marker = ctx.layout.state(f"askq-{tool_id}.marker")
+    if phase == "pre":
+        question = _first_question(hook.get("tool_input"))
+        _write_tick(marker, _clock.stamp())
+        _status("blocked", question or "a question for the user")
+        _status("stop")
+    elif os.path.exists(marker):
+        _status("prompt", extra_env={"COMM_STATUS_ORIGIN": "user"})
+        try:
+            os.unlink(marker)
+        except OSError:
+            pass
+    return 0
+
+
+def _hb_fresh(environ: Mapping[str, str], key: str) -> bool:
+    """Whether this session's heartbeat tick is under 10 s old (the PostToolUse hook then does nothing)."""
+    from sotd.formats.layout import Layout
+
+    tick = Layout.from_env(dict(environ)).state(f"hb-{key}.tick")
+    try:
+        return _clock.now() - os.stat(tick).st_mtime < 10
+    except OSError:
+        return False
+
+
+def _heartbeat(ctx: Context, key: str) -> None:
+    """Any other tool call: refresh status_at and last_seen of a working turn, at most once a minute."""
+    _write_tick(ctx.layout.state(f"hb-{key}.tick"), _clock.stamp())
+    if not ctx.name:
+        return
+    from sotd.formats import registry
+
+    def change(doc: dict[str, object]) -> tuple[bool, None]:
+        agents = doc["agents"]
+        row = agents.get(ctx.name) if isinstance(agents, dict) else None
+        if not isinstance(row, dict) or not row.get("floor"):
+            return False, None
+        if _clock.age_of(row.get("status_at")) < 60:
+            return False, None
+        row["status_at"] = row["last_seen"] = _clock.stamp()
+        return True, None
+
+    try:
+        registry.update(ctx.layout, ctx.host, change, bound=0.0)
+    except (SotdError, OSError):
+        pass
+
+
+def _first_question(tool_input: object) -> str:
+    if isinstance(tool_input, dict):
+        qs = tool_input.get("questions")
+        if isinstance(qs, list) and qs and isinstance(qs[0], dict):
+            return str(qs[0].get("question") or "")
+        q = tool_input.get("question")
+        if isinstance(q, str):
+            return q
+    return ""
+
+
+def run(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("stop", "prompt", "pre-tool", "post-tool"):
+        err("usage: sotd comm hook stop|prompt|pre-tool|post-tool   (reads the agent's hook JSON on stdin)")
+        return 0
+    env = os.environ
+    try:
+        if argv[0] == "stop":
+            return stop(env)
+        if argv[0] == "prompt":
+            return prompt(env)
+        return tool(env, "pre" if argv[0] == "pre-tool" else "post")
+    except Exception as e:  # a hook must never fail its agent
+        err(f"sot-comm hook {argv[0]}: {type(e).__name__}: {e}")
+        return 0

@@ -1,0 +1,107 @@
+"""``sotd comm status`` (comm-status.sh): work-state events and declarations. Behaviour 1.9, 4.3, D3.
+
+Events (``prompt``, ``stop``, ``interrupted``) come from hooks and are silent when they cannot apply;
+declarations are typed by the session and say why they were discarded. Each is one read-decide-write
+under the registry lock.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sotd import _clock
+from sotd.cli.common import Context, check_identity, err, prog
+from sotd.errors import RegistryUnreadable, SotdError
+
+VERBS = ("prompt", "stop", "interrupted", "working", "idle", "blocked", "done", "waiting")
+EVENTS = ("prompt", "stop", "interrupted")
+
+
+def run(argv: list[str]) -> int:
+    me = prog("comm-status.sh", "status")
+    if not argv:
+        err(f'usage: {me} <{"|".join(VERBS)}> ["text"]')
+        return 2
+    verb = argv[0]
+    if verb not in VERBS:
+        err(f"{me}: invalid verb '{verb}' (want {'|'.join(VERBS)})")
+        return 2
+    text: str | None = " ".join(argv[1:]) if len(argv) > 1 else None
+    event = verb in EVENTS
+    why = check_identity()
+    if why:
+        if event:
+            return 0
+        err(f"{me}: {why}")
+        return 1
+    ctx = Context()
+    env = ctx.environ
+    origin = env.get("COMM_STATUS_ORIGIN", "machine") or "machine"
+    prompt_id = env.get("COMM_STATUS_PROMPT_ID", "")
+    if verb == "interrupted" and not prompt_id:
+        return 0
+    from sotd import workstate
+    from sotd.formats import layout as layout_mod
+    from sotd.formats import registry, reglock
+
+    name = ctx.name
+    discard = (
+        f"{me}: no registry row for '{name or '<no identity>'}' from cwd {os.getcwd()} -- stamp discarded; "
+        "run it from the session's project root"
+    )
+    if not name:
+        if event:
+            return 0
+        err(discard)
+        return 1
+    for w in layout_mod.ensure_home(ctx.layout):
+        err(w)
+    outcome: dict[str, str] = {}
+
+    def change(doc: dict[str, object]) -> tuple[bool, None]:
+        agents = doc["agents"]
+        assert isinstance(agents, dict)
+        entry = agents.get(name)
+        if not isinstance(entry, dict):
+            outcome["missing"] = "1"
+            return False, None
+        problem = workstate.validate(verb, text, entry, me)
+        if problem:
+            outcome["problem"] = problem
+            return False, None
+        now = _clock.stamp()
+        agents[name] = workstate.apply(
+            entry, verb, text=text, origin=origin, prompt_id=prompt_id, now_stamp=now
+        )
+        return True, None
+
+    try:
+        registry.update(ctx.layout, ctx.host, change, bound=reglock.wait_bound(dict(env)))
+    except RegistryUnreadable:
+        if event:
+            return 0
+        err("FAILED: the registry could not be read or updated, so nothing was written")
+        return 1
+    except SotdError as e:
+        err(e.message)
+        return 1
+    if "missing" in outcome:
+        if event:
+            return 0
+        err(discard)
+        return 1
+    if "problem" in outcome:
+        err(outcome["problem"])
+        return 2
+    if verb == "prompt" and env.get("COMM_STATUS_TRANSCRIPT"):
+        _save_transcript(ctx, name, env["COMM_STATUS_TRANSCRIPT"])
+    return 0
+
+
+def _save_transcript(ctx: Context, name: str, path: str) -> None:
+    from sotd.formats import atomic
+
+    try:
+        atomic.write_atomic(ctx.layout.state(f"transcript-{name}.path"), path.encode() + b"\n")
+    except OSError:
+        pass

@@ -1,0 +1,105 @@
+"""The hot path stays light (docs/design.md "The hot path").
+
+``sotd comm send|poll|unread|join`` run with ``PYTHONPROFILEIMPORTTIME=1`` through the console script in a
+private comm folder; none of the heavy modules below may be imported. On a failure the message names the
+import chain that pulled the module in (read from the nesting of the importtime report).
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.conftest import SOTD, Comm
+
+pytestmark = pytest.mark.unit
+
+FORBIDDEN = frozenset(
+    ("asyncio", "subprocess", "logging", "dataclasses", "click", "typer", "rich", "pydantic", "argparse")
+)
+
+
+def imported(stderr: str) -> list[tuple[int, str]]:
+    """(depth, module) in import order from ``-X importtime`` lines (``import time: self | cum | name``)."""
+    rows = []
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or line.count("|") < 2:
+            continue
+        name = line.split("|", 2)[2]
+        if name.strip() == "imported package":
+            continue
+        stripped = name.lstrip(" ")
+        rows.append(((len(name) - len(stripped) - 1) // 2, stripped.strip()))
+    return rows
+
+
+def chains(rows: list[tuple[int, str]]) -> dict[str, list[str]]:
+    """For each forbidden module: the chain of imports that led to it, outermost first.
+
+    importtime prints a module after the modules it imported (post-order), so the importer of a line is the
+    next line below it with a smaller depth.
+    """
+    found: dict[str, list[str]] = {}
+    for i, (depth, name) in enumerate(rows):
+        if name.split(".")[0] not in FORBIDDEN or name in found:
+            continue
+        chain, want = [name], depth
+        for d, n in rows[i + 1 :]:
+            if d < want:
+                chain.append(n)
+                want = d
+        found[name] = list(reversed(chain))
+    return found
+
+
+@pytest.fixture(scope="module")
+def joined(tmp_path_factory: pytest.TempPathFactory):
+    comm = Comm(str(tmp_path_factory.mktemp("hot")))
+    a, b = comm.session("alpha"), comm.session("beta")
+    assert a.run("join", "--name", "alpha").code == 0
+    assert b.run("join", "--name", "beta").code == 0
+    return comm, a
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("send", "@beta", "hi"),
+        ("send", "--broadcast", "all"),
+        ("poll",),
+        ("unread", "alpha"),
+        ("unread",),
+        ("join", "--name", "alpha"),
+    ],
+    ids=lambda a: "-".join(x.strip("@-") for x in a),
+)
+def test_no_heavy_imports(joined, args: tuple[str, ...]) -> None:
+    _, a = joined
+    env = dict(a.env, PYTHONPROFILEIMPORTTIME="1")
+    env.pop("PYTHONIMPORTTIME", None)
+    p = subprocess.run(
+        [SOTD, "comm", *args], check=False, cwd=a.root, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = imported(p.stderr)
+    names = {n for _, n in rows}
+    assert "sotd.cli.main" in names, "the import report was not read"
+    bad = chains(rows)
+    assert not bad, "\n".join(f"{m}: " + " -> ".join(c) for m, c in bad.items())
+
+
+def test_chain_reader() -> None:
+    report = "\n".join(
+        [
+            "import time: self [us] | cumulative | imported package",
+            "import time:        1 |          1 |     _weakref",
+            "import time:        1 |          1 |       logging",
+            "import time:        1 |          2 |     sotd.daemonlink",
+            "import time:        1 |          3 |   sotd.cli.send",
+            "import time:        1 |          4 | sotd.cli.main",
+        ]
+    )
+    assert chains(imported(report)) == {
+        "logging": ["sotd.cli.main", "sotd.cli.send", "sotd.daemonlink", "logging"]
+    }
