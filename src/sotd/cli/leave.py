@@ -11,7 +11,6 @@ from sotd.cli.common import Context, check_identity, err, out, prog
 from sotd.errors import RegistryUnreadable
 
 
-
 def run(argv: list[str]) -> int:
     me = prog("comm-leave.sh", "leave")
     other: str | None = None
