@@ -1,0 +1,300 @@
+"""The daemon's private tmux server (D16): argv builders (pure) and a thin runner.
+
+Every command names the server's socket with ``-S`` and runs with ``TMUX``/``TMUX_PANE`` removed from its
+environment, so nothing here can ever reach a person's own tmux session. Each call has a timeout; tmux's
+failures come out as ``TmuxError`` (no ``OSError`` or ``TimeoutExpired`` escapes unnamed).
+
+What would break it: a command built without ``-S`` (it would talk to the default server, or to the one
+``$TMUX`` names), or a single-word agent command handed to tmux unquoted (tmux runs a lone argument
+through ``sh -c``).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from typing import NamedTuple
+
+from sotd.errors import SotdError
+
+TMUX = "tmux"
+TIMEOUT_SECS = 5.0
+CURSOR_FORMAT = "#{cursor_x} #{cursor_y} #{pane_width}"
+WINDOW_FORMAT = "#{session_name}\t#{window_id}\t#{window_name}\t#{pane_id}\t#{pane_pid}\t#{pane_dead}"
+DEFAULT_SIZE = (200, 50)
+
+
+class TmuxError(SotdError):
+    """A tmux command failed, timed out, or could not be started."""
+
+    code = "tmux_failed"
+
+
+class Window(NamedTuple):
+    session: str
+    window_id: str
+    name: str
+    pane_id: str
+    pane_pid: int
+    dead: bool
+
+
+# ---------------------------------------------------------------------------------------------- argv
+
+
+def base(socket_path: str, config: str | None = None) -> list[str]:
+    """``tmux -S <socket>`` (plus ``-f <config>``, read only when this call starts the server)."""
+    argv = [TMUX, "-S", socket_path]
+    if config is not None:
+        argv += ["-f", config]
+    return argv
+
+
+def _command(argv: list[str]) -> list[str]:
+    # tmux runs a lone argument through ``sh -c``; quote it so a one-word argv runs that exact program.
+    if len(argv) == 1:
+        return [shlex.quote(argv[0])]
+    return list(argv)
+
+
+def _env_flags(env: dict[str, str]) -> list[str]:
+    flags: list[str] = []
+    for key in sorted(env):
+        flags += ["-e", f"{key}={env[key]}"]
+    return flags
+
+
+def new_session_argv(
+    socket_path: str,
+    session: str,
+    window: str,
+    cwd: str,
+    *,
+    env: dict[str, str],
+    argv: list[str],
+    size: tuple[int, int] = DEFAULT_SIZE,
+    config: str | None = None,
+) -> list[str]:
+    """A detached session whose first window runs ``argv``; prints the new pane's id."""
+    return [
+        *base(socket_path, config),
+        "new-session",
+        "-d",
+        "-P",
+        "-F",
+        "#{pane_id}",
+        "-s",
+        session,
+        "-n",
+        window,
+        "-c",
+        cwd,
+        "-x",
+        str(size[0]),
+        "-y",
+        str(size[1]),
+        *_env_flags(env),
+        "--",
+        *_command(argv),
+    ]
+
+
+def new_window_argv(
+    socket_path: str, session: str, window: str, cwd: str, *, env: dict[str, str], argv: list[str]
+) -> list[str]:
+    """A detached window appended to ``session`` running ``argv``; prints the new pane's id."""
+    return [
+        *base(socket_path),
+        "new-window",
+        "-d",
+        "-P",
+        "-F",
+        "#{pane_id}",
+        "-t",
+        f"={session}:",
+        "-n",
+        window,
+        "-c",
+        cwd,
+        *_env_flags(env),
+        "--",
+        *_command(argv),
+    ]
+
+
+def capture_argv(socket_path: str, target: str) -> list[str]:
+    """One tmux call for the frame and the cursor: the server runs both commands back to back, so the
+    cursor belongs to the captured frame."""
+    return [
+        *base(socket_path),
+        "capture-pane",
+        "-e",
+        "-p",
+        "-t",
+        target,
+        ";",
+        "display-message",
+        "-p",
+        "-t",
+        target,
+        CURSOR_FORMAT,
+    ]
+
+
+def send_text_argv(socket_path: str, target: str, text: str) -> list[str]:
+    return [*base(socket_path), "send-keys", "-t", target, "-l", "--", text]
+
+
+def send_enter_argv(socket_path: str, target: str) -> list[str]:
+    return [*base(socket_path), "send-keys", "-t", target, "Enter"]
+
+
+def kill_window_argv(socket_path: str, target: str) -> list[str]:
+    return [*base(socket_path), "kill-window", "-t", target]
+
+
+def list_windows_argv(socket_path: str) -> list[str]:
+    return [*base(socket_path), "list-windows", "-a", "-F", WINDOW_FORMAT]
+
+
+def kill_server_argv(socket_path: str) -> list[str]:
+    return [*base(socket_path), "kill-server"]
+
+
+def attach_argv(socket_path: str, target: str | None = None) -> list[str]:
+    argv = [*base(socket_path), "attach-session"]
+    if target is not None:
+        argv += ["-t", target]
+    return argv
+
+
+def clean_environ(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a tmux client: ``TMUX`` and ``TMUX_PANE`` removed."""
+    src = dict(os.environ if environ is None else environ)
+    src.pop("TMUX", None)
+    src.pop("TMUX_PANE", None)
+    return src
+
+
+def parse_capture(out: str) -> tuple[str, int, int, int]:
+    """Split ``capture_argv``'s output into the frame and the cursor line that ``display-message`` added."""
+    body = out[:-1] if out.endswith("\n") else out
+    frame, _sep, last = body.rpartition("\n")
+    fields = last.split()
+    if len(fields) != 3 or not all(f.lstrip("-").isdigit() for f in fields):
+        raise TmuxError(f"tmux gave no cursor line: {last!r}")
+    x, y, w = (int(f) for f in fields)
+    return (frame + "\n" if frame else ""), x, y, w
+
+
+def parse_windows(out: str) -> list[Window]:
+    windows = []
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 6:
+            continue
+        session, wid, name, pane, pid, dead = parts
+        windows.append(Window(session, wid, name, pane, int(pid) if pid.isdigit() else 0, dead == "1"))
+    return windows
+
+
+# -------------------------------------------------------------------------------------------- runner
+
+
+class Tmux:
+    """A private tmux server at ``socket_path``; windows live in ``session``."""
+
+    def __init__(
+        self,
+        socket_path: str,
+        session: str = "sotd",
+        *,
+        config: str | None = "/dev/null",
+        timeout: float = TIMEOUT_SECS,
+        size: tuple[int, int] = DEFAULT_SIZE,
+    ) -> None:
+        self.socket_path = socket_path
+        self.session = session
+        self.config = config
+        self.timeout = timeout
+        self.size = size
+
+    def run(self, argv: list[str], *, check: bool = True) -> str:
+        try:
+            p = subprocess.run(
+                argv,
+                env=clean_environ(),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=self.timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise TmuxError(f"tmux {argv[3] if len(argv) > 3 else ''} timed out after {self.timeout}s") from e
+        except OSError as e:
+            raise TmuxError(f"cannot run tmux: {e.strerror or e}") from e
+        out = p.stdout.decode("utf-8", "replace")
+        if check and p.returncode != 0:
+            why = p.stderr.decode("utf-8", "replace").strip() or f"exit {p.returncode}"
+            raise TmuxError(f"tmux failed: {why}")
+        return out
+
+    def has_session(self) -> bool:
+        try:
+            self.run([*base(self.socket_path), "has-session", "-t", f"={self.session}"])
+        except TmuxError:
+            return False
+        return True
+
+    def new_session(self, name: str, cwd: str, env: dict[str, str], argv: list[str]) -> str:
+        """Start the server's session (named ``self.session``) with a first window ``name``; the pane id."""
+        out = self.run(
+            new_session_argv(
+                self.socket_path,
+                self.session,
+                name,
+                cwd,
+                env=env,
+                argv=argv,
+                size=self.size,
+                config=self.config,
+            )
+        )
+        return out.strip()
+
+    def new_window(self, name: str, cwd: str, env: dict[str, str], argv: list[str]) -> str:
+        """A window ``name`` running ``argv``; starts the server and its session when there is none yet."""
+        if not self.has_session():
+            return self.new_session(name, cwd, env, argv)
+        return self.run(
+            new_window_argv(self.socket_path, self.session, name, cwd, env=env, argv=argv)
+        ).strip()
+
+    def capture(self, target: str) -> tuple[str, int, int, int]:
+        """``(capture-pane -e -p text, cursor_x, cursor_y, pane_width)`` of ``target``."""
+        return parse_capture(self.run(capture_argv(self.socket_path, target)))
+
+    def send_text(self, target: str, text: str) -> None:
+        self.run(send_text_argv(self.socket_path, target, text))
+
+    def send_enter(self, target: str) -> None:
+        self.run(send_enter_argv(self.socket_path, target))
+
+    def kill_window(self, target: str) -> None:
+        self.run(kill_window_argv(self.socket_path, target))
+
+    def list_windows(self) -> list[Window]:
+        """Every window of the server; none when no server runs."""
+        try:
+            out = self.run(list_windows_argv(self.socket_path))
+        except TmuxError:
+            return []
+        return parse_windows(out)
+
+    def kill_server(self) -> None:
+        self.run(kill_server_argv(self.socket_path), check=False)
+
+    def attach_command(self) -> str:
+        """The command a person types to watch the rows (``tmux -S <socket> attach-session -t <session>``)."""
+        return shlex.join(attach_argv(self.socket_path, f"={self.session}"))
