@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from sotd.errors import DaemonUnreachable, SotdError
+from sotd.errors import SotdError
+from sotd.runtime import default_socket
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -19,13 +20,6 @@ if TYPE_CHECKING:
     from sotd.cli.common import Context
 
 VERDICT_S = 5.0
-
-
-def default_socket(environ: Mapping[str, str]) -> str:
-    """Where this user's daemon listens when ``$SOT_SOCKET`` is unset (a private 0700 folder)."""
-    label = environ.get("SOT_BACKEND_LABEL") or "sot"
-    base = environ.get("XDG_RUNTIME_DIR") or f"/tmp/sotd-{os.geteuid()}"
-    return os.path.join(base, f"sotd-{label}", "sotd.sock")
 
 
 def local_endpoint(environ: Mapping[str, str]) -> str | None:
@@ -42,7 +36,8 @@ def local_endpoint(environ: Mapping[str, str]) -> str | None:
 
 
 def relay_endpoint(environ: Mapping[str, str]) -> str | None:
-    """``$SOT_RELAY_ENDPOINT``, else ``$SOT_SPAWN_ENDPOINT``; never the local daemon."""
+    """``$SOT_RELAY_ENDPOINT``, else ``$SOT_SPAWN_ENDPOINT``, else what ``sotd topology relay-endpoint``
+    prints (the hub named by this box's ``hosts.toml``); never the local daemon."""
     from sotd.client import unix
 
     for key in ("SOT_RELAY_ENDPOINT", "SOT_SPAWN_ENDPOINT"):
@@ -57,7 +52,17 @@ def relay_endpoint(environ: Mapping[str, str]) -> str | None:
             continue
         if ep is not None:
             return value
-    return None
+    from sotd import runtime, topology  # only on a registry miss with no endpoint named
+
+    named, _why = topology.relay_endpoint_or_reason(environ, runtime.self_host(environ))
+    if not named:
+        return None  # no hosts.toml, an unreadable one, or this box is the hub: the caller's "no daemon" text
+    ep, discard = unix.parse_endpoint(named)
+    if discard:
+        from sotd.cli.common import err
+
+        err(discard)
+    return named if ep is not None else None
 
 
 def call(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -68,14 +73,14 @@ def call(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[
     ep, discard = unix.parse_endpoint(endpoint)
     if ep is None:
         raise SotdError(discard or f"ERROR: bad endpoint '{endpoint}'")
-    if ep.kind != "unix":
-        raise DaemonUnreachable(
-            f"the daemon at {endpoint} cannot be reached: ssh endpoints come with the daemon"
-        )
     hello = messages.hello_payload(
         host=ctx.host,
         os_user=messages.os_user_for_uid(os.geteuid()),
         role="agent" if ctx.environ.get("SOT_WORKSPACE") else "cli",
         name=ctx.name,
     )
+    if ep.kind == "ssh":
+        from sotd.client import ssh  # subprocess is paid for only when a send really dials ssh
+
+        return ssh.request(ep.target, ep.host, op, payload, hello, deadline_s=VERDICT_S, environ=ctx.environ)
     return unix.request(ep.path, op, payload, hello, deadline_s=VERDICT_S)

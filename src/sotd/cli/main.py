@@ -24,9 +24,19 @@ COMM_VERBS = {
     "hook": "sotd.cli.hooks",
 }
 
+# top-level command -> module with a ``run(argv: list[str]) -> int`` (``sotd <command> [args]``)
+COMMANDS = {
+    "stdio-bridge": "sotd.cli.bridge",
+    "daemon": "sotd.daemon.main",  # named by string: nothing imports the daemon until asked
+    "topology": "sotd.cli.topology",
+}
+
 USAGE = """\
 usage: sotd comm <verb> [args]     the commands sessions type (comm-<verb>.sh wraps each)
   verbs: context join leave send poll unread list status install hook
+       sotd stdio-bridge [--endpoint unix:<path>] [--host <h>]
+       sotd daemon run|start|stop|status [--socket <path>]
+       sotd topology relay-endpoint
        sotd --version
 """
 
@@ -52,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         module = COMM_VERBS[args[1]]
         rest = args[2:]
+    elif args[0] in COMMANDS:
+        module = COMMANDS[args[0]]
+        rest = args[1:]
     else:
         sys.stderr.write(f"sotd: unknown command '{args[0]}'\n{USAGE}")
         return 2

@@ -80,7 +80,14 @@ def machine_id_or_none() -> str | None:
 
 
 def lock_identity(folder: str) -> str:
-    """The lock identity of ``folder`` here (``none``/``none@<id>`` off Linux or when unreadable)."""
+    """The lock identity of ``folder`` here (``none``/``none@<id>`` off Linux or when unreadable).
+
+    Test seam: ``$SOT_COMM_TEST_LOCK_IDENTITY``, when set, is this process's identity for every folder (a
+    test makes one process compute what another machine would: a box that cannot take the lock itself).
+    """
+    forced = os.environ.get("SOT_COMM_TEST_LOCK_IDENTITY", "")
+    if forced:
+        return forced
     mid = machine_id_or_none()
     if not sys.platform.startswith("linux"):
         return identity_of_mount(None, mid)

@@ -1,0 +1,29 @@
+"""``sotd topology relay-endpoint``: the hub's endpoint from this box's ``hosts.toml`` (behaviour 1.4, 2.2).
+
+Prints the endpoint on its first line, exit 0; none (no file, unreadable, this box is the hub): the reason
+on stderr, exit 1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+USAGE = "usage: sotd topology relay-endpoint | path"
+
+
+def run(argv: list[str]) -> int:
+    from sotd import runtime, topology
+
+    if argv == ["path"]:
+        sys.stdout.write(topology.path(os.environ) + "\n")
+        return 0
+    if argv != ["relay-endpoint"]:
+        sys.stderr.write(USAGE + "\n")
+        return 2
+    ep, why = topology.relay_endpoint_or_reason(os.environ, runtime.self_host(os.environ))
+    if ep is None:
+        sys.stderr.write(why + "\n")
+        return 1
+    sys.stdout.write(ep + "\n")
+    return 0

@@ -1,0 +1,188 @@
+"""Hub and guests: who owns a comm folder, the guest's forward, and the hub's offer to linked boxes.
+
+Spec: behaviour 2.4 (is-hub rule, the record written only by the hub), 2.3 (forward texts), 6.4 (record
+rules and refusal texts), D4 (the offer and its texts); seed 001 "The wire: the daemon".
+Guarantee: a guest never writes ``inbox-lock-manager``; a forward or an offer waits at most its bound
+(inbox-lock wait + 5 s, + 1 s per offered box) and then answers with the spec's sentence; the first ok of
+an offer wins, and an offer never reports ok unless a box said ok.
+What would break it: treating a box that answered ``not_here`` as one that did not answer, or offering a
+frame that arrived as an offer (two hubs would bounce it between them).
+
+``is_hub`` and ``offer_outcome`` are pure; ``Hub`` is the shell around the links.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from sotd.daemon import ops
+from sotd.formats import inbox, lockmanager
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from sotd.daemon.links import Uplink
+    from sotd.daemon.server import Server
+    from sotd.formats.layout import Layout
+    from sotd.topology import Topology
+
+log = logging.getLogger("sotd")
+
+FORWARD_SLACK_S = 5.0
+OFFER_SLACK_S = 1.0
+
+
+def is_hub(topology: Topology | None, unreadable: bool, self_host: str, own_identity: str) -> bool:
+    """Behaviour 2.4: no topology file; or the topology names this host as hub; or ``inbox/`` is on this
+    machine's own disk (lock identity ``local …``). An unreadable file names no hub."""
+    if topology is None and not unreadable:
+        return True
+    if topology is not None and topology.hub == self_host:
+        return True
+    return own_identity.startswith("local ")
+
+
+def secs(x: float) -> str:
+    return f"{x:g}"
+
+
+def offer_outcome(
+    handle: str,
+    answers: Iterable[tuple[str, dict[str, Any] | None]],
+    should_link: Iterable[str],
+    linked: Iterable[str],
+    bound_s: float,
+) -> dict[str, Any]:
+    """D4. ``answers``: each offered box and its answer (None: none within the bound), in arrival order.
+
+    The first ok wins; else the first answer other than not_here (a box that lists the handle and refused);
+    else the boxes that did not answer; else nobody lists it, naming the boxes that should hold a link and
+    hold none.
+    """
+    answers = list(answers)
+    for _box, a in answers:
+        if a is not None and a.get("ok") is True:
+            return dict(ops.OK)
+    for box, a in answers:
+        if a is None or a.get("code") == ops.NOT_HERE:
+            continue
+        if isinstance(a.get("error"), str) and a["error"]:
+            return dict(a)
+        return ops.refusal(
+            ops.FILE_FAILED, f"{box} answered neither ok nor a refusal: {json.dumps(a, ensure_ascii=False)}"
+        )
+    silent = sorted(box for box, a in answers if a is None)
+    if silent:
+        return ops.refusal(
+            ops.FILE_FAILED, f"no box answered for @{handle} within {secs(bound_s)}s: {', '.join(silent)}"
+        )
+    missing = sorted(set(should_link) - set(linked))
+    text = ops.not_here_text(handle)
+    if missing:
+        text += f" (no link from: {', '.join(missing)})"
+    return ops.refusal(ops.NOT_HERE, text)
+
+
+def record_at_start(layout: Layout, hub: bool, identity: str) -> str:
+    """The hub writes the lock-manager record by the rules of 6.4 (blocking); a guest never does."""
+    if not hub:
+        return lockmanager.GUEST
+    return lockmanager.write_for_hub(layout, identity, lockmanager.machine_id_or_none())
+
+
+class Hub:
+    """The forward (a guest's) and the offer (the hub's), over the links."""
+
+    def __init__(
+        self,
+        *,
+        environ: Mapping[str, str],
+        self_host: str,
+        hub: bool,
+        topology: Topology | None,
+        topology_error: str,
+        server: Server,
+        uplink: Uplink | None,
+        shutting_down: asyncio.Event,
+    ) -> None:
+        self.environ = environ
+        self.self_host = self_host
+        self.hub = hub
+        self.topology = topology
+        self.topology_error = topology_error
+        self.server = server
+        self.uplink = uplink
+        self.shutting_down = shutting_down
+
+    def lock_wait(self) -> float:
+        return inbox.inbox_wait(self.environ)
+
+    async def forward(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A guest hands a frame it cannot file to the hub (``forwarded: true``); the hub's answer verbatim."""
+        if self.uplink is None:
+            why = self.topology_error or "no hosts.toml names a hub"
+            return ops.refusal(ops.FILE_FAILED, why)
+        ep = self.uplink.endpoint
+        bound = self.lock_wait() + FORWARD_SLACK_S
+        frame = dict(payload, forwarded=True)
+        try:
+            answer = await self.uplink.call("comm.file", frame, bound)
+        except TimeoutError:
+            err = f"{ep}: no reply to comm.file within {secs(bound)}s"
+        except ConnectionError as e:
+            err = f"{ep}: the daemon is shutting down" if self.shutting_down.is_set() else f"{ep}: {e}"
+        else:
+            if answer.get("ok") is True or (isinstance(answer.get("error"), str) and answer["error"]):
+                return answer
+            return ops.refusal(
+                ops.FILE_FAILED,
+                f"the hub answered neither ok nor a refusal: {json.dumps(answer, ensure_ascii=False)}",
+            )
+        log.warning("forward of a comm.file to the hub failed: %s", err)
+        return ops.refusal(ops.FILE_FAILED, f"the hub did not answer at {ep}: {err}")
+
+    def should_link(self) -> list[str]:
+        """The topology's boxes other than this hub (each should hold a link to it)."""
+        if self.topology is None:
+            return []
+        return [b for b in self.topology.boxes if b not in (self.self_host, self.topology.hub)]
+
+    async def offer(self, payload: dict[str, Any], origin: str) -> dict[str, Any] | None:
+        """D4: offer a handle this folder does not list to every linked daemon (not the one it came from).
+
+        None when there is nobody to ask and no topology box is missing (the caller's own not_here stands).
+        """
+        exclude = origin[5:] if origin.startswith("link:") else None
+        links = {h: c for h, c in self.server.links.items() if h != exclude}
+        handle = str(payload.get("to", ""))
+        bound = self.lock_wait() + OFFER_SLACK_S
+        should = [b for b in self.should_link() if b != exclude]
+        if not links and not (set(should) - set(self.server.links)):
+            return None
+        frame = dict(payload, forwarded=True)
+        answers: list[tuple[str, dict[str, Any] | None]] = []
+
+        async def ask(box: str) -> tuple[str, dict[str, Any] | None]:
+            try:
+                return box, await links[box].channel.call("comm.file", frame, bound)
+            except (TimeoutError, ConnectionError) as e:
+                log.info("offer of @%s to %s: no answer (%s)", handle, box, e or "timeout")
+                return box, None
+
+        if links:
+            tasks = [asyncio.create_task(ask(box)) for box in sorted(links)]
+            try:
+                for next_done in asyncio.as_completed(tasks):
+                    box, answer = await next_done
+                    answers.append((box, answer))
+                    if answer is not None and answer.get("ok") is True:
+                        log.info("offer of @%s: filed by %s", handle, box)
+                        break
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        return offer_outcome(handle, answers, should, self.server.links, bound)

@@ -1,0 +1,372 @@
+"""``sotd daemon run|start|stop|status``: the daemon's process, and the commands that manage it.
+
+``run`` serves in the foreground until SIGTERM/SIGINT; ``start`` detaches one (new session, stdio on the
+log file beside the socket), waits until it answers, and prints the socket path; ``stop`` sends SIGTERM to
+the status file's pid after checking its start tick; ``status`` proves liveness by a ``version.query``
+round trip. Socket: ``--socket``, else ``$SOT_SOCKET``, else ``sotd.runtime.default_socket``.
+
+At start the daemon reads ``hosts.toml`` (``sotd.topology``), decides hub or guest (2.4), and as hub writes
+the inbox-lock-manager record (6.4). A box whose topology names another hub holds a link to it. Each
+minute it compares its package files with what it loaded and, when they changed, logs and reports (in
+``version.query`` and ``status``) that it asks to be restarted. Shutdown closes the listener, cancels its
+tasks, and removes the socket and the status file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from sotd import __version__, runtime, topology
+from sotd.daemon import hub as hub_mod
+from sotd.daemon import ops as ops_mod
+from sotd.daemon import statusfile
+from sotd.daemon.links import Uplink
+from sotd.daemon.server import Server
+from sotd.errors import SotdError
+from sotd.formats import lockmanager
+from sotd.formats.layout import Layout
+
+log = logging.getLogger("sotd")
+
+CODE_CHECK_S = 60.0
+START_WAIT_S = 15.0
+STOP_WAIT_S = 10.0
+USAGE = "usage: sotd daemon run|start|stop|status [--socket <path>]"
+
+
+# ------------------------------------------------------------------------------------- code changes
+
+
+def code_fingerprint(root: str) -> dict[str, tuple[int, int]]:
+    """``{relative path: (mtime_ns, size)}`` of the package's ``.py`` files (blocking)."""
+    out: dict[str, tuple[int, int]] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            if name.endswith(".py"):
+                p = os.path.join(folder, name)
+                with contextlib.suppress(OSError):
+                    st = os.stat(p)
+                    out[os.path.relpath(p, root)] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+def changed_files(old: dict[str, tuple[int, int]], new: dict[str, tuple[int, int]]) -> list[str]:
+    """Files added, removed or changed between two fingerprints, sorted. Pure."""
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+
+
+def restart_text(changed: list[str]) -> str:
+    shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return f"its installed code changed since it started ({shown}): restart it (sotd daemon stop; sotd daemon start)"
+
+
+# ------------------------------------------------------------------------------------------ daemon
+
+
+class Daemon:
+    def __init__(self, socket_path: str, environ: dict[str, str]) -> None:
+        self.socket_path = socket_path
+        self.environ = environ
+        self.layout = Layout.from_env(environ)
+        self.host = runtime.self_host(environ)
+        self.status_path = runtime.status_path(socket_path)
+        self.shutting_down = asyncio.Event()
+        self.restart = ""
+        self.is_hub = True
+        self.server: Server | None = None
+
+    def version_info(self) -> dict[str, Any]:
+        return ops_mod.version_payload(self.host, self.restart, self.is_hub)
+
+    async def serve(self) -> None:
+        if not self.host:
+            raise SotdError("sotd daemon: this box's declared host could not be read (set SOT_SELF_HOST)")
+        topo: topology.Topology | None = None
+        topo_error = ""
+        try:
+            topo = topology.load(self.environ)
+        except topology.TopologyError as e:
+            topo_error = topology.unreadable_text(e.message)
+            log.error("%s", topo_error)
+        identity = await asyncio.to_thread(lockmanager.lock_identity, self.layout.inbox_dir)
+        self.is_hub = hub_mod.is_hub(topo, bool(topo_error), self.host, identity)
+        log.info(
+            "sotd %s on %s (pid %d): comm folder %s, lock identity %s, %s",
+            __version__,
+            self.host,
+            os.getpid(),
+            self.layout.home,
+            identity,
+            "hub" if self.is_hub else "guest",
+        )
+        if os.path.isdir(self.layout.home):
+            try:
+                decision = await asyncio.to_thread(
+                    hub_mod.record_at_start, self.layout, self.is_hub, identity
+                )
+                log.info("inbox lock record %s: %s", self.layout.lock_manager, decision)
+                if decision == lockmanager.FOREIGN:
+                    log.error("the inbox lock record names another lock manager: filings will be refused")
+            except SotdError as e:
+                log.error("%s", e.message)
+        else:
+            log.warning("no comm folder at %s: every filing answers not_here", self.layout.home)
+
+        uplink_ep = topology.relay_endpoint(topo, self.host) if topo is not None else None
+        ops = ops_mod.Ops(
+            layout=self.layout,
+            environ=self.environ,
+            self_host=self.host,
+            is_hub=self.is_hub,
+            forward=self._forward,
+            offer=self._offer,
+            version_info=self.version_info,
+        )
+        self.server = server = Server(self.socket_path, self.host, ops.handle)
+        uplink = (
+            Uplink(uplink_ep, self.host, self.environ, ops.handle, self.shutting_down) if uplink_ep else None
+        )
+        self.hub = hub_mod.Hub(
+            environ=self.environ,
+            self_host=self.host,
+            hub=self.is_hub,
+            topology=topo,
+            topology_error=topo_error,
+            server=server,
+            uplink=uplink,
+            shutting_down=self.shutting_down,
+        )
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        await server.start()
+        try:
+            await asyncio.to_thread(statusfile.write, self.status_path, self._status_doc())
+            async with asyncio.TaskGroup() as tg:
+                watcher = tg.create_task(self._watch_code())
+                link_task = tg.create_task(uplink.run()) if uplink is not None else None
+                await self.shutting_down.wait()
+                log.info("shutting down")
+                watcher.cancel()
+                if link_task is not None:
+                    link_task.cancel()
+                await server.close()
+        finally:
+            await server.close()
+            statusfile.remove(self.status_path, os.getpid())
+            log.info("stopped")
+
+    async def _forward(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return await self.hub.forward(payload)
+
+    async def _offer(self, payload: dict[str, Any], origin: str) -> dict[str, Any] | None:
+        return await self.hub.offer(payload, origin)
+
+    def _on_signal(self, sig: int) -> None:
+        log.info("signal %d", sig)
+        self.shutting_down.set()
+
+    def _status_doc(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "start_tick": statusfile.start_tick(os.getpid()),
+            "socket": self.socket_path,
+            "version": __version__,
+            "host": self.host,
+            "hub": self.is_hub,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+
+    async def _watch_code(self) -> None:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        first = await asyncio.to_thread(code_fingerprint, root)
+        every = _float_env(self.environ, "SOTD_TEST_CODE_CHECK_SECS", CODE_CHECK_S)
+        while True:
+            await asyncio.sleep(every)
+            now = await asyncio.to_thread(code_fingerprint, root)
+            changed = changed_files(first, now)
+            if changed and not self.restart:
+                self.restart = restart_text(changed)
+                log.warning("this daemon asks to be restarted: %s", self.restart)
+
+
+def _float_env(environ: dict[str, str], name: str, default: float) -> float:
+    try:
+        v = float(environ.get(name, ""))
+    except ValueError:
+        return default
+    return v if v > 0 else default
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def _parse(argv: list[str]) -> tuple[str, str | None]:
+    if not argv:
+        raise ValueError("a subcommand is needed")
+    cmd, rest = argv[0], argv[1:]
+    sock: str | None = None
+    while rest:
+        a = rest.pop(0)
+        if a == "--socket" and rest:
+            sock = rest.pop(0)
+        elif a.startswith("--socket="):
+            sock = a.split("=", 1)[1]
+        else:
+            raise ValueError(f"unknown argument '{a}'")
+    if cmd not in ("run", "start", "stop", "status"):
+        raise ValueError(f"unknown subcommand '{cmd}'")
+    return cmd, (os.path.abspath(sock) if sock else None)
+
+
+def run(argv: list[str]) -> int:
+    try:
+        cmd, explicit = _parse(argv)
+    except ValueError as e:
+        sys.stderr.write(f"sotd daemon: {e}\n{USAGE}\n")
+        return 2
+    environ = dict(os.environ)
+    sock = os.path.abspath(runtime.socket_path(environ, explicit))
+    if cmd == "run":
+        return _run(sock, environ)
+    if cmd == "start":
+        return _start(sock, environ)
+    if cmd == "stop":
+        return _stop(sock)
+    return _status(sock, environ)
+
+
+def _run(sock: str, environ: dict[str, str]) -> int:
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s sotd[%(process)d] %(levelname)s %(message)s",
+    )
+    os.umask(0o077)
+    try:
+        asyncio.run(Daemon(sock, environ).serve())
+    except SotdError as e:
+        log.error("%s", e.message)
+        sys.stderr.flush()
+        return 1
+    return 0
+
+
+def query(sock: str, environ: dict[str, str], deadline_s: float = 5.0) -> dict[str, Any]:
+    """``version.query`` round trip; the ``daemon`` object. ``SotdError`` when nobody answers."""
+    from sotd.client import unix
+    from sotd.wire import messages
+
+    hello = messages.hello_payload(
+        host=runtime.self_host(environ) or "unknown",
+        os_user=messages.os_user_for_uid(os.geteuid()),
+        role="cli",
+        name="sotd-daemon-cli",
+    )
+    answer = unix.request(sock, "version.query", {}, hello, deadline_s=deadline_s)
+    daemon = answer.get("daemon")
+    if not isinstance(daemon, dict):
+        raise SotdError(f"the daemon at unix:{sock} answered version.query without a daemon object: {answer}")
+    return daemon
+
+
+def _start(sock: str, environ: dict[str, str]) -> int:
+    import subprocess
+
+    with contextlib.suppress(SotdError):
+        info = query(sock, environ, 2.0)
+        sys.stderr.write(f"sotd daemon: already running at {sock} (pid {info.get('pid')})\n")
+        sys.stdout.write(sock + "\n")
+        return 0
+    folder = os.path.dirname(sock)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    logfile = runtime.log_path(sock)
+    fd = os.open(logfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        # a new session: no controlling terminal, not in the caller's process group; the caller exits
+        # right after, so the daemon is adopted by init (no zombie is left to anyone)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sotd.cli.main", "daemon", "run", "--socket", sock],
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            env=environ,
+            start_new_session=True,
+            close_fds=True,
+            cwd="/",
+        )
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + START_WAIT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.stderr.write(f"sotd daemon: it exited at start (status {proc.returncode}); see {logfile}\n")
+            sys.stderr.write(_tail(logfile))
+            return 1
+        try:
+            query(sock, environ, 1.0)
+        except SotdError:
+            time.sleep(0.1)
+            continue
+        sys.stdout.write(sock + "\n")
+        return 0
+    sys.stderr.write(f"sotd daemon: no answer at {sock} within {START_WAIT_S:g}s; see {logfile}\n")
+    return 1
+
+
+def _tail(path: str, n: int = 5) -> str:
+    try:
+        with open(path, "rb") as f:
+            lines = f.read()[-8192:].decode("utf-8", "replace").splitlines()[-n:]
+    except OSError:
+        return ""
+    return "".join(line + "\n" for line in lines)
+
+
+def _stop(sock: str) -> int:
+    path = runtime.status_path(sock)
+    doc = statusfile.read(path)
+    if doc is None:
+        sys.stderr.write(f"sotd daemon: no daemon runs at {sock} (no status file {path})\n")
+        return 1
+    pid = doc.get("pid")
+    if not statusfile.same_process(doc) or type(pid) is not int:
+        sys.stderr.write(
+            f"sotd daemon: the status file names pid {pid}, which no longer runs that daemon: nothing signalled\n"
+        )
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return 1
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline:
+        if not statusfile.same_process(doc):
+            sys.stdout.write(f"stopped sotd daemon pid {pid} at {sock}\n")
+            return 0
+        time.sleep(0.05)
+    sys.stderr.write(f"sotd daemon: pid {pid} did not stop within {STOP_WAIT_S:g}s of SIGTERM\n")
+    return 1
+
+
+def _status(sock: str, environ: dict[str, str]) -> int:
+    try:
+        info = query(sock, environ)
+    except SotdError as e:
+        sys.stderr.write(f"sotd daemon: no daemon answered at {sock}: {e.message}\n")
+        return 1
+    role = "hub" if info.get("hub") else "guest"
+    sys.stdout.write(
+        f"sotd daemon at {sock}: pid {info.get('pid')}, host {info.get('host')}, version {info.get('version')}, "
+        f"protocol {info.get('protocol')}, {role}\n"
+    )
+    if info.get("restart_requested"):
+        sys.stdout.write(f"restart requested: {info['restart_requested']}\n")
+    return 0

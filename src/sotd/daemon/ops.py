@@ -1,0 +1,308 @@
+"""The ops the daemon answers: ``comm.file``, ``agent.join``, ``agent.send``, ``version.query``.
+
+Spec: behaviour 2.3 (verdict order, texts, codes), 6.4 (daemon route, the append), D4 (hub offer), D5 (a
+join outside any row). Seed 000 "The wire".
+Guarantee: ``comm.file`` answers ``{ok: true}`` only after its line is synced in the inbox (or after the
+hub or a linked box said ok), and every refusal carries one of the codes and the spec's sentence. The
+verdicts run in the order of 2.3, so a bad handle is ``bad_handle`` even on a box with no comm folder.
+What would break it: answering before ``inbox.append`` returned, running the blocking append on the event
+loop (one slow lock would stall every connection), or deciding a forward after reading the registry.
+
+The decisions are pure functions (``check_to``, ``registry_verdict``, ``join_verdict``); ``Ops`` is the
+thin shell that reads files in a thread and asks the hub logic (``sotd.daemon.hub``) to forward or offer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sotd import __version__, _clock, handles
+from sotd.errors import RegistryUnreadable, SotdError
+from sotd.formats import inbox, lockmanager, registry
+from sotd.wire import messages
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
+    from sotd.formats.layout import Layout
+
+log = logging.getLogger("sotd")
+
+NOT_HERE = "not_here"
+NO_LIVE = "no_live_session"
+BAD_HANDLE = "bad_handle"
+FILE_FAILED = "file_failed"
+
+# origins of a request: a local client; a guest's link up to this hub; an offer down our own link
+CLIENT = "client"
+LINK = "link"
+OFFER = "offer"
+
+
+def refusal(code: str, text: str) -> dict[str, Any]:
+    return {"error": text, "code": code}
+
+
+OK: dict[str, Any] = {"ok": True}
+
+
+def quoted(value: object) -> str:
+    """A value in double quotes with JSON escaping (``""`` for empty or missing)."""
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        value = json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def not_here_text(to: str) -> str:
+    return f"no box knows that handle: {to}"
+
+
+# ------------------------------------------------------------------------------------- pure decisions
+
+
+def check_to(to: object, home_exists: bool) -> dict[str, Any] | None:
+    """Steps 1-2 of the verdict order: a bad handle, then no comm folder. None: go on."""
+    if not handles.is_valid(to):
+        return refusal(BAD_HANDLE, f"not a handle: {quoted(to)}")
+    if not home_exists:
+        return refusal(NOT_HERE, not_here_text(str(to)))
+    return None
+
+
+UNLISTED = "unlisted"  # a not_here from steps 4-5: the hub may offer the handle to its linked boxes
+
+
+def registry_verdict(
+    to: str, doc: dict[str, Any] | RegistryUnreadable | None, now: float
+) -> dict[str, Any] | None:
+    """Steps 4-6 on a fresh registry read (None: absent; an exception: unreadable). None: append.
+
+    A not_here answer carries ``UNLISTED: True`` (removed before it is sent) so the hub knows to offer.
+    """
+    if doc is None:
+        return {**refusal(NOT_HERE, not_here_text(to)), UNLISTED: True}
+    if isinstance(doc, RegistryUnreadable):
+        return refusal(
+            FILE_FAILED, f"the registry could not be read, so @{to} is unverified; nothing was filed"
+        )
+    agents = doc.get("agents")
+    if not isinstance(agents, dict):
+        return refusal(
+            FILE_FAILED, f"the registry could not be read, so @{to} is unverified; nothing was filed"
+        )
+    row = agents.get(to)
+    host = row.get("host") if isinstance(row, dict) else None
+    if not isinstance(row, dict) or not host:
+        return {**refusal(NOT_HERE, not_here_text(to)), UNLISTED: True}
+    if not _clock.is_fresh(row.get("last_seen"), now):
+        return refusal(NO_LIVE, f"no live session holds @{to}")
+    return None
+
+
+def join_verdict(workspace_id: object, handle: object, rows: Rows) -> dict[str, Any]:
+    """``agent.join``: a bad handle; a question from outside any row (D5); a row's declaration."""
+    if not handles.is_valid(handle):
+        return refusal(BAD_HANDLE, f"invalid handle: {quoted(handle)}")
+    assert isinstance(handle, str)
+    if workspace_id == "" or workspace_id is None:
+        holder = rows.holder_of(handle)
+        return OK if holder is None else refusal("held_by_row", f"@{handle} is held by row {holder}")
+    if not isinstance(workspace_id, str) or not rows.exists(workspace_id):
+        return refusal("unknown_workspace", f"unknown workspace: {quoted(workspace_id)}")
+    return rows.declare(workspace_id, handle)
+
+
+# ----------------------------------------------------------------------------------------------- rows
+
+
+class Rows(Protocol):
+    """What ``agent.join`` needs of the rows the daemon runs (the rows themselves come with a later issue)."""
+
+    def holder_of(self, handle: str) -> str | None: ...
+    def exists(self, workspace_id: str) -> bool: ...
+    def declare(self, workspace_id: str, handle: str) -> dict[str, Any]: ...
+
+
+class NoRows:
+    """A daemon that runs no rows yet: no handle is held by a row, and no workspace id is known."""
+
+    def holder_of(self, handle: str) -> str | None:
+        return None
+
+    def exists(self, workspace_id: str) -> bool:
+        return False
+
+    def declare(self, workspace_id: str, handle: str) -> dict[str, Any]:
+        return refusal("unknown_workspace", f"unknown workspace: {quoted(workspace_id)}")
+
+
+# ---------------------------------------------------------------------------------------- blocking work
+
+
+class Route:
+    __slots__ = ("identity", "text", "where")
+
+    def __init__(self, where: str, text: str, identity: str) -> None:
+        self.where = where
+        self.text = text
+        self.identity = identity
+
+
+def route_now(layout: Layout, is_hub: bool, forwarded: bool, self_host: str) -> Route:
+    """Step 3 (blocking: reads the record and the mount table)."""
+    identity = lockmanager.lock_identity(layout.inbox_dir)
+    try:
+        record = lockmanager.read_record(layout)
+    except OSError as e:
+        return Route(
+            lockmanager.REFUSE,
+            f"the inbox lock record {layout.lock_manager} cannot be read: {e.strerror or e}",
+            identity,
+        )
+    where, text = lockmanager.route(
+        record,
+        identity,
+        lockmanager.machine_id_or_none(),
+        is_hub,
+        forwarded,
+        path=layout.lock_manager,
+        self_host=self_host,
+    )
+    return Route(where, text, identity)
+
+
+def file_locally(
+    layout: Layout,
+    environ: Mapping[str, str],
+    *,
+    identity: str,
+    frm: str,
+    to: str,
+    text: str,
+    broadcast: bool,
+) -> dict[str, Any]:
+    """Steps 4-7 (blocking): fresh registry read, verdict, append under the lock, synced."""
+    doc: dict[str, Any] | RegistryUnreadable | None
+    try:
+        doc = registry.read(layout)
+    except RegistryUnreadable as e:
+        doc = e
+    verdict = registry_verdict(to, doc, _clock.now())
+    if verdict is not None:
+        return verdict
+    line = inbox.encode_line(frm, "" if broadcast else to, "daemon", text, _clock.stamp())
+    try:
+        inbox.append(
+            layout,
+            to,
+            line,
+            nfs=lockmanager.is_nfs(identity),
+            bound=inbox.inbox_wait(environ),
+            note=log.warning,
+            daemon=True,
+        )
+    except SotdError as e:
+        log.warning("filing for @%s failed: %s", to, e.message)
+        return refusal(FILE_FAILED, e.message)
+    return OK
+
+
+# ----------------------------------------------------------------------------------------------- shell
+
+
+class Ops:
+    """Answers one request's payload. The hub logic is injected: ``forward`` (a guest's) and ``offer``."""
+
+    def __init__(
+        self,
+        *,
+        layout: Layout,
+        environ: Mapping[str, str],
+        self_host: str,
+        is_hub: bool,
+        forward: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+        offer: Callable[[dict[str, Any], str], Awaitable[dict[str, Any] | None]],
+        version_info: Callable[[], dict[str, Any]],
+        rows: Rows | None = None,
+    ) -> None:
+        self.layout = layout
+        self.environ = environ
+        self.self_host = self_host
+        self.is_hub = is_hub
+        self.forward = forward
+        self.offer = offer
+        self.version_info = version_info
+        self.rows: Rows = rows if rows is not None else NoRows()
+
+    async def handle(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]:
+        if op == "comm.file":
+            answer = await self.comm_file(payload, origin)
+            answer.pop(UNLISTED, None)
+            return answer
+        if op == "agent.join":
+            return join_verdict(payload.get("workspace_id", ""), payload.get("handle"), self.rows)
+        if op == "agent.send":
+            return self.agent_send(payload)
+        if op == "version.query":
+            return {"daemon": self.version_info()}
+        return refusal("unknown_op", f"unknown op: {op}")
+
+    def agent_send(self, payload: dict[str, Any]) -> dict[str, Any]:
+        to = payload.get("to")
+        if isinstance(to, str) and to:
+            return refusal(
+                "mail_requires_comm_file",
+                f"agent.send carries window notifications only; mail to @{to} goes through comm.file",
+            )
+        return OK
+
+    async def comm_file(self, payload: dict[str, Any], origin: str) -> dict[str, Any]:
+        to = payload.get("to")
+        early = check_to(to, await asyncio.to_thread(os.path.isdir, self.layout.home))
+        if early is not None:
+            return early
+        assert isinstance(to, str)
+        frm = payload.get("from")
+        text = payload.get("text")
+        frm = frm if isinstance(frm, str) else ""
+        text = text if isinstance(text, str) else ""
+        broadcast = payload.get("broadcast") is True
+        forwarded = payload.get("forwarded") is True
+        route = await asyncio.to_thread(route_now, self.layout, self.is_hub, forwarded, self.self_host)
+        if route.where == lockmanager.REFUSE:
+            log.error("comm.file for @%s refused: %s", to, route.text)
+            return refusal(FILE_FAILED, route.text)
+        if route.where == lockmanager.FORWARD:
+            return await self.forward({"from": frm, "to": to, "text": text, "broadcast": broadcast})
+        answer = await asyncio.to_thread(
+            file_locally,
+            self.layout,
+            self.environ,
+            identity=route.identity,
+            frm=frm,
+            to=to,
+            text=text,
+            broadcast=broadcast,
+        )
+        if answer.get(UNLISTED) and self.is_hub and origin != OFFER and not broadcast:
+            offered = await self.offer({"from": frm, "to": to, "text": text, "broadcast": False}, origin)
+            if offered is not None:
+                return offered
+        return answer
+
+
+def version_payload(host: str, restart: str, is_hub: bool) -> dict[str, Any]:
+    return {
+        "host": host,
+        "version": __version__,
+        "pid": os.getpid(),
+        "protocol": messages.PROTOCOL,
+        "hub": is_hub,
+        "restart_requested": restart,
+    }

@@ -1,0 +1,363 @@
+"""The daemon's Unix socket: connections, hello, dispatch, and requests sent down link connections.
+
+Spec: behaviour 2.1 (framing, hello first, a refused hello is the answer), 2.2 (user isolation: a socket in
+a private folder, only this account's processes), 2.3 (``unknown op``), 2.4 (link-role connections).
+Guarantee: one connection's bad bytes (not JSON, not UTF-8, a line past 1 MiB) close that connection only,
+with its reason logged; every other connection keeps being served. A connection from another uid gets a
+refused hello and is closed before any op runs. An event is written without waiting: a peer that does not
+read its events is dropped, never waited on.
+What would break it: a read loop that shares one decoder between connections, or an ``await`` on a slow
+peer's drain inside the event fan-out.
+
+Requests run as tasks owned by their connection's TaskGroup, so a slow ``comm.file`` never holds up the
+responses that arrive on the same connection (the hub's offers travel down a link as requests while the
+guest's own forwards travel up it). End of input is not the end of the conversation: a one-shot client
+(or the stdio bridge) half-closes after its request and still reads the answer, so the connection closes
+only after its in-flight requests have answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import stat
+import struct
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sotd import __version__
+from sotd.errors import SotdError, WireError
+from sotd.wire import messages
+from sotd.wire.framing import Decoder, Envelope, encode
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+log = logging.getLogger("sotd")
+
+ROLES = ("fe", "bridge", "cli", "agent", "link")
+HELLO_WAIT_S = 10.0  # a connection that says nothing this long after connecting is closed
+WRITE_WAIT_S = 5.0  # one response's drain
+EVENT_BACKLOG_MAX = 1 << 20  # unsent bytes a peer may owe before an event drops it
+_READ = 65536
+
+
+class Refused(SotdError):
+    """A request the daemon answers with ``{error, code}``."""
+
+
+def hello_verdict(payload: dict[str, Any]) -> tuple[str, str] | None:
+    """None for an acceptable hello, else ``(code, error)``. Pure."""
+    protocol = payload.get("protocol")
+    if protocol != messages.PROTOCOL:
+        return (
+            messages.PROTOCOL_MISMATCH,
+            f"protocol mismatch: this daemon speaks protocol {messages.PROTOCOL}, the client {json.dumps(protocol)}",
+        )
+    role = payload.get("role")
+    if role not in ROLES:
+        return "bad_hello", f"unknown role: {json.dumps(role)} (one of {', '.join(ROLES)})"
+    host = payload.get("host")
+    if not isinstance(host, str) or not host:
+        return "bad_hello", "a hello must name its host"
+    return None
+
+
+def peer_uid(sock: socket.socket | None) -> int | None:
+    """The uid of the process at the other end (``SO_PEERCRED``), None when the OS cannot say."""
+    if sock is None or not hasattr(socket, "SO_PEERCRED"):
+        return None
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
+
+
+class Channel:
+    """One newline-JSON stream we write to: lines out, and responses matched to the requests we sent."""
+
+    def __init__(self, writer: asyncio.StreamWriter, label: str) -> None:
+        self.writer = writer
+        self.label = label
+        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._next_id = 1
+        self.closed: str | None = None
+
+    async def send(self, env: Envelope) -> None:
+        if self.closed is not None:
+            raise ConnectionError(self.closed)
+        self.writer.write(encode(env))
+        async with asyncio.timeout(WRITE_WAIT_S):
+            await self.writer.drain()
+
+    def send_nowait(self, env: Envelope) -> bool:
+        """Write without waiting; False (and nothing written) when the peer already owes too much."""
+        if self.closed is not None or self.writer.is_closing():
+            return False
+        transport = self.writer.transport
+        if transport.get_write_buffer_size() > EVENT_BACKLOG_MAX:
+            return False
+        self.writer.write(encode(env))
+        return True
+
+    async def call(self, op: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send a request and wait (bounded) for its response's payload."""
+        rid = self._next_id
+        self._next_id += 1
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.pending[rid] = fut
+        try:
+            async with asyncio.timeout(timeout):
+                await self.send(Envelope(rid, "req", op, payload))
+                return await fut
+        finally:
+            self.pending.pop(rid, None)
+
+    def resolve(self, env: Envelope) -> bool:
+        """Hand a response to the request that waits for it; False when none does (late or unknown)."""
+        fut = self.pending.get(env.id)
+        if fut is None or fut.done():
+            return False
+        fut.set_result(env.payload)
+        return True
+
+    def fail_all(self, why: str) -> None:
+        self.closed = why
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError(why))
+
+
+class Conn:
+    """One accepted connection."""
+
+    _seq = 0
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        Conn._seq += 1
+        self.n = Conn._seq
+        self.reader = reader
+        self.writer = writer
+        self.channel = Channel(writer, f"connection {self.n}")
+        self.decoder = Decoder()
+        self.role = ""
+        self.host = ""
+        self.name = ""
+        self.client_id = ""
+
+    def __repr__(self) -> str:
+        who = f"{self.role} {self.client_id or '?'}@{self.host or '?'}" if self.role else "before hello"
+        return f"connection {self.n} ({who})"
+
+
+class Handler(Protocol):
+    async def __call__(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]: ...
+
+
+def prepare_folder(path: str) -> None:
+    """Make the socket's folder (0700, ours) or refuse (``SotdError``); remove a stale socket file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    st = os.lstat(folder)
+    uid = os.geteuid()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+        raise SotdError(f"refusing to serve {path}: its folder {folder} is not a folder of this account")
+    if st.st_mode & 0o077:
+        os.chmod(folder, 0o700)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise SotdError(f"refusing to serve {path}: something that is not a socket is there")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(path)
+    except OSError:
+        os.unlink(path)  # nobody answers: a dead daemon's socket
+        return
+    finally:
+        probe.close()
+    raise SotdError(f"a daemon already serves {path}", code="already_running")
+
+
+class Server:
+    """The listener, its connections, and the link-role connections by the peer's declared host."""
+
+    def __init__(self, path: str, host: str, handler: Handler) -> None:
+        self.path = path
+        self.host = host
+        self.handler = handler
+        self.conns: set[Conn] = set()
+        self.links: dict[str, Conn] = {}
+        self._srv: asyncio.Server | None = None
+        self._closing = False
+        self.on_link_change: Callable[[], Awaitable[None]] | None = None
+
+    async def start(self) -> None:
+        await asyncio.to_thread(prepare_folder, self.path)
+        old = os.umask(0o177)
+        try:
+            self._srv = await asyncio.start_unix_server(self._on_conn, path=self.path, limit=_READ)
+        finally:
+            os.umask(old)
+        log.info("listening on %s", self.path)
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._srv is not None:
+            self._srv.close()
+        for conn in list(self.conns):
+            conn.channel.fail_all("the daemon is shutting down")
+            conn.writer.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+    # ------------------------------------------------------------------------------------ connections
+
+    async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Conn(reader, writer)
+        self.conns.add(conn)
+        try:
+            await self._serve(conn)
+        except (ConnectionError, TimeoutError) as e:
+            log.info("%s: closed (%s)", conn, e or type(e).__name__)
+        except Exception:
+            log.exception("%s: closed after an internal error", conn)
+        finally:
+            self.conns.discard(conn)
+            conn.channel.fail_all(f"{conn} closed")
+            if conn.role == "link" and self.links.get(conn.host) is conn:
+                del self.links[conn.host]
+                log.info("link from %s is gone", conn.host)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _read(self, conn: Conn) -> list[Envelope] | None:
+        """The next envelopes; None at end of input. ``WireError`` for bad bytes."""
+        data = await conn.reader.read(_READ)
+        if not data:
+            if conn.decoder.pending:
+                raise WireError("the connection ended inside an envelope")
+            return None
+        return conn.decoder.feed(data)
+
+    async def _answer(self, conn: Conn, env: Envelope, payload: dict[str, Any]) -> None:
+        await conn.channel.send(Envelope(env.id, "res", env.op, payload))
+
+    async def _serve(self, conn: Conn) -> None:
+        uid = peer_uid(conn.writer.get_extra_info("socket"))
+        queue: list[Envelope] = []
+        try:
+            async with asyncio.timeout(HELLO_WAIT_S):
+                while not queue:
+                    got = await self._read(conn)
+                    if got is None:
+                        return
+                    queue.extend(got)
+        except WireError as e:
+            log.warning("%s: closed: malformed input before hello: %s", conn, e.message)
+            return
+        first = queue.pop(0)
+        if uid is not None and uid != os.geteuid():
+            log.warning(
+                "%s: refused a hello from uid %d (this daemon serves uid %d)", conn, uid, os.geteuid()
+            )
+            await self._answer(
+                conn,
+                first,
+                {
+                    "error": f"this daemon serves uid {os.geteuid()} only (the peer runs as uid {uid})",
+                    "code": "forbidden",
+                },
+            )
+            return
+        if first.kind != "req" or first.op != messages.HELLO_OP:
+            await self._answer(
+                conn,
+                first,
+                {"error": "the first request on a connection must be hello", "code": "hello_required"},
+            )
+            log.warning("%s: closed: first envelope was %s %s, not hello", conn, first.kind, first.op)
+            return
+        bad = hello_verdict(first.payload)
+        if bad is not None:
+            code, text = bad
+            await self._answer(conn, first, {"error": text, "code": code})
+            log.info("%s: refused hello: %s", conn, text)
+            return
+        p = first.payload
+        conn.role = str(p["role"])
+        conn.host = str(p["host"])
+        conn.name = str(p.get("name") or "")
+        conn.client_id = str(p.get("client_id") or "")
+        await self._answer(
+            conn,
+            first,
+            {"ok": True, "protocol": messages.PROTOCOL, "host": self.host, "version": __version__},
+        )
+        if conn.role == "link":
+            old = self.links.get(conn.host)
+            self.links[conn.host] = conn
+            log.info("link from %s (%s) is up", conn.host, conn.client_id)
+            if old is not None and old is not conn:
+                old.channel.fail_all(f"replaced by a newer link from {conn.host}")
+                old.writer.close()
+        origin = f"link:{conn.host}" if conn.role == "link" else "client"
+        async with asyncio.TaskGroup() as tg:
+            while True:
+                for env in queue:
+                    if env.kind == "res":
+                        conn.channel.resolve(env)
+                    elif env.kind == "req":
+                        tg.create_task(self._request(conn, env, origin))
+                queue = []
+                try:
+                    got = await self._read(conn)
+                except WireError as e:
+                    # close at once: the peer hears nothing more; its in-flight requests end unanswered
+                    log.warning("%s: closed: malformed input: %s", conn, e.message)
+                    conn.channel.fail_all(f"{conn} sent malformed input")
+                    conn.writer.close()
+                    break
+                if got is None:
+                    break
+                queue = got
+
+    async def _request(self, conn: Conn, env: Envelope, origin: str) -> None:
+        if env.op == messages.HELLO_OP:
+            bad = hello_verdict(env.payload)
+            payload: dict[str, Any] = (
+                {"ok": True, "protocol": messages.PROTOCOL, "host": self.host, "version": __version__}
+                if bad is None
+                else {"error": bad[1], "code": bad[0]}
+            )
+        else:
+            try:
+                payload = await self.handler(env.op, env.payload, origin)
+            except Exception as e:
+                log.exception("%s: %s failed", conn, env.op)
+                payload = {"error": f"internal error: {e}", "code": "internal"}
+        try:
+            await self._answer(conn, env, payload)
+        except (ConnectionError, TimeoutError, WireError) as e:
+            log.info("%s: could not answer %s: %s", conn, env.op, e)
+
+    # ------------------------------------------------------------------------------------------ events
+
+    def publish(self, op: str, payload: dict[str, Any]) -> None:
+        """Send an event to every front end; a peer that owes too many bytes is dropped, never awaited."""
+        env = Envelope(0, "evt", op, payload)
+        for conn in list(self.conns):
+            if conn.role not in ("fe", "bridge"):
+                continue
+            if not conn.channel.send_nowait(env):
+                log.warning("%s: dropped: it does not read its events", conn)
+                conn.writer.close()

@@ -1,0 +1,81 @@
+"""The daemon's status file, beside its socket: who runs there (pid, start tick, socket, version, host).
+
+Written atomically (exclusive temp, fsync, rename, folder fsync), so a reader sees the old file or the new
+one, never a torn one. The file alone proves nothing: ``sotd daemon status`` asks the daemon
+(``version.query``), and ``stop`` signals the pid only when its start tick (``/proc/<pid>/stat`` field 22)
+is the one recorded, so a recycled pid is never killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Any
+
+
+def start_tick(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    rest = data[data.rfind(b")") + 2 :].split()
+    # rest[0] is field 3 (state); field 22 is rest[19]
+    if len(rest) < 20:
+        return None
+    return rest[19].decode("ascii", "replace")
+
+
+def write(path: str, doc: dict[str, Any]) -> None:
+    data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.rename(tmp, path)
+    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def read(path: str) -> dict[str, Any] | None:
+    """The status document, or None when absent or not a JSON object."""
+    try:
+        with open(path, "rb") as f:
+            doc = json.loads(f.read(1 << 16))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def remove(path: str, pid: int) -> None:
+    """Remove the file if it is still ours (a newer daemon may have replaced it)."""
+    doc = read(path)
+    if doc is not None and doc.get("pid") == pid:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def same_process(doc: dict[str, Any]) -> bool:
+    """True when the recorded pid still runs and is the same process (same start tick)."""
+    pid = doc.get("pid")
+    tick = doc.get("start_tick")
+    if type(pid) is not int or pid <= 0 or not isinstance(tick, str):
+        return False
+    return start_tick(pid) == tick

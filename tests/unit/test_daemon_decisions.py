@@ -1,0 +1,246 @@
+"""The daemon's pure decisions, as tables: is-hub (2.4), the offer outcome (D4), the link backoff (2.4),
+the comm.file verdict order (2.3), the hello check (2.1), agent.join (D5) and the code-change check."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sotd import _clock, topology
+from sotd.daemon import hub, links, ops, server
+from sotd.daemon import main as dmain
+from sotd.errors import RegistryUnreadable
+
+pytestmark = pytest.mark.unit
+
+TOPO = topology.parse(b'hub = "boxa"\n[boxes.boxa]\n[boxes.boxb]\n[boxes.boxc]\n')
+
+
+@pytest.mark.parametrize(
+    ("topo", "unreadable", "host", "identity", "want"),
+    [
+        (None, False, "boxb", "none@m", True),  # no topology: its own hub
+        (TOPO, False, "boxa", "none@m", True),  # the topology names it
+        (TOPO, False, "boxb", "local m", True),  # its folder is on its own disk
+        (TOPO, False, "boxb", "nfs4 srv:/x", False),
+        (TOPO, False, "boxb", "none@m", False),
+        (TOPO, False, "boxb", "none", False),
+        (None, True, "boxb", "none@m", False),  # unreadable names no hub
+        (None, True, "boxb", "local m", True),
+    ],
+)
+def test_is_hub(
+    topo: topology.Topology | None, unreadable: bool, host: str, identity: str, want: bool
+) -> None:
+    assert hub.is_hub(topo, unreadable, host, identity) is want
+
+
+OK = {"ok": True}
+NH = {"error": "no box knows that handle: h", "code": "not_here"}
+STALE = {"error": "no live session holds @h", "code": "no_live_session"}
+OLD = {"error": "unknown op: comm.file", "code": "unknown_op"}
+
+
+@pytest.mark.parametrize(
+    ("answers", "should", "linked", "want"),
+    [
+        ([("b", NH), ("c", OK)], [], ["b", "c"], OK),  # first ok wins
+        ([("b", STALE), ("c", OK)], [], ["b", "c"], OK),  # an ok beats a refusal that came first
+        ([("b", NH), ("c", STALE)], [], ["b", "c"], STALE),  # the listing box's own refusal
+        ([("b", None), ("c", STALE)], [], ["b", "c"], STALE),  # a refusal beats silence
+        ([("c", OLD)], [], ["c"], OLD),  # an old daemon's refusal is an answer, not not_here
+        (
+            [("c", None), ("b", None), ("d", NH)],
+            [],
+            ["b", "c", "d"],
+            {"error": "no box answered for @h within 3s: b, c", "code": "file_failed"},
+        ),
+        ([("b", NH)], [], ["b"], {"error": "no box knows that handle: h", "code": "not_here"}),
+        (
+            [("b", NH)],
+            ["b", "c", "d"],
+            ["b"],
+            {"error": "no box knows that handle: h (no link from: c, d)", "code": "not_here"},
+        ),
+        ([], ["c"], [], {"error": "no box knows that handle: h (no link from: c)", "code": "not_here"}),
+        (
+            [("b", {"what": 1})],
+            [],
+            ["b"],
+            {"error": 'b answered neither ok nor a refusal: {"what": 1}', "code": "file_failed"},
+        ),
+    ],
+)
+def test_offer_outcome(
+    answers: list[tuple[str, dict[str, Any] | None]],
+    should: list[str],
+    linked: list[str],
+    want: dict[str, Any],
+) -> None:
+    assert hub.offer_outcome("h", answers, should, linked, 3.0) == want
+
+
+def test_backoff_table() -> None:
+    seq = []
+    prev = 0.0
+    for _ in range(8):
+        prev = links.backoff(prev, 0.0)
+        seq.append(prev)
+    assert seq == [1, 2, 4, 8, 16, 30, 30, 30]
+    assert links.backoff(30.0, 59.9) == 30  # a link up 59.9 s does not reset
+    assert links.backoff(30.0, 60.0) == 1  # one up 60 s does
+    assert links.backoff(8.0, 61.0) == 1
+
+
+FRESH = _clock.stamp(1_000_000.0)
+STALE_STAMP = _clock.stamp(1_000_000.0 - 601)
+
+
+def doc(**agents: dict[str, Any]) -> dict[str, Any]:
+    return {"agents": agents}
+
+
+@pytest.mark.parametrize(
+    ("to", "home", "want"),
+    [
+        ("../x", False, ("bad_handle", 'not a handle: "../x"')),  # 1 before 2
+        ("", True, ("bad_handle", 'not a handle: ""')),
+        (None, True, ("bad_handle", 'not a handle: ""')),
+        ('a"b', True, ("bad_handle", 'not a handle: "a\\"b"')),
+        ("h", False, ("not_here", "no box knows that handle: h")),
+        ("h", True, None),
+    ],
+)
+def test_verdict_steps_1_2(to: object, home: bool, want: tuple[str, str] | None) -> None:
+    got = ops.check_to(to, home)
+    assert (None if got is None else (got["code"], got["error"])) == want
+
+
+@pytest.mark.parametrize(
+    ("registry", "want"),
+    [
+        (None, ("not_here", "no box knows that handle: h")),
+        (
+            RegistryUnreadable("x"),
+            ("file_failed", "the registry could not be read, so @h is unverified; nothing was filed"),
+        ),
+        (
+            {"no": "agents"},
+            ("file_failed", "the registry could not be read, so @h is unverified; nothing was filed"),
+        ),
+        (doc(), ("not_here", "no box knows that handle: h")),
+        (doc(h={"host": "", "last_seen": FRESH}), ("not_here", "no box knows that handle: h")),
+        (doc(h={"last_seen": FRESH}), ("not_here", "no box knows that handle: h")),
+        (doc(h={"host": "b", "last_seen": STALE_STAMP}), ("no_live_session", "no live session holds @h")),
+        (doc(h={"host": "b", "last_seen": "yesterday"}), ("no_live_session", "no live session holds @h")),
+        (doc(h={"host": "b", "last_seen": FRESH}), None),
+    ],
+)
+def test_verdict_steps_4_6(registry: object, want: tuple[str, str] | None) -> None:
+    got = ops.registry_verdict("h", registry, 1_000_000.0)  # type: ignore[arg-type]
+    assert (None if got is None else (got["code"], got["error"])) == want
+    if got is not None and got["code"] == "not_here":
+        assert got[ops.UNLISTED] is True  # the hub offers these
+
+
+class _Rows:
+    def holder_of(self, handle: str) -> str | None:
+        return "row-7" if handle == "taken" else None
+
+    def exists(self, workspace_id: str) -> bool:
+        return workspace_id == "row-7"
+
+    def declare(self, workspace_id: str, handle: str) -> dict[str, Any]:
+        return {"ok": True}
+
+
+@pytest.mark.parametrize(
+    ("ws", "h", "rows", "want"),
+    [
+        ("", "free", ops.NoRows(), {"ok": True}),
+        ("", "taken", _Rows(), {"error": "@taken is held by row row-7", "code": "held_by_row"}),
+        ("", "../x", ops.NoRows(), {"error": 'invalid handle: "../x"', "code": "bad_handle"}),
+        ("w1", "free", ops.NoRows(), {"error": 'unknown workspace: "w1"', "code": "unknown_workspace"}),
+        ("row-7", "free", _Rows(), {"ok": True}),
+    ],
+)
+def test_join(ws: str, h: str, rows: ops.Rows, want: dict[str, Any]) -> None:
+    assert ops.join_verdict(ws, h, rows) == want
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ({"protocol": 3, "role": "cli", "host": "a"}, None),
+        ({"protocol": 3, "role": "link", "host": "a"}, None),
+        ({"protocol": 3, "role": "fe", "host": "a"}, None),
+        ({"protocol": 2, "role": "cli", "host": "a"}, "protocol_mismatch"),
+        ({"protocol": 3, "role": "root", "host": "a"}, "bad_hello"),
+        ({"protocol": 3, "role": "cli", "host": ""}, "bad_hello"),
+    ],
+)
+def test_hello_verdict(payload: dict[str, Any], code: str | None) -> None:
+    got = server.hello_verdict(payload)
+    assert (None if got is None else got[0]) == code
+
+
+def test_changed_files() -> None:
+    a = {"x.py": (1, 10), "y.py": (2, 20)}
+    assert dmain.changed_files(a, dict(a)) == []
+    assert dmain.changed_files(a, {"x.py": (1, 11), "z.py": (3, 3)}) == ["x.py", "y.py", "z.py"]
+    assert "restart it" in dmain.restart_text(["a.py", "b.py", "c.py", "d.py"])
+
+
+class _Writer:
+    """Stands in for the link child's stdin: records what the link writes."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def write(self, b: bytes) -> None:
+        self.data += b
+
+    async def drain(self) -> None:
+        return None
+
+
+def _hello_through(chunks: list[bytes]) -> tuple[Any, list[Any], bytes]:
+    import asyncio
+
+    async def go() -> tuple[Any, list[Any], bytes]:
+        reader = asyncio.StreamReader()
+        for c in chunks:
+            reader.feed_data(c)
+        reader.feed_eof()
+        w = _Writer()
+        up = links.Uplink("unix:/x", "boxb", {}, None, asyncio.Event())  # type: ignore[arg-type]
+        decoder, queue = await up._hello(reader, server.Channel(w, "t"))  # type: ignore[arg-type]
+        return decoder, queue, w.data
+
+    return asyncio.run(go())
+
+
+HELLO_OK = b'{"v":1,"id":0,"kind":"res","op":"hello","payload":{"ok":true}}\n'
+OFFER = b'{"v":1,"id":7,"kind":"req","op":"comm.file","payload":{"to":"h"}}\n'
+
+
+def test_link_skips_a_login_banner_and_keeps_what_follows_hello() -> None:
+    _d, queue, sent = _hello_through(
+        [b"Welcome to boxa\n", b"\n  last login: x\n" + HELLO_OK[:20], HELLO_OK[20:] + OFFER]
+    )
+    hello = json.loads(sent)
+    assert hello["op"] == "hello" and hello["payload"]["role"] == "link"
+    assert hello["payload"]["name"] == "sotd-boxb" and hello["payload"]["client_id"].startswith(
+        "sotd-hub-link-"
+    )
+    assert [e.id for e in queue] == [7]
+
+
+def test_link_hello_refused_and_closed() -> None:
+    refused = b'{"v":1,"id":0,"kind":"res","op":"hello","payload":{"error":"no","code":"forbidden"}}\n'
+    with pytest.raises(links.LinkError, match="hello refused: no"):
+        _hello_through([b"banner\n" + refused])
+    with pytest.raises(links.LinkError, match="closed before the hub answered hello"):
+        _hello_through([b"banner only\n"])
