@@ -29,6 +29,7 @@ COMMANDS = {
     "stdio-bridge": "sotd.cli.bridge",
     "daemon": "sotd.daemon.main",  # named by string: nothing imports the daemon until asked
     "topology": "sotd.cli.topology",
+    "ocx": "sotd.cli.ocx",
 }
 
 USAGE = """\
@@ -37,6 +38,7 @@ usage: sotd comm <verb> [args]     the commands sessions type (comm-<verb>.sh wr
        sotd stdio-bridge [--endpoint unix:<path>] [--host <h>]
        sotd daemon run|start|stop|status [--socket <path>]
        sotd topology relay-endpoint
+       sotd ocx post|answer|list|show|answers|sync|rebuild|clone|server-code ...
        sotd --version
 """
 

@@ -1,0 +1,340 @@
+"""``sotd ocx ...``: post, list, show, answer and sync OCX v2 messages; clone and check repositories.
+
+Human-readable by default, ``--json`` for scripts. The node's configuration is ``$SOT_OCX_CONFIG``, else
+``$SOT_COMM_HOME/ocx.toml`` (docs/ocx.md). Every failure raises ``SotdError`` for ``sotd.cli.main``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from sotd.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sotd.ocx.index import Row
+    from sotd.ocx.node import Node
+
+USAGE = """\
+usage: sotd ocx post FILE --repo R [--json]          post a message; prints its hash
+       sotd ocx answer HASH --kind K --body JSON --repo R [--json]
+       sotd ocx list [--to L] [--re H] [--kind K] [--repo R] [--json]
+       sotd ocx show HASH [--json]
+       sotd ocx answers HASH [--json]
+       sotd ocx sync [--json]
+       sotd ocx rebuild [--repo R]
+       sotd ocx clone URL FILE
+       sotd ocx server-code REPO [--new]
+"""
+
+_VALUED = ("--repo", "--to", "--re", "--kind", "--body")
+_FLAGS = ("--json", "--new")
+
+
+def _parse(argv: list[str], positional: int, allowed: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
+    pos: list[str] = []
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        name, eq, val = a.partition("=")
+        if name in _VALUED and name in allowed:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise UsageError(f"sotd ocx: {name} needs a value\n{USAGE.rstrip()}")
+                i += 1
+                val = argv[i]
+            opts[name] = val
+        elif a in _FLAGS and a in allowed:
+            opts[a] = "1"
+        elif a.startswith("--") and a != "--":
+            raise UsageError(f"sotd ocx: unknown option {a}\n{USAGE.rstrip()}")
+        else:
+            pos.append(a)
+        i += 1
+    if len(pos) != positional:
+        raise UsageError(f"sotd ocx: wrong number of arguments\n{USAGE.rstrip()}")
+    return pos, opts
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _json(obj: object) -> None:
+    _out(json.dumps(obj, indent=None, sort_keys=True))
+
+
+def _node() -> Node:
+    from sotd.ocx.config import load_config
+    from sotd.ocx.node import Node
+
+    return Node(load_config(os.environ))
+
+
+def _when(t: object) -> str:
+    from sotd import _clock
+
+    return _clock.stamp(float(t)) if isinstance(t, int | float) else "-"
+
+
+def _line(r: Row) -> str:
+    addr = (
+        f"to={r['to_login']}" if r["to_login"] is not None else f"re={r['re_hash']}" if r["re_hash"] else ""
+    )
+    sender = r["sender_login"] or "?"
+    head = (
+        f"{_when(r['received_at'])} {r['repo']} {r['hash']} {r['kind'] or '-'} {addr} from={sender}".replace(
+            "  ", " "
+        )
+    )
+    if not r["valid"]:
+        head += f" INVALID: {r['reason']}"
+    if r["post_state"] == "not_delivered":
+        head += " NOT DELIVERED"
+    elif r["post_state"] == "pending":
+        head += " (not yet delivered)"
+    return head
+
+
+def _print_rows(rows: list[Row], as_json: bool, empty: str) -> None:
+    if as_json:
+        _json([dict(r) for r in rows])
+        return
+    if not rows:
+        _out(empty)
+    for r in rows:
+        _out(_line(r))
+
+
+def _check_hash(h: str) -> str:
+    from sotd.ocx.envelope import is_hash
+
+    if not is_hash(h):
+        raise UsageError(f"sotd ocx: {h!r} is not a hash (40 or 64 lower-case hex digits)")
+    return h
+
+
+def cmd_post(argv: list[str]) -> int:
+    (path,), opts = _parse(argv, 1, ("--repo", "--json"))
+    if "--repo" not in opts:
+        raise UsageError("sotd ocx post: --repo R is required (a clone's name or repository file)")
+    from sotd.ocx.envelope import MAX_MESSAGE_BYTES
+    from sotd.ocx.errors import OcxError
+    from sotd.ocx.node import require_delivered
+
+    try:
+        size = os.path.getsize(path) if path != "-" else 0
+        if size > MAX_MESSAGE_BYTES:
+            raise OcxError(
+                f"ocx: not posted: too large: {size} bytes; the limit is {MAX_MESSAGE_BYTES} bytes"
+            )
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_MESSAGE_BYTES + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(MAX_MESSAGE_BYTES + 1)
+    except OSError as e:
+        raise OcxError(f"ocx: cannot read {path}: {e.strerror}") from None
+    node = _node()
+    try:
+        res = node.post(opts["--repo"], data)
+    finally:
+        node.close()
+    if "--json" in opts:
+        _json(
+            {
+                "hash": res.hash,
+                "name": res.name,
+                "repo": res.repo,
+                "delivered": res.delivered,
+                "reason": res.reason,
+            }
+        )
+        return 0 if res.delivered else 3
+    require_delivered(res)
+    _out(res.hash)
+    return 0
+
+
+def cmd_answer(argv: list[str]) -> int:
+    (h,), opts = _parse(argv, 1, ("--repo", "--kind", "--body", "--json"))
+    for need in ("--repo", "--kind"):
+        if need not in opts:
+            raise UsageError(f"sotd ocx answer: {need} is required")
+    try:
+        body = json.loads(opts.get("--body", "{}"))
+    except json.JSONDecodeError as e:
+        raise UsageError(f"sotd ocx answer: --body is not JSON: {e.msg}") from None
+    from sotd.ocx.node import require_delivered
+
+    node = _node()
+    try:
+        res = node.answer(opts["--repo"], _check_hash(h), opts["--kind"], body)
+    finally:
+        node.close()
+    if "--json" in opts:
+        _json(
+            {
+                "hash": res.hash,
+                "name": res.name,
+                "repo": res.repo,
+                "delivered": res.delivered,
+                "reason": res.reason,
+            }
+        )
+        return 0 if res.delivered else 3
+    require_delivered(res)
+    _out(res.hash)
+    return 0
+
+
+def cmd_list(argv: list[str]) -> int:
+    _, opts = _parse(argv, 0, ("--to", "--re", "--kind", "--repo", "--json"))
+    node = _node()
+    try:
+        rows = node.index.query(
+            to=opts.get("--to"), re=opts.get("--re"), kind=opts.get("--kind"), repo=opts.get("--repo")
+        )
+    finally:
+        node.close()
+    _print_rows(rows, "--json" in opts, "no messages")
+    return 0
+
+
+def cmd_show(argv: list[str]) -> int:
+    (h,), opts = _parse(argv, 1, ("--json",))
+    from sotd.ocx import fossil
+    from sotd.ocx.errors import OcxError
+
+    node = _node()
+    try:
+        rows = node.index.show(_check_hash(h))
+        if not rows:
+            raise OcxError(f"ocx: no message {h} in the index", hint="run sotd ocx sync first")
+        clone = node.config.clone(str(rows[0]["repo"]))
+        got = fossil.read_message(clone.repository, str(rows[0]["name"]))
+    finally:
+        node.close()
+    text = got.data.decode("utf-8", "replace") if got is not None else None
+    if "--json" in opts:
+        _json({"rows": [dict(r) for r in rows], "message": text})
+        return 0
+    for r in rows:
+        _out(f"hash:     {r['hash']}")
+        _out(f"repo:     {r['repo']}  ({r['name']})")
+        _out(
+            f"sender:   {r['sender_login'] or '?'}"
+            + (f"  at {r['sender_addr']}" if r["sender_addr"] else "")
+            + f"  ({r['origin'] or 'unknown'})"
+        )
+        _out(f"received: {_when(r['received_at'])}")
+        if r["valid"]:
+            _out(f"kind:     {r['kind']}")
+            _out(f"to:       {r['to_login']}" if r["to_login"] is not None else f"re:       {r['re_hash']}")
+        else:
+            _out(f"INVALID:  {r['reason']}")
+        if r["post_state"]:
+            _out(f"posted:   {str(r['post_state']).replace('_', ' ')}")
+    if text is not None:
+        _out("")
+        _out(text)
+    return 0
+
+
+def cmd_answers(argv: list[str]) -> int:
+    (h,), opts = _parse(argv, 1, ("--json",))
+    node = _node()
+    try:
+        rows = node.index.answers(_check_hash(h))
+    finally:
+        node.close()
+    _print_rows(rows, "--json" in opts, f"no answers to {h}")
+    return 0
+
+
+def cmd_sync(argv: list[str]) -> int:
+    _, opts = _parse(argv, 0, ("--json",))
+    node = _node()
+    try:
+        reports = node.sync_once()
+    finally:
+        node.close()
+    if "--json" in opts:
+        _json([{"repo": r.repo, "new": r.new, "handed": r.handed, "error": r.error} for r in reports])
+    else:
+        for r in reports:
+            _out(f"{r.repo}: " + (f"FAILED: {r.error}" if r.error else f"{r.new} new"))
+    return 1 if any(r.error for r in reports) else 0
+
+
+def cmd_rebuild(argv: list[str]) -> int:
+    _, opts = _parse(argv, 0, ("--repo",))
+    node = _node()
+    try:
+        node.rebuild(opts.get("--repo"))
+    finally:
+        node.close()
+    return 0
+
+
+def cmd_clone(argv: list[str]) -> int:
+    (url, path), _ = _parse(argv, 2, ())
+    from sotd.ocx import fossil
+    from sotd.ocx.config import load_config
+
+    fossil.clone(url, path)
+    code = fossil.repo_info(path).server_code
+    # A fresh clone has a fresh server-code; make sure no clone this node serves has the same one.
+    try:
+        cfg = load_config(os.environ)
+        others = {
+            fossil.repo_info(c.repository).server_code for c in cfg.clones if os.path.exists(c.repository)
+        }
+    except Exception:
+        others = set()
+    if code in others:
+        code = fossil.new_server_code(path)
+    _out(f"cloned {fossil._redact(url)} into {path}; server-code {code}")
+    return 0
+
+
+def cmd_server_code(argv: list[str]) -> int:
+    (repo,), opts = _parse(argv, 1, ("--new",))
+    from sotd.ocx import fossil
+
+    path = repo
+    if not os.path.exists(repo):
+        from sotd.ocx.config import load_config
+
+        path = load_config(os.environ).clone(repo).repository
+    if "--new" in opts:
+        _out(fossil.new_server_code(path))
+    else:
+        _out(fossil.repo_info(path).server_code)
+    return 0
+
+
+VERBS = {
+    "post": cmd_post,
+    "answer": cmd_answer,
+    "list": cmd_list,
+    "show": cmd_show,
+    "answers": cmd_answers,
+    "sync": cmd_sync,
+    "rebuild": cmd_rebuild,
+    "clone": cmd_clone,
+    "server-code": cmd_server_code,
+}
+
+
+def run(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        sys.stdout.write(USAGE)
+        return 0 if argv else 2
+    verb = VERBS.get(argv[0])
+    if verb is None:
+        raise UsageError(f"sotd ocx: unknown verb {argv[0]!r}\n{USAGE.rstrip()}")
+    return verb(argv[1:])

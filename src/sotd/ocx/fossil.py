@@ -1,0 +1,340 @@
+"""Layer 1: the thin shell around Debian's ``fossil`` (2.21) and the repository file.
+
+Messages are unversioned files ``ocx/m/<hash>.json`` (spec ocx.md 3.4). Writing goes through the
+``fossil`` program (``uv add``, ``uv sync``, ``clone``); reading goes straight to the repository file with
+SQLite, read-only, because the facts we need (``unversioned.rcvid -> rcvfrom -> user.login``) are only
+there. The remote's listing comes from the server's ``/juvlist`` page, which names the login that pushed
+each file at its first receipt; that is both the sender of a pulled message (O3) and the confirmation of
+a push (a login without capability ``y`` gets no error, its file is just not there).
+
+What would break it: a Fossil whose ``unversioned`` or ``rcvfrom`` tables change shape (checked: 2.21).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import subprocess
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+
+from sotd.ocx.errors import FossilFailed, NotFossil, OcxError
+
+FOSSIL = "fossil"
+TIMEOUT = 60.0
+HTTP_TIMEOUT = 15.0
+LOCAL_ADD = "#!fossil unversioned add"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class RepoInfo:
+    """What OCX reads from a repository's ``config`` table."""
+
+    __slots__ = ("hash_policy", "last_sync_url", "project_code", "server_code")
+
+    def __init__(
+        self, server_code: str, project_code: str, hash_policy: str | None, last_sync_url: str | None = None
+    ) -> None:
+        self.server_code = server_code
+        self.project_code = project_code
+        self.hash_policy = hash_policy
+        self.last_sync_url = last_sync_url
+
+
+class UvRow:
+    """One ``ocx/m/`` unversioned file as this clone holds it, with its local receipt."""
+
+    __slots__ = ("data", "hash", "mtime", "name", "rcv_addr", "rcv_login", "rcv_time", "uvid")
+
+    def __init__(
+        self,
+        *,
+        uvid: int,
+        name: str,
+        hash: str,
+        mtime: int,
+        data: bytes,
+        rcv_login: str | None,
+        rcv_addr: str | None,
+        rcv_time: float | None,
+    ) -> None:
+        self.uvid = uvid
+        self.name = name
+        self.hash = hash
+        self.mtime = mtime
+        self.data = data
+        self.rcv_login = rcv_login
+        self.rcv_addr = rcv_addr
+        self.rcv_time = rcv_time
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("USER", "ocx")
+    return env
+
+
+def run(args: list[str], *, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """``fossil ARGS``; raises FossilFailed when it cannot run or exits non-zero."""
+    try:
+        p = subprocess.run(
+            [FOSSIL, *args],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+            env=_env(),
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise FossilFailed(
+            f"ocx: the fossil program ({FOSSIL}) is not installed", hint="apt-get install fossil"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise FossilFailed(
+            f"ocx: fossil {args[0]} {args[1] if len(args) > 1 else ''} took over {timeout:.0f}s"
+        ) from None
+    if p.returncode != 0:
+        said = " ".join((p.stderr.strip() or p.stdout.strip()).split())[-300:]
+        raise FossilFailed(f"ocx: fossil {' '.join(_redact(a) for a in args[:3])} failed: {said}")
+    return p
+
+
+def _redact(arg: str) -> str:
+    if "://" in arg and "@" in arg:
+        u = urllib.parse.urlsplit(arg)
+        if u.password:
+            return arg.replace(":" + u.password + "@", ":***@")
+    return arg
+
+
+def connect(path: str, *, write: bool = False) -> sqlite3.Connection:
+    """A connection to the repository file, after checking it is one (else NotFossil)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except FileNotFoundError:
+        raise NotFossil(f"ocx: no repository file at {path}") from None
+    except OSError as e:
+        raise NotFossil(f"ocx: cannot read the repository {path}: {e.strerror}") from None
+    if head != _SQLITE_MAGIC:
+        raise NotFossil(f"ocx: {path} is not a Fossil repository (not an SQLite database)")
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + ("?mode=rw" if write else "?mode=ro")
+    try:
+        db = sqlite3.connect(uri, uri=True, timeout=10.0)
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as e:
+        raise NotFossil(f"ocx: {path} is not a Fossil repository ({e})") from None
+    if not {"config", "blob", "user"} <= tables:
+        db.close()
+        raise NotFossil(f"ocx: {path} is not a Fossil repository (an SQLite file without Fossil's tables)")
+    return db
+
+
+def repo_info(path: str) -> RepoInfo:
+    """The server-code, project-code and hash policy of the repository at ``path``."""
+    db = connect(path)
+    try:
+        cfg = dict(
+            db.execute(
+                "SELECT name, value FROM config"
+                " WHERE name IN ('server-code','project-code','hash-policy','last-sync-url')"
+            ).fetchall()
+        )
+    finally:
+        db.close()
+    if not cfg.get("project-code") or not cfg.get("server-code"):
+        raise NotFossil(f"ocx: {path} is not a Fossil repository (no project-code or server-code)")
+    policy = cfg.get("hash-policy")
+    last = cfg.get("last-sync-url")
+    return RepoInfo(
+        str(cfg["server-code"]),
+        str(cfg["project-code"]),
+        None if policy is None else str(policy),
+        None if last is None else str(last),
+    )
+
+
+def same_remote(a: str | None, b: str | None) -> bool:
+    """True when two URLs name the same remote and login (passwords and a trailing slash ignored)."""
+    if not a or not b:
+        return False
+
+    def key(u: str) -> tuple[str, str, int | None, str, str]:
+        s = urllib.parse.urlsplit(u)
+        return (s.scheme, (s.hostname or "").lower(), s.port, s.path.rstrip("/"), s.username or "")
+
+    try:
+        return key(a) == key(b)
+    except ValueError:
+        return False
+
+
+def _julian_to_epoch(jd: object) -> float | None:
+    try:
+        return (float(jd) - 2440587.5) * 86400.0  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _content(blob: bytes | None, encoding: int | None) -> bytes:
+    if blob is None:
+        return b""
+    if encoding == 1:  # Fossil's compressed blob: a 4-byte size, then zlib
+        try:
+            return zlib.decompress(blob[4:])
+        except zlib.error:
+            return b""
+    return bytes(blob)
+
+
+def read_message(path: str, name: str) -> UvRow | None:
+    """The live unversioned file ``name``, or None."""
+    rows = read_messages(path, 0, name)
+    return rows[0] if rows else None
+
+
+def read_messages(path: str, after_uvid: int = 0, name: str | None = None) -> list[UvRow]:
+    """Every live ``ocx/m/`` unversioned file with ``uvid > after_uvid`` (or just ``name``), oldest first."""
+    db = connect(path)
+    try:
+        has_uv = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='unversioned'"
+        ).fetchone()
+        if not has_uv:
+            return []
+        rows = db.execute(
+            """SELECT u.uvid, u.name, u.hash, u.mtime, u.content, u.encoding,
+                      (SELECT login FROM user WHERE user.uid = r.uid), r.ipaddr, r.mtime
+               FROM unversioned u LEFT JOIN rcvfrom r ON r.rcvid = u.rcvid
+               WHERE u.uvid > ? AND u.name LIKE 'ocx/m/%' AND u.hash IS NOT NULL
+                     AND (? IS NULL OR u.name = ?)
+               ORDER BY u.uvid""",
+            (after_uvid, name, name),
+        ).fetchall()
+    finally:
+        db.close()
+    return [
+        UvRow(
+            uvid=int(r[0]),
+            name=str(r[1]),
+            hash=str(r[2]),
+            mtime=int(r[3] or 0),
+            data=_content(r[4], r[5]),
+            rcv_login=r[6],
+            rcv_addr=r[7],
+            rcv_time=_julian_to_epoch(r[8]),
+        )
+        for r in rows
+    ]
+
+
+def uv_add(repo: str, name: str, data: bytes, user: str) -> None:
+    """Store ``data`` as the unversioned file ``name`` in ``repo``, recorded as written by ``user``."""
+    fd, tmp = tempfile.mkstemp(prefix="ocx-", suffix=".json")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        run(["uv", "add", tmp, "--as", name, "-R", repo, "--user", user])
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def sync_url(url: str, password: str | None) -> str:
+    """``url`` with ``password`` put in its userinfo (percent-encoded), for ``fossil uv sync URL``."""
+    if password is None:
+        return url
+    u = urllib.parse.urlsplit(url)
+    user = urllib.parse.quote(urllib.parse.unquote(u.username or ""), safe="")
+    host = u.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:{urllib.parse.quote(password, safe='')}@{host}" + (f":{u.port}" if u.port else "")
+    return urllib.parse.urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment))
+
+
+def uv_sync(repo: str, url: str | None) -> str:
+    """``fossil uv sync [URL] -R repo``: push and pull unversioned files. Returns what fossil said.
+
+    With no URL, fossil uses the URL and password the clone remembered (``clone --save-http-password``).
+    """
+    args = ["uv", "sync", "-R", repo]
+    if url:
+        args.insert(2, url)
+    p = run(args)
+    return p.stdout + p.stderr
+
+
+def _base(url: str) -> str:
+    u = urllib.parse.urlsplit(url)
+    host = u.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{u.port}" if u.port else "")
+    return urllib.parse.urlunsplit((u.scheme, netloc, u.path.rstrip("/"), "", ""))
+
+
+def remote_listing(url: str, password: str | None = None) -> dict[str, tuple[str, str | None]] | None:
+    """The remote's unversioned files: name -> (hash, login that pushed it at first receipt).
+
+    Reads ``URL/juvlist`` (capability o). Logs in first when a password is given. None for ssh URLs,
+    which have no such page. Raises OcxError when the server cannot be read.
+    """
+    if not url.startswith(("http://", "https://")):
+        return None
+    base = _base(url)
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    user = urllib.parse.unquote(urllib.parse.urlsplit(url).username or "")
+    try:
+        if password is not None and user:
+            form = urllib.parse.urlencode({"u": user, "p": password, "in": "Login"}).encode()
+            opener.open(base + "/login", data=form, timeout=HTTP_TIMEOUT).read()
+        with opener.open(base + "/juvlist", timeout=HTTP_TIMEOUT) as resp:
+            body = resp.read()
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise OcxError(f"ocx: cannot read the remote listing at {base}/juvlist: {e}") from None
+    try:
+        doc = json.loads(body.decode("utf-8") or "[]")
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise OcxError(f"ocx: {base}/juvlist did not answer with JSON (no read access?)") from None
+    out: dict[str, tuple[str, str | None]] = {}
+    if isinstance(doc, list):
+        for item in doc:
+            if (
+                isinstance(item, dict)
+                and isinstance(item.get("name"), str)
+                and isinstance(item.get("hash"), str)
+            ):
+                login = item.get("user")
+                out[item["name"]] = (item["hash"], login if isinstance(login, str) else None)
+    return out
+
+
+def clone(url: str, path: str) -> None:
+    """``fossil clone -u --save-http-password --no-open URL PATH`` (a new clone gets a new server-code)."""
+    if os.path.lexists(path):
+        raise OcxError(f"ocx: {path} exists; a clone is made into a new file")
+    run(["clone", "-u", "--save-http-password", "--no-open", url, path], timeout=300.0)
+
+
+def new_server_code(path: str) -> str:
+    """Give the repository at ``path`` a fresh random server-code and return it."""
+    db = connect(path, write=True)
+    try:
+        with db:
+            db.execute("UPDATE config SET value = lower(hex(randomblob(20))) WHERE name = 'server-code'")
+        row = db.execute("SELECT value FROM config WHERE name = 'server-code'").fetchone()
+    except sqlite3.DatabaseError as e:
+        raise OcxError(f"ocx: cannot change the server-code of {path}: {e}") from None
+    finally:
+        db.close()
+    if not row:
+        raise NotFossil(f"ocx: {path} is not a Fossil repository (no server-code)")
+    return str(row[0])

@@ -1,0 +1,297 @@
+"""``Node``: the OCX part of a node. Syncs its clones, fills the index, hands messages to readers.
+
+Blocking throughout; the daemon runs ``poll_loop`` in a thread and may call ``sync_once`` on demand from
+another (calls are serialized by a lock). Nothing a peer writes can crash it: a clone that fails to sync
+or scan is reported in the ``SyncReport`` and the next clone goes on; a reader that raises is recorded.
+"""
+
+from __future__ import annotations
+
+import threading
+import urllib.parse
+
+from sotd.ocx import envelope, fossil
+from sotd.ocx.config import check_server_codes
+from sotd.ocx.errors import InvalidMessage, NotDelivered, OcxError
+from sotd.ocx.index import Index, Row
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sotd.ocx.config import CloneConfig, NodeConfig
+
+
+class Delivery:
+    """What a reader is handed: the message's row, its exact bytes, the clone it arrived in."""
+
+    __slots__ = ("clone", "data", "envelope", "hash", "row", "sender", "server_code")
+
+    def __init__(self, clone: CloneConfig, server_code: str, row: Row, data: bytes) -> None:
+        self.clone = clone
+        self.server_code = server_code
+        self.row = row
+        self.data = data
+        self.hash = str(row["hash"])
+        self.sender = str(row["sender_login"])
+        self.envelope = envelope.Envelope(
+            str(row["kind"]),
+            None if row["to_login"] is None else str(row["to_login"]),
+            None if row["re_hash"] is None else str(row["re_hash"]),
+        )
+
+    @property
+    def for_me(self) -> bool:
+        """True when the message is addressed (``to``) to a login this clone acts as."""
+        return self.envelope.to is not None and self.envelope.to in self.clone.logins
+
+
+class PostResult:
+    __slots__ = ("delivered", "hash", "name", "reason", "repo")
+
+    def __init__(self, repo: str, h: str, delivered: bool, reason: str | None) -> None:
+        self.repo = repo
+        self.hash = h
+        self.name = envelope.message_name(h)
+        self.delivered = delivered
+        self.reason = reason
+
+
+class CloneReport:
+    __slots__ = ("error", "handed", "new", "repo")
+
+    def __init__(self, repo: str) -> None:
+        self.repo = repo
+        self.new = 0
+        self.handed = 0
+        self.error: str | None = None
+
+
+class Node:
+    """The clones of one configuration, their index, and the readers registered by kind."""
+
+    def __init__(self, config: NodeConfig, index: Index | None = None) -> None:
+        self.config = config
+        self.index = index if index is not None else Index(config.index)
+        self._readers: dict[str, list[tuple[str, Callable[[Delivery], None]]]] = {}
+        self._lock = threading.RLock()
+        self._codes: dict[str, str] | None = None
+
+    def close(self) -> None:
+        self.index.close()
+
+    # --- configuration checks ------------------------------------------------------------------------
+
+    def server_codes(self) -> dict[str, str]:
+        """Each clone's server-code, after checking every file is a Fossil repository and O12."""
+        codes = {c.name: fossil.repo_info(c.repository).server_code for c in self.config.clones}
+        check_server_codes(codes)
+        self._codes = codes
+        return codes
+
+    # --- readers -------------------------------------------------------------------------------------
+
+    def register(self, kind: str, reader: Callable[[Delivery], None], name: str | None = None) -> None:
+        """Hand every valid message of ``kind`` (with a known sender) to ``reader``, once per message.
+
+        ``name`` identifies the reader in the hand-off record (default: its qualified name); a reader
+        registered under the same name after a restart is not handed what it was handed before.
+        """
+        rid = name or f"{getattr(reader, '__module__', '?')}.{getattr(reader, '__qualname__', repr(reader))}"
+        self._readers.setdefault(kind, []).append((rid, reader))
+
+    def hand_off(self, clone: CloneConfig, server_code: str) -> int:
+        handed = 0
+        for kind, readers in self._readers.items():
+            for rid, reader in readers:
+                for row in self.index.to_hand(clone.name, kind, rid):
+                    if not self.index.mark_handed(clone.name, str(row["hash"]), rid, None):
+                        continue
+                    try:
+                        data = self._bytes(clone, str(row["name"]))
+                        reader(Delivery(clone, server_code, row, data))
+                    except Exception as e:  # a reader's failure is recorded, never fatal
+                        self.index.set_hand_error(
+                            clone.name, str(row["hash"]), rid, f"{type(e).__name__}: {e}"
+                        )
+                    handed += 1
+        return handed
+
+    def _bytes(self, clone: CloneConfig, name: str) -> bytes:
+        r = fossil.read_message(clone.repository, name)
+        return r.data if r is not None else b""
+
+    # --- scanning ------------------------------------------------------------------------------------
+
+    def scan(self, clone: CloneConfig, listing: dict[str, tuple[str, str | None]] | None = None) -> int:
+        """Index the clone's new ``ocx/m/`` files; record senders; returns how many files were new."""
+        info = fossil.repo_info(clone.repository)
+        after, _ = self.index.cursor(clone.name)
+        rows = fossil.read_messages(clone.repository, after)
+        out: list[tuple[object, ...]] = []
+        top = after
+        for r in rows:
+            h, verdict = envelope.judge(r.name, r.data, info.hash_policy)
+            if isinstance(verdict, envelope.Envelope):
+                fields: tuple[object, ...] = (verdict.kind, verdict.to, verdict.re, 1, None)
+            else:
+                fields = (None, None, None, 0, verdict.reason)
+            received = r.rcv_time if r.rcv_time is not None else float(r.mtime)
+            out.append((clone.name, r.name, h, *fields, len(r.data), received, r.uvid))
+            top = max(top, r.uvid)
+            if r.rcv_addr == fossil.LOCAL_ADD:
+                self.index.set_provenance(clone.name, h, r.rcv_login, "local", "local")
+            elif clone.url is None:  # a hub: this clone is where the message was first received
+                self.index.set_provenance(clone.name, h, r.rcv_login, r.rcv_addr, "first-receipt")
+        self.index.add_messages(clone.name, info.server_code, out, top)
+        if listing is not None:
+            self._senders_from(clone, listing)
+        return len(out)
+
+    def _senders_from(self, clone: CloneConfig, listing: dict[str, tuple[str, str | None]]) -> None:
+        host = urllib.parse.urlsplit(clone.url or "").hostname or ""
+        for h in self.index.unknown_senders(clone.name):
+            got = listing.get(envelope.message_name(h))
+            if got and got[0] == h and got[1]:
+                self.index.set_provenance(clone.name, h, got[1], None, f"remote {host}")
+
+    def rebuild(self, repo: str | None = None) -> None:
+        """Forget the messages of ``repo`` (or every clone) and index them again from the clone."""
+        with self._lock:
+            for c in self.config.clones:
+                if repo is None or c.name == repo:
+                    self.index.forget_clone(c.name)
+                    self.scan(c)
+
+    # --- syncing -------------------------------------------------------------------------------------
+
+    def _password(self, clone: CloneConfig) -> str | None:
+        if clone.password_file:
+            try:
+                with open(clone.password_file, encoding="utf-8") as f:
+                    return f.read().strip()
+            except OSError as e:
+                raise OcxError(
+                    f"ocx: cannot read the password file {clone.password_file}: {e.strerror}"
+                ) from None
+        if clone.url:
+            pw = urllib.parse.urlsplit(clone.url).password
+            return urllib.parse.unquote(pw) if pw else None
+        return None
+
+    def _sync_clone(self, clone: CloneConfig) -> dict[str, tuple[str, str | None]] | None:
+        """Push and pull the clone's unversioned files; the remote's listing after (None: not http)."""
+        if clone.url is None:
+            return None
+        pw = self._password(clone)
+        if clone.password_file:
+            url: str | None = fossil.sync_url(clone.url, pw)
+        elif pw is None and fossil.same_remote(fossil.repo_info(clone.repository).last_sync_url, clone.url):
+            url = None  # fossil uses the URL and the password the clone saved
+        else:
+            url = clone.url
+        fossil.uv_sync(clone.repository, url)
+        return fossil.remote_listing(clone.url, pw)
+
+    def _confirm(self, clone: CloneConfig, listing: dict[str, tuple[str, str | None]] | None) -> None:
+        for h in self.index.undelivered(clone.name):
+            state, reason = self._delivery_state(clone, h, listing)
+            self.index.set_post(clone.name, h, state, reason)
+
+    def _delivery_state(
+        self, clone: CloneConfig, h: str, listing: dict[str, tuple[str, str | None]] | None
+    ) -> tuple[str, str | None]:
+        if clone.url is None:
+            return "delivered", None  # a hub: the file is where others sync from
+        if listing is None:
+            return "delivered", None  # ssh: full access; a sync without error delivered it
+        got = listing.get(envelope.message_name(h))
+        if got and got[0] == h:
+            return "delivered", None
+        user = urllib.parse.unquote(urllib.parse.urlsplit(clone.url).username or "") or clone.login
+        return "not_delivered", (
+            f"the remote {fossil._base(clone.url)} does not list {envelope.message_name(h)} after the push; "
+            f"the login {user!r} may lack the write-unversioned capability (y)"
+        )
+
+    def sync_once(self) -> list[CloneReport]:
+        """Sync every clone once: push and pull, confirm posts, index new files, hand them to readers."""
+        with self._lock:
+            reports = []
+            try:
+                codes = self.server_codes()
+            except OcxError as e:
+                r = CloneReport("*")
+                r.error = e.message
+                return [r]
+            for clone in self.config.clones:
+                rep = CloneReport(clone.name)
+                try:
+                    listing = self._sync_clone(clone)
+                    self._confirm(clone, listing)
+                    rep.new = self.scan(clone, listing)
+                    rep.handed = self.hand_off(clone, codes[clone.name])
+                except OcxError as e:
+                    rep.error = e.message
+                except Exception as e:  # never let one clone stop the others
+                    rep.error = f"ocx: {type(e).__name__}: {e}"
+                reports.append(rep)
+            return reports
+
+    def poll_loop(self, stop: threading.Event, interval: float | None = None) -> None:
+        """Call ``sync_once`` every ``interval`` seconds (default: the configuration's) until ``stop``."""
+        period = self.config.interval if interval is None else interval
+        while not stop.is_set():
+            self.sync_once()
+            stop.wait(period)
+
+    # --- writing -------------------------------------------------------------------------------------
+
+    def post(self, repo: str, data: bytes, *, sync: bool = True) -> PostResult:
+        """Write ``data`` as a message into the clone ``repo``, sync it and confirm it on the remote."""
+        verdict = envelope.read_envelope(data)
+        if isinstance(verdict, envelope.Invalid):
+            raise InvalidMessage(f"ocx: not posted: {verdict.reason}")
+        clone = self.config.clone(repo)
+        with self._lock:
+            self.server_codes()
+            info = fossil.repo_info(clone.repository)
+            h = envelope.message_hash(data, info.hash_policy)
+            name = envelope.message_name(h)
+            fossil.uv_add(clone.repository, name, data, clone.login)
+            row = fossil.read_message(clone.repository, name)
+            stored = row.hash if row is not None else None
+            if stored != h:
+                raise OcxError(
+                    f"ocx: fossil stored {name} with the hash {stored}, not {h}; "
+                    "the repository's hash policy is not the one OCX read"
+                )
+            self.index.set_provenance(clone.name, h, clone.login, "local", "local")
+            if self.index.post_state(clone.name, h) != ("delivered", None):
+                self.index.set_post(clone.name, h, "pending", None)
+            if not sync:
+                self.scan(clone)
+                return PostResult(clone.name, h, False, "not synced yet")
+            listing = self._sync_clone(clone)
+            state, reason = self._delivery_state(clone, h, listing)
+            if state != "delivered":  # one more round: a concurrent sync may have raced the first
+                listing = self._sync_clone(clone)
+                state, reason = self._delivery_state(clone, h, listing)
+            self.index.set_post(clone.name, h, state, reason)
+            self.scan(clone, listing)
+            return PostResult(clone.name, h, state == "delivered", reason)
+
+    def answer(self, repo: str, re: str, kind: str, body: object) -> PostResult:
+        """Write ``{"ocx": 2, "re": re, kind: body}`` into ``repo`` and sync it (see ``post``)."""
+        try:
+            data = envelope.encode_answer(re, kind, body)
+        except (ValueError, TypeError) as e:
+            raise InvalidMessage(f"ocx: cannot answer: {e}") from None
+        return self.post(repo, data)
+
+
+def require_delivered(result: PostResult) -> PostResult:
+    """``result``, or NotDelivered naming the hash and the reason."""
+    if not result.delivered:
+        raise NotDelivered(f"ocx: {result.hash} was not delivered: {result.reason}")
+    return result
