@@ -265,9 +265,8 @@ def test_other_uid_is_refused(tmp_path: Any, daemons: list[Daemon]) -> None:
     work = str(tmp_path)
     d = start(daemons, work, "a", folder(work, "comm").home, "boxa")
     # the private folder keeps other accounts out; to reach the peer-uid check, expose the same socket
-    # through a hard link in an open folder
     # through a hard link in an open folder (outside pytest's private tmp tree; same file system)
-    openf = tempfile.mkdtemp(prefix="sotd-open-", dir=os.path.dirname(os.path.dirname(os.path.dirname(work))))
+    openf = tempfile.mkdtemp(prefix="sotd-open-", dir=tempfile.gettempdir())
     try:
         os.chmod(openf, 0o755)
         exposed = os.path.join(openf, "s.sock")

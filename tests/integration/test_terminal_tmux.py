@@ -70,7 +70,16 @@ def screen(t: Tmux, pane: str) -> Screen:
 def start(t: Tmux, tmp_path, name: str, *args: str) -> tuple[str, str]:
     log = str(tmp_path / f"{name}.log")
     pane = t.new_window(name, str(tmp_path), {"FAKE_ROW": name}, [sys.executable, FAKE, "--log", log, *args])
-    wait_for(lambda: os.path.exists(log) and any("❯" in line for line in screen(t, pane).lines))
+    # Wait for the first frame drawn at the pane's final width: a new window may start narrower and be
+    # resized a moment later, and the fake agent redraws on SIGWINCH.
+    def drawn() -> bool:
+        if not os.path.exists(log):
+            return False
+        lines = screen(t, pane).lines
+        rules = [ln for ln in lines if ln and set(ln) == {"─"}]
+        return any("❯" in ln for ln in lines) and all(len(r) == 100 for r in rules)
+
+    wait_for(drawn)
     return pane, log
 
 

@@ -170,10 +170,12 @@ def attach_argv(socket_path: str, target: str | None = None) -> list[str]:
 
 
 def clean_environ(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a tmux client: ``TMUX`` and ``TMUX_PANE`` removed."""
+    """The environment for a tmux client: ``TMUX`` and ``TMUX_PANE`` removed (never type into the caller's
+    own session), and ``COLUMNS``/``LINES`` too: the server hands its environment to every pane, and a
+    fixed width there would make an agent draw for the wrong terminal size."""
     src = dict(os.environ if environ is None else environ)
-    src.pop("TMUX", None)
-    src.pop("TMUX_PANE", None)
+    for name in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES"):
+        src.pop(name, None)
     return src
 
 
