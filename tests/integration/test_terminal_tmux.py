@@ -70,6 +70,7 @@ def screen(t: Tmux, pane: str) -> Screen:
 def start(t: Tmux, tmp_path, name: str, *args: str) -> tuple[str, str]:
     log = str(tmp_path / f"{name}.log")
     pane = t.new_window(name, str(tmp_path), {"FAKE_ROW": name}, [sys.executable, FAKE, "--log", log, *args])
+
     # Wait for the first frame drawn at the pane's final width: a new window may start narrower and be
     # resized a moment later, and the fake agent redraws on SIGWINCH.
     def drawn() -> bool:
