@@ -1,0 +1,542 @@
+"""The run executor (ocx.md 1.7 and section 6): policy, steps, sandbox, limits, process, outcome.
+
+``Run(body, ...)``: ``start()`` parses, resolves, checks the policy, caps the limits, runs the workspace
+steps and starts the process under ``setpriv + bwrap`` in its own process group and cgroup, with its
+stdout/stderr going to log files in the run's state folder; it returns the ``started`` body, or ``None``
+when the run ended before starting (``refused``/``error``; ``result`` holds it). ``wait()`` supervises
+(wall timer, whole-run CPU budget, stop requests) and returns the ``Ended``. ``stop()`` may be called
+from any thread. ``adopt(state_dir, run_hash)`` after a node restart: the run is supervised again if its
+processes live, else it ends ``lost``.
+
+State folder ``STATE_DIR/<RUN-HASH>/``: ``state.json`` (written once the process started: what adopt
+needs), ``stdout``, ``stderr``, ``status.json`` (bwrap's ``--json-status-fd``: child pid, then
+``exit-code``; it survives our restart because bwrap holds the fd) and ``ended.json``.
+
+Outcome order, first that holds: stopped, timed_out, limit cpu (budget reached, or SIGXCPU), limit
+file_size (SIGXFSZ, exit 153), limit processes (a fork refused by pids.max and a non-zero exit), then the
+verdict (``passed``/``failed``) or ``exited``. Outputs are hashed with the repository's hash (``sha3_256``
+or ``sha1``) through ``O_NOFOLLOW`` and a ``realpath`` check, so a symlink planted by the process never
+makes the node read or upload a file outside the workspace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import partial
+
+from sotd import _clock
+from sotd.jobs import limits as lim
+from sotd.jobs import sandbox as sbx
+from sotd.jobs import spec
+from sotd.jobs import steps as stp
+from sotd.jobs.errors import Refused, StepFailed
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+POLL = 0.05
+
+
+@dataclass
+class Ended:
+    """The ``ended`` record, plus where the files named in it are (for the caller's upload after it)."""
+
+    outcome: str
+    exit: int | None = None
+    limit: str | None = None
+    why: str | None = None
+    step: int | None = None
+    outputs: dict[str, str] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # as -> path on this node
+    log_files: dict[str, str] = field(default_factory=dict)  # stdout/stderr -> path on this node
+
+    def body(self) -> dict[str, object]:
+        """The JSON body of ``ended`` (O9): outcome first, then what applies."""
+        b: dict[str, object] = {"outcome": self.outcome}
+        if self.outcome in ("passed", "failed"):
+            b["verdict"] = self.outcome == "passed"
+        for k in ("limit", "why", "step", "exit"):
+            v = getattr(self, k)
+            if v is not None:
+                b[k] = v
+        if self.outputs or self.outcome not in ("refused", "error", "lost"):
+            b["outputs"] = dict(self.outputs)
+        if self.logs:
+            b["logs"] = dict(self.logs)
+        if self.missing:
+            b["missing"] = list(self.missing)
+        return b
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.__dict__}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, object]) -> Ended:
+        return cls(**d)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Node:
+    """What the node supplies to every run: ``$$root$$``, ``$$release$$``, its policy, its Fossil carrier,
+    the state folder, and (for tests) the host facts it would otherwise read."""
+
+    root: str
+    policy: spec.Policy
+    carrier: stp.Carrier
+    state_dir: str
+    release: str | None = None
+    facts: lim.CgroupFacts | None = None
+    usr_links: Mapping[str, str] | None = None
+
+
+def classify(
+    *,
+    exit_status: int | None,
+    verdict: bool,
+    stopped: bool,
+    timed_out: bool,
+    cpu_over: bool,
+    pids_refused: int,
+) -> tuple[str, str | None]:
+    """Pure: ``(outcome, limit)`` from what the supervisor saw. ``exit_status`` is bwrap's (128+N for a
+    signal N)."""
+    if stopped:
+        return "stopped", None
+    if timed_out:
+        return "timed_out", None
+    if cpu_over or exit_status == 128 + signal.SIGXCPU:
+        return "limit", "cpu"
+    if exit_status == 128 + signal.SIGXFSZ:
+        return "limit", "file_size"
+    if pids_refused and exit_status != 0:
+        return "limit", "processes"
+    if verdict:
+        return ("passed" if exit_status == 0 else "failed"), None
+    return "exited", None
+
+
+def hash_file(path: str, top: str, hash_name: str) -> str | None:
+    """The ``hash_name`` hex digest of the regular file ``path`` if it lies inside ``top`` once every
+    symlink is resolved and is not itself a symlink; else ``None``."""
+    real_top = os.path.realpath(top)
+    if not spec.inside(os.path.realpath(os.path.dirname(path)), real_top):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        h = hashlib.new(hash_name)
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+        return h.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def _starttime(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _write_json(path: str, obj: object) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_exit(status_path: str) -> int | None:
+    """The ``exit-code`` bwrap wrote to its JSON status file, if it did."""
+    try:
+        with open(status_path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    dec, i, code = json.JSONDecoder(), 0, None
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            return code
+        try:
+            obj, i = dec.raw_decode(text, i)
+        except ValueError:
+            return code
+        if isinstance(obj, dict) and isinstance(obj.get("exit-code"), int):
+            code = obj["exit-code"]
+
+
+class Run:
+    """One run on this node. See the module docstring for the life cycle."""
+
+    def __init__(
+        self,
+        body: object,
+        *,
+        run_hash: str,
+        repository_name: str,
+        target: stp.Target,
+        node: Node,
+        hash_name: str = "sha3_256",
+    ) -> None:
+        self.body = body
+        self.run_hash = run_hash
+        self.repository_name = repository_name
+        self.target = target
+        self.node = node
+        self.hash_name = hash_name
+        self.dir = os.path.join(node.state_dir, run_hash)
+        self.result: Ended | None = None
+        self.run: spec.Run | None = None
+        self.values: dict[str, str] = {}
+        self.limits = spec.Limits()
+        self.plan: lim.Plan | None = None
+        self.cgroups: lim.Cgroups | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None
+        self.start_time: int | None = None
+        self.started_at = 0.0
+        self.deadline: float | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    # -------------------------------------------------------------------------------------- preparation
+
+    def _decide(self) -> spec.Run:
+        run = spec.parse_run(self.body)
+        base = {"root": self.node.root, "repository_name": self.repository_name, "run": self.run_hash}
+        if self.node.release:
+            base["release"] = self.node.release
+        resolved, self.values = spec.resolve(run, base)
+        why = spec.check(resolved, self.node.policy, self.values)
+        if why:
+            raise Refused(why)
+        if resolved.process.session:
+            raise Refused("session runs are started by the daemon's terminal, not by the jobs executor")
+        self.limits = spec.cap_limits(resolved.limits, self.node.policy)
+        facts = self.node.facts if self.node.facts is not None else lim.read_facts()
+        self.plan = lim.plan(self.limits, facts, resolved.sandbox.uid)
+        return resolved
+
+    def _check_sources(self, run: spec.Run, *, before_steps: bool) -> None:
+        sb = run.sandbox
+        links = self._usr_links()
+        ws = self.values.get("workspace", "/")
+        for p in (*sb.read_only, *sb.read_write):
+            if "/usr" in (*sb.read_only, *sb.read_write) and p in links:
+                continue
+            if before_steps and spec.inside(p, ws):
+                continue
+            if not os.path.exists(p):
+                raise Refused(f"the sandbox path {p} does not exist on this node")
+            stat = {}
+            cur = "/"
+            for part in [x for x in os.path.normpath(p).split("/") if x][:-1]:
+                st = os.stat(cur)
+                stat[cur] = (st.st_mode, st.st_uid, st.st_gid)
+                cur = os.path.join(cur, part)
+            st = os.stat(cur)
+            stat[cur] = (st.st_mode, st.st_uid, st.st_gid)
+            bad = sbx.unreachable(p, sb.uid, sb.gid, stat)
+            if bad:
+                raise Refused(
+                    f"the sandbox path {p} cannot be reached by uid {sb.uid}: {bad} is not searchable"
+                )
+        if os.geteuid() != 0 and (sb.uid, sb.gid) != (os.geteuid(), os.getegid()):
+            raise Refused(f"this node cannot run as uid {sb.uid}: it is not root")
+
+    def _usr_links(self) -> Mapping[str, str]:
+        return self.node.usr_links if self.node.usr_links is not None else sbx.host_usr_links()
+
+    def _end_early(self, e: Ended) -> None:
+        self.result = e
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        _write_json(os.path.join(self.dir, "ended.json"), e.to_json())
+
+    def start(self) -> dict[str, object] | None:
+        """Decide, prepare and start. The ``started`` body, or ``None`` with ``result`` set."""
+        try:
+            run = self._decide()
+            self.run = run
+            self._check_sources(run, before_steps=True)
+            stp.run_steps(run, self.node.root, self.target, self.node.carrier)
+            self._check_sources(run, before_steps=False)
+            assert self.values.get("workspace")
+            stp.bring_homes(run.sandbox.homes, self.values["workspace"], run.sandbox.uid, run.sandbox.gid)
+            if self._stop.is_set():
+                self._end_early(Ended("stopped"))
+                return None
+            self._spawn(run)
+        except Refused as e:
+            self._end_early(Ended("refused", why=e.message))
+            return None
+        except StepFailed as e:
+            self._end_early(Ended("error", step=e.step, why=e.message))
+            return None
+        return {"values": dict(self.values), "limits": self.limits.report()}
+
+    def _spawn(self, run: spec.Run) -> None:
+        assert self.plan is not None
+        os.makedirs(self.dir, mode=0o700, exist_ok=False)
+        cg = lim.Cgroups(self.plan, "sotd-job-" + self.run_hash[:16])
+        cg.create(self.limits.processes)
+        self.cgroups = cg
+        fds: list[int] = []
+        try:
+            for c in run.sandbox.created_files:
+                fd = os.memfd_create("created", 0)
+                os.write(fd, c.content.encode())
+                os.lseek(fd, 0, os.SEEK_SET)
+                fds.append(fd)
+            status_fd = os.open(
+                os.path.join(self.dir, "status.json"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
+            )
+            fds.append(status_fd)
+            out = os.open(os.path.join(self.dir, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            err = os.open(os.path.join(self.dir, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fds += [out, err]
+            argv = sbx.bwrap_argv(
+                run.sandbox, run.process, usr_links=self._usr_links(), data_fds=fds[:-3], status_fd=status_fd
+            )
+            self.started_at = time.monotonic()
+            if self.limits.wall is not None:
+                self.deadline = self.started_at + self.limits.wall
+            try:
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    pass_fds=tuple(fds[:-2]),
+                    start_new_session=True,
+                    env={"PATH": "/usr/bin:/bin"},
+                    preexec_fn=partial(  # noqa: PLW1509 -- only os/resource calls; see limits.preexec
+                        lim.preexec, cg.procs_files(), lim.rlimits_for(self.limits, self.plan)
+                    ),
+                )
+            except (OSError, subprocess.SubprocessError) as e:
+                cg.remove()
+                raise Refused(f"this node could not start the sandbox: {e}") from None
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self.pid = self.proc.pid
+        self.start_time = _starttime(self.pid)
+        self._save_state(run)
+
+    def _save_state(self, run: spec.Run) -> None:
+        assert self.plan is not None and self.cgroups is not None
+        _write_json(
+            os.path.join(self.dir, "state.json"),
+            {
+                "run_hash": self.run_hash,
+                "body": self.body,
+                "repository_name": self.repository_name,
+                "values": self.values,
+                "hash_name": self.hash_name,
+                "pid": self.pid,
+                "start_time": self.start_time,
+                "started": _clock.now(),
+                "deadline": None if self.limits.wall is None else _clock.now() + self.limits.wall,
+                "cpu": self.limits.cpu,
+                "verdict": run.process.verdict,
+                "workspace": self.values.get("workspace"),
+                "outputs": [[o.at, o.as_] for o in run.process.unversioned_files],
+                "cgroups": self.cgroups.dirs,
+                "plan": {"pids": self.plan.pids, "cpu": self.plan.cpu, "kill": self.plan.kill},
+            },
+        )
+
+    # -------------------------------------------------------------------------------------- supervision
+
+    def how(self) -> Mapping[str, str]:
+        """How each applied limit is enforced (for logs or an extended ``started``)."""
+        return self.plan.how if self.plan else {}
+
+    def stop(self) -> None:
+        """Ask the run to stop: the whole tree is killed and the run ends ``stopped``. Thread-safe."""
+        self._stop.set()
+
+    def _alive(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        if self.pid is not None and self.start_time is not None and _starttime(self.pid) == self.start_time:
+            return True
+        return self.cgroups is not None and bool(self.cgroups.dirs) and not self.cgroups.empty()
+
+    def _kill(self) -> None:
+        if self.cgroups is not None and self.cgroups.dirs:
+            self.cgroups.kill()
+        if self.pid is not None and (self.proc is not None or _starttime(self.pid) == self.start_time):
+            lim.kill_tree(self.pid, self.pid)
+
+    def wait(self, timeout: float | None = None) -> Ended:
+        """Supervise until the run ends (or ``timeout`` passes: then ``TimeoutError``); the ``Ended``."""
+        if self.result is not None:
+            return self.result
+        with self._lock:
+            give_up = None if timeout is None else time.monotonic() + timeout
+            stopped = timed_out = cpu_over = False
+            while self._alive():
+                if self._stop.is_set():
+                    stopped = True
+                elif self.deadline is not None and time.monotonic() >= self.deadline:
+                    timed_out = True
+                elif self.cgroups is not None and lim.over_budget(
+                    self.cgroups.cpu_seconds(), self.limits.cpu
+                ):
+                    cpu_over = True
+                if stopped or timed_out or cpu_over:
+                    self._kill()
+                    break
+                if give_up is not None and time.monotonic() >= give_up:
+                    raise TimeoutError(f"run {self.run_hash[:12]} still running")
+                time.sleep(POLL)
+            if self.proc is not None:
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    lim.kill_tree(self.proc.pid, self.proc.pid)
+                    self.proc.wait()
+            exit_status = self._exit_status()
+            pids_refused = self.cgroups.pids_refused() if self.cgroups else 0
+            if self.cgroups is not None and not cpu_over and self.limits.cpu is not None:
+                cpu_over = lim.over_budget(self.cgroups.cpu_seconds(), self.limits.cpu)
+            if self.cgroups is not None:
+                self.cgroups.kill()  # nothing outlives the run, whatever it left behind
+                self.cgroups.remove()
+            verdict = bool(self.run.process.verdict) if self.run else False
+            outcome, limit = classify(
+                exit_status=exit_status,
+                verdict=verdict,
+                stopped=stopped,
+                timed_out=timed_out,
+                cpu_over=cpu_over,
+                pids_refused=pids_refused,
+            )
+            self.result = self._collect(Ended(outcome, exit=exit_status, limit=limit))
+            _write_json(os.path.join(self.dir, "ended.json"), self.result.to_json())
+            return self.result
+
+    def _exit_status(self) -> int | None:
+        code = read_exit(os.path.join(self.dir, "status.json"))
+        if code is not None:
+            return code
+        if self.proc is not None and self.proc.returncode is not None:
+            rc = self.proc.returncode
+            return 128 - rc if rc < 0 else rc
+        return None
+
+    def _collect(self, e: Ended) -> Ended:
+        ws = self.values.get("workspace", "")
+        outs = self.run.process.unversioned_files if self.run else ()
+        for o in outs:
+            h = hash_file(o.at, ws, self.hash_name) if ws else None
+            if h is None:
+                e.missing.append(o.as_)
+            else:
+                e.outputs[o.as_] = h
+                e.files[o.as_] = o.at
+        for name in ("stdout", "stderr"):
+            p = os.path.join(self.dir, name)
+            h = hash_file(p, self.dir, self.hash_name)
+            if h is not None:
+                e.logs[name] = h
+                e.log_files[name] = p
+        return e
+
+    def execute(self) -> tuple[dict[str, object] | None, Ended]:
+        """``start`` then ``wait``: ``(started body or None, ended)``."""
+        started = self.start()
+        return started, self.wait()
+
+
+def unfinished(state_dir: str) -> list[str]:
+    """RUN-HASHes with a ``state.json`` and no ``ended.json``: runs a restart must adopt or end ``lost``."""
+    try:
+        names = sorted(os.listdir(state_dir))
+    except OSError:
+        return []
+    return [
+        n
+        for n in names
+        if os.path.exists(os.path.join(state_dir, n, "state.json"))
+        and not os.path.exists(os.path.join(state_dir, n, "ended.json"))
+    ]
+
+
+def adopt(state_dir: str, run_hash: str, node: Node | None = None) -> Run | Ended:
+    """After a node restart: a ``Run`` to ``wait()`` on when the run's processes still live, else the
+    ``Ended`` (``lost``, now recorded). A run that already ended gives its recorded ``Ended``."""
+    d = os.path.join(state_dir, run_hash)
+    try:
+        with open(os.path.join(d, "ended.json")) as f:
+            return Ended.from_json(json.load(f))
+    except (OSError, ValueError, TypeError):
+        pass
+    try:
+        with open(os.path.join(d, "state.json")) as f:
+            st = json.load(f)
+    except (OSError, ValueError) as e:
+        lost = Ended("lost", why=f"the run's state is unreadable: {e}")
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        _write_json(os.path.join(d, "ended.json"), lost.to_json())
+        return lost
+    n = node or Node(root="/", policy=spec.Policy(), carrier=stp.FossilCarrier(), state_dir=state_dir)
+    r = Run(
+        st["body"],
+        run_hash=run_hash,
+        repository_name=st["repository_name"],
+        target=stp.Target(""),
+        node=n,
+        hash_name=st["hash_name"],
+    )
+    r.values = dict(st["values"])
+    try:
+        parsed, _ = spec.resolve(
+            spec.parse_run(st["body"]),
+            {
+                "root": r.values["root"],
+                "repository_name": st["repository_name"],
+                "run": run_hash,
+                **({"release": r.values["release"]} if "release" in r.values else {}),
+            },
+        )
+        r.run = parsed
+    except (Refused, KeyError):
+        r.run = None
+    r.limits = spec.Limits(cpu=st.get("cpu"))
+    pl = st.get("plan") or {}
+    r.plan = lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={}, how={})
+    r.cgroups = lim.Cgroups.existing(st.get("cgroups") or {}, r.plan)
+    r.pid, r.start_time = st.get("pid"), st.get("start_time")
+    if st.get("deadline") is not None:
+        r.deadline = time.monotonic() + max(0.0, st["deadline"] - _clock.now())
+    if r._alive():
+        return r
+    if r.cgroups.dirs:
+        r.cgroups.remove()
+    lost = r._collect(Ended("lost", exit=r._exit_status()))
+    r.result = lost
+    _write_json(os.path.join(d, "ended.json"), lost.to_json())
+    return lost

@@ -1,0 +1,273 @@
+"""The run executor with real limits, real bubblewrap and real cgroups (this host: cgroup v1 + bare v2)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sotd.jobs import limits as lim
+from sotd.jobs import runner, spec
+from sotd.jobs.steps import Target
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.serial,
+    pytest.mark.root,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or not os.path.exists("/usr/bin/bwrap"), reason="needs root and bubblewrap"
+    ),
+]
+
+SC = "c" * 40
+MAKEFILE = """\
+image: out/board.img
+
+out/board.img: board.c
+\tmkdir -p out
+\tcc -o out/board board.c
+\t./out/board > out/board.img
+"""
+BOARD_C = '#include <stdio.h>\nint main(void) { for (int i = 0; i < 64; i++) printf("board %d\\n", i); return 0; }\n'
+
+
+class DirCarrier:
+    """A local carrier: ``export`` copies a source folder (the check-in); the rest are not used here."""
+
+    def __init__(self, src: str) -> None:
+        self.src = src
+
+    def export(self, repo: str, ref: str, into: str) -> None:
+        shutil.copytree(self.src, into, dirs_exist_ok=True)
+
+    def set_password(self, repo: str, login: str, password: str) -> None:
+        raise RuntimeError("not used")
+
+    def clone(self, url: str, file: str, login: str, password: str) -> None:
+        raise RuntimeError("not used")
+
+    def checkout(self, repo: str, ref: str, dir: str) -> None:
+        raise RuntimeError("not used")
+
+
+@pytest.fixture
+def node() -> Iterator[runner.Node]:
+    top = f"/tmp/sotd-jobs-{secrets.token_hex(4)}"
+    os.mkdir(top, 0o755)
+    src = os.path.join(top, "src")
+    os.mkdir(src)
+    with open(os.path.join(src, "Makefile"), "w") as f:
+        f.write(MAKEFILE)
+    with open(os.path.join(src, "board.c"), "w") as f:
+        f.write(BOARD_C)
+    os.mkdir(os.path.join(top, "root"), 0o755)
+    policy = spec.parse_policy(
+        {
+            "users": ["build-user"], "uids": [1000], "gids": [1000],
+            "read_only": ["/usr", "/etc/alternatives"], "read_write": ["$$workspace$$"],
+            "limits": {"wall": "1h", "processes": 512},
+        }
+    )  # fmt: skip
+    n = runner.Node(
+        root=os.path.join(top, "root"),
+        policy=policy,
+        carrier=DirCarrier(src),
+        state_dir=os.path.join(top, "state"),
+    )
+    yield n
+    for d in os.listdir("/sys/fs/cgroup/pids"):  # teardown: nothing of ours survives a failed test
+        if d.startswith("sotd-job-"):
+            cg = lim.Cgroups.existing(
+                {"pids": f"/sys/fs/cgroup/pids/{d}"}, lim.plan(spec.Limits(), lim.CgroupFacts(), 0)
+            )
+            cg.kill()
+            cg.remove()
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def body(
+    command: list[str], limits: dict[str, object] | None = None, *, verdict: bool = True
+) -> dict[str, Any]:
+    return {
+        "clone": SC,
+        "objective": "test",
+        "workspace": [
+            {"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"},
+            {"step": "files", "of": "trunk", "into": "$$workspace$$/tree"},
+        ],
+        "sandbox": {
+            "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": False,
+            "isolate_terminal": True, "ends_with_parent": True, "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
+            "read_only": ["/usr", "/etc/alternatives"], "read_write": ["$$workspace$$"], "homes": [], "created_files": [],
+        },
+        "limits": limits or {},
+        "process": {
+            "user": "build-user", "command": command, "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$"},
+            "verdict": verdict,
+            "unversioned_files": [{"at": "$$workspace$$/tree/out/board.img", "as": "builds/board.img"}],
+        },
+    }  # fmt: skip
+
+
+def make_run(node: runner.Node, b: dict[str, Any], hash_name: str = "sha3_256") -> runner.Run:
+    raw = json.dumps({"ocx": 2, "to": "lab-user", "run": b}).encode()
+    h = hashlib.new(hash_name, raw).hexdigest()
+    return runner.Run(
+        b,
+        run_hash=h,
+        repository_name="proj",
+        target=Target("/nonexistent.fossil"),
+        node=node,
+        hash_name=hash_name,
+    )
+
+
+def test_seed_build_example_passes_and_hashes_the_image(node: runner.Node) -> None:
+    r = make_run(
+        node,
+        body(
+            ["make", "-C", "$$tree$$", "image"],
+            {"wall": "1h", "cpu": 3000, "processes": 256, "file_size": "2G"},
+        ),
+    )
+    started, ended = r.execute()
+    assert started is not None, r.result
+    ws = started["values"]["workspace"]  # type: ignore[index]
+    assert started["limits"] == {"wall": "1h", "cpu": 3000, "processes": 256, "file_size": "2G"}
+    with open(os.path.join(r.dir, "stderr")) as f:
+        assert ended.outcome == "passed", f.read()
+    img = os.path.join(ws, "tree/out/board.img")
+    with open(img, "rb") as f:
+        data = f.read()
+    assert data.startswith(b"board 0\n")
+    assert ended.outputs == {"builds/board.img": hashlib.sha3_256(data).hexdigest()}
+    assert ended.files == {"builds/board.img": img}
+    assert os.stat(img).st_uid == 1000 and os.stat(ws).st_mode & 0o777 == 0o700
+    assert set(ended.logs) == {"stdout", "stderr"}
+    with open(ended.log_files["stdout"], "rb") as f:
+        assert ended.logs["stdout"] == hashlib.sha3_256(f.read()).hexdigest()
+    b = ended.body()
+    assert b["outcome"] == "passed" and b["verdict"] is True and b["exit"] == 0
+    assert list(b) == ["outcome", "verdict", "exit", "outputs", "logs"]
+    assert runner.adopt(node.state_dir, r.run_hash).outcome == "passed"  # recorded: adopt returns it
+
+
+def test_sha1_repositories_hash_with_sha1(node: runner.Node) -> None:
+    r = make_run(node, body(["make", "-C", "$$tree$$", "image"]), hash_name="sha1")
+    _, ended = r.execute()
+    assert ended.outcome == "passed" and len(ended.outputs["builds/board.img"]) == 40
+
+
+def test_failed_verdict_and_exited(node: runner.Node) -> None:
+    _, e = make_run(node, body(["sh", "-c", "exit 3"])).execute()
+    assert (e.outcome, e.exit, e.missing) == ("failed", 3, ["builds/board.img"])
+    _, e = make_run(node, body(["sh", "-c", "exit 4"], verdict=False)).execute()
+    assert (e.outcome, e.exit) == ("exited", 4)
+
+
+def test_wall_limit_ends_a_sleeping_run(node: runner.Node) -> None:
+    r = make_run(node, body(["sleep", "30"], {"wall": 1}))
+    t0 = time.monotonic()
+    _, e = r.execute()
+    assert e.outcome == "timed_out" and time.monotonic() - t0 < 4
+    assert r.cgroups is not None and r.cgroups.empty()
+
+
+def test_cpu_budget_is_for_the_whole_run_across_processes(node: runner.Node) -> None:
+    # three busy processes of ~0.8 s each: each stays under RLIMIT_CPU (1 s), together they pass the budget
+    hog = "i=0; while [ $i -lt 10000000 ]; do i=$((i+1)); done"
+    r = make_run(
+        node, body(["sh", "-c", f"for n in 1 2 3 4 5 6; do ( {hog} ) & done; wait"], {"cpu": 1, "wall": 10})
+    )
+    t0 = time.monotonic()
+    started, e = r.execute()
+    assert started is not None and "cgroup" in r.how()["cpu"]
+    assert (e.outcome, e.limit) == ("limit", "cpu") and time.monotonic() - t0 < 3
+
+
+def test_fork_bomb_is_held_by_processes(node: runner.Node) -> None:
+    bomb = "b() { b & b & }; b; sleep 5"
+    r = make_run(node, body(["sh", "-c", bomb], {"processes": 16, "wall": 2}))
+    started, e = r.execute()
+    assert started is not None and r.how()["processes"].endswith("pids.max")
+    assert e.outcome in ("timed_out", "limit")
+    assert r.cgroups is not None and r.cgroups.empty()
+
+
+def test_fork_failure_under_processes_is_limit_processes(node: runner.Node) -> None:
+    script = "for i in $(seq 40); do sleep 3 & done 2>/dev/null; wait; exit 1"
+    _, e = make_run(node, body(["sh", "-c", script], {"processes": 8, "wall": 6})).execute()
+    assert (e.outcome, e.limit) == ("limit", "processes")
+
+
+def test_file_size_cuts_a_large_write(node: runner.Node) -> None:
+    script = "mkdir -p $HOME/tree/out; head -c 4194304 /dev/zero > $HOME/tree/out/board.img"
+    r = make_run(node, body(["sh", "-c", script], {"file_size": "1M", "wall": 5}))
+    _, e = r.execute()
+    assert (e.outcome, e.limit, e.exit) == ("limit", "file_size", 128 + signal.SIGXFSZ)
+    assert os.path.getsize(r.values["workspace"] + "/tree/out/board.img") == 1 << 20
+
+
+def test_stop_kills_the_whole_tree(node: runner.Node) -> None:
+    r = make_run(node, body(["sh", "-c", "sleep 30 & sleep 30 & wait"], {"wall": 20}))
+    assert r.start() is not None
+    threading.Timer(0.3, r.stop).start()
+    e = r.wait()
+    assert e.outcome == "stopped" and r.cgroups is not None and r.cgroups.empty()
+
+
+def test_refused_and_error_end_before_starting(node: runner.Node) -> None:
+    b = body(["true"])
+    b["sandbox"]["uid"] = 0
+    r = make_run(node, b)
+    assert r.start() is None and r.result is not None
+    assert r.result.body() == {"outcome": "refused", "why": "this node does not run sandboxes as uid 0"}
+    b = body(["true"])
+    b["sandbox"]["read_only"] = ["/usr", "/etc/alternatives/nope"]
+    r = make_run(node, b)
+    assert r.start() is None and r.result is not None and "does not exist" in (r.result.why or "")
+    r = make_run(node, body(["true"]))
+    os.makedirs(os.path.join(node.root, "build-user/projects/proj", r.run_hash))
+    assert r.start() is None and r.result is not None
+    assert (r.result.outcome, r.result.step) == ("error", 0) and "already exists" in (r.result.why or "")
+
+
+def test_an_output_symlink_out_of_the_workspace_is_not_read(node: runner.Node) -> None:
+    script = "mkdir -p $HOME/tree/out && ln -s /etc/shadow $HOME/tree/out/board.img"
+    _, e = make_run(node, body(["sh", "-c", script])).execute()
+    assert e.outcome == "passed" and e.outputs == {} and e.missing == ["builds/board.img"]
+
+
+def test_adopt_lost_when_processes_are_gone_and_adopted_when_alive(node: runner.Node) -> None:
+    b = body(["sh", "-c", "sleep 30"], {"wall": 20})
+    b["sandbox"]["ends_with_parent"] = False
+    r = make_run(node, b)
+    assert r.start() is not None
+    assert runner.unfinished(node.state_dir) == [r.run_hash]
+    adopted = runner.adopt(node.state_dir, r.run_hash, node)  # as a restarted node would
+    assert isinstance(adopted, runner.Run)
+    adopted.stop()
+    e = adopted.wait(timeout=5)
+    assert e.outcome == "stopped"
+    assert r.proc is not None and r.proc.wait(timeout=5) is not None
+    # a second run whose processes are gone at restart: lost
+    r2 = make_run(node, body(["sh", "-c", "sleep 30"], {"wall": 20}))
+    assert r2.start() is not None
+    assert r2.proc is not None
+    r2._kill()  # the processes die with the node; no wait() ever records the end
+    r2.proc.wait(timeout=5)
+    assert not os.path.exists(os.path.join(r2.dir, "ended.json"))
+    lost = runner.adopt(node.state_dir, r2.run_hash, node)
+    assert isinstance(lost, runner.Ended) and lost.outcome == "lost"
+    assert runner.adopt(node.state_dir, r2.run_hash, node).outcome == "lost"  # recorded once
+    for d in list(r2.cgroups.dirs.values()) if r2.cgroups else []:
+        assert not os.path.exists(d)
