@@ -6,6 +6,7 @@ that matter are ratios: the machine these run on is shared, and absolute times d
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import math
@@ -13,6 +14,8 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -113,10 +116,11 @@ def make_comm(work: str) -> Layout:
     return layout
 
 
-def write_result(name: str, result: dict[str, object]) -> str:
-    """``bench/results/<name>.json``, written whole (a temp file renamed over it)."""
-    os.makedirs(RESULTS, exist_ok=True)
-    path = os.path.join(RESULTS, f"{name}.json")
+def write_result(name: str, result: dict[str, object], quick: bool = False) -> str:
+    """``bench/results/<name>.json`` (``bench/results/quick/`` for a quick run), written whole (temp + rename)."""
+    folder = os.path.join(RESULTS, "quick") if quick else RESULTS
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{name}.json")
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2, sort_keys=False)
@@ -128,3 +132,125 @@ def write_result(name: str, result: dict[str, object]) -> str:
 def bench_dir() -> str | None:
     """Where temp folders go: ``$SOTD_BENCH_DIR`` or the system default."""
     return os.environ.get("SOTD_BENCH_DIR") or None
+
+
+# ---------------------------------------------------------------------------------- sessions and spawning
+
+VENV_BIN = os.path.dirname(os.path.abspath(sys.executable))
+PYTHON = os.path.join(VENV_BIN, "python")
+SOTD = os.path.join(VENV_BIN, "sotd")
+FLOOR_CODE = "import json, socket, fcntl, os"
+HOST = "benchhost"
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without anything that points at a real comm folder, tmux or bytecode."""
+    drop = (
+        "SOT_",
+        "SOTD_",
+        "TMUX",
+        "CLAUDE",
+        "COMM_STATUS_",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONPYCACHEPREFIX",
+    )
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
+class Sessions:
+    """Joined sessions of one private comm folder, run as the venv's ``sotd`` with a warmed private .pyc cache."""
+
+    def __init__(self, work: str, layout: Layout | None = None) -> None:
+        self.work = work
+        self.layout = layout or make_comm(work)
+        self.pycache = os.path.join(work, "pycache")
+        self.env: dict[str, dict[str, str]] = {}
+        self.cwd: dict[str, str] = {}
+        self.handle: dict[str, str] = {}
+
+    def add(self, name: str, join: bool = True) -> str:
+        root = os.path.realpath(os.path.join(self.work, "p", name))
+        os.makedirs(root, exist_ok=True)
+        env = clean_env()
+        env.update(
+            SOT_COMM_HOME=self.layout.home,
+            SOT_SELF_HOST=HOST,
+            SOT_COMM_SELF_FILE=os.path.join(self.layout.home, "self", f"{name}-session.txt"),
+            SOT_COMM_TEST_HOST=HOST,
+            SOT_SOCKET=os.path.join(self.work, "no-daemon.sock"),
+            PYTHONPYCACHEPREFIX=self.pycache,
+            PWD=root,
+        )
+        self.env[name] = env
+        self.cwd[name] = root
+        if join:
+            out = self.check(name, [SOTD, "comm", "join", "--name", name], "Joined sot-comm as @")
+            self.handle[name] = out.split("@", 1)[1].split()[0]
+        return self.handle.get(name, name)
+
+    def run(self, who: str, argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            argv, cwd=self.cwd[who], env=self.env[who], capture_output=True, text=True, timeout=timeout,
+            check=False,
+        )  # fmt: skip
+
+    def check(self, who: str, argv: list[str], want: str) -> str:
+        p = self.run(who, argv)
+        if p.returncode != 0 or want not in p.stdout:
+            raise RuntimeError(f"{argv} as {who}: exit {p.returncode}, want {want!r}\n{p.stdout}\n{p.stderr}")
+        return p.stdout
+
+    def spawn(self, who: str, argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
+        """(wall seconds spawn to reap, child CPU seconds) of one run, output to /dev/null."""
+        return spawn_timed(argv, self.env[who], self.cwd[who], ok)
+
+
+def spawn_timed(
+    argv: list[str], env: dict[str, str], cwd: str | None = None, ok: tuple[int, ...] = (0,)
+) -> tuple[float, float]:
+    """(wall seconds spawn to reap, child user+system CPU seconds) of ``argv``, stdio on /dev/null."""
+    here = os.open(".", os.O_RDONLY)
+    if cwd:
+        os.chdir(cwd)
+    try:
+        t0 = time.perf_counter()
+        pid = os.posix_spawn(
+            argv[0],
+            argv,
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ],
+        )
+        _, status, ru = os.wait4(pid, 0)
+        wall = time.perf_counter() - t0
+    finally:
+        os.fchdir(here)
+        os.close(here)
+    code = os.waitstatus_to_exitcode(status)
+    if code not in ok:
+        raise RuntimeError(f"{argv}: exit {code}")
+    return wall, ru.ru_utime + ru.ru_stime
+
+
+def ratio(a: list[float], b: list[float]) -> float:
+    """median(a) / median(b)."""
+    return statistics.median(a) / statistics.median(b)
+
+
+def base_parser(doc: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a small, fast subset (still written, marked quick)")
+    ap.add_argument("--no-write", action="store_true", help="print only; leave bench/results alone")
+    return ap
+
+
+def finish(name: str, result: dict[str, object], no_write: bool, quick: bool = False) -> int:
+    """Print the result; write it unless ``no_write`` (a quick run goes to ``bench/results/quick/``)."""
+    result.setdefault("quick", quick)
+    print(json.dumps(result, indent=2))
+    if not no_write:
+        print(write_result(name, result, quick), file=sys.stderr)
+    return 0
