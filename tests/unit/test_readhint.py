@@ -128,3 +128,16 @@ def test_hinted_reader_equals_full_scan_reader(tmp_path_factory: pytest.TempPath
         else:
             expected = _full(lay)
             assert _poll(lay) == expected
+
+
+def test_a_full_scan_that_accepts_the_cursor_leaves_a_hint_for_its_line(tmp_path: object) -> None:
+    """A cursor written by another client (no hint): the first reader scans, the next one starts at it."""
+    lay = _lay(tmp_path)
+    _append(lay, b'{"n":1}\n{"n":2}\n{"n":3}\n')
+    text = cursor.encode(2, b'{"n":2}')
+    cursor.write(lay, "h", 2, b'{"n":2}')
+    view = readhint.read(lay, "h", text)
+    assert view is not None and view.base == 0
+    readhint.write(lay, "h", text, view, 2)
+    again = readhint.read(lay, "h", text)
+    assert again is not None and again.base == 2 and again.lines == [b'{"n":3}']

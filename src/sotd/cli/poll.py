@@ -56,7 +56,13 @@ def read_batch(ctx: Context, handle: str, *, warn: Callable[[str], None] = err) 
         view = readhint.read(lay, handle, text)
     if view is None:
         return None
-    start = view.base if view.base else cursor.offset(text, view.lines, handle, err)
+    if view.base:
+        return Batch(view, view.base)
+    start = cursor.offset(text, view.lines, handle, err)
+    if start and text.startswith(f"{start} "):
+        # a full scan that accepted a hashed cursor as it stands: leave a hint so the next reader (the
+        # Stop hook's unread count, every turn) starts at this line instead of byte 0
+        readhint.write(lay, handle, text, view, start)
     return Batch(view, start)
 
 

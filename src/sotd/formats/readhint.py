@@ -149,30 +149,39 @@ def read(layout: Layout, handle: str, cursor_text: str) -> View | None:
         os.close(fd)
 
 
-def write(layout: Layout, handle: str, cursor_text: str, view: View) -> None:
-    """Record where line ``view.total`` ends, for the cursor just written. Best effort, never synced:
+def write(layout: Layout, handle: str, cursor_text: str, view: View, count: int | None = None) -> None:
+    """Record where line ``count`` (default: the view's last) ends, for ``cursor_text`` whose count it is.
 
-    a torn or lost hint only costs the next reader a full scan.
+    Best effort, never synced: a torn or lost hint only costs the next reader a full scan.
     """
-    last = view.line(view.total)
+    n = view.total if count is None else count
+    last = view.line(n)
     path = layout.read_hint(handle)
-    if view.total == 0 or last is None:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+    if n == 0 or last is None:
+        if count is None:
+            _unlink_quiet(path)
         return
-    start = view.end - len(last) - 1
+    if n == view.total:
+        end = view.end
+    elif view.base == 0:
+        end = sum(len(x) for x in view.lines[:n]) + n  # each line and its newline
+    else:
+        return
+    start = end - len(last) - 1
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, encode(cursor_text, view.total, start, view.end, view.inode).encode("ascii"))
+            os.write(fd, encode(cursor_text, n, start, end, view.inode).encode("ascii"))
         finally:
             os.close(fd)
         os.replace(tmp, path)
     except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _unlink_quiet(tmp)
+
+
+def _unlink_quiet(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
