@@ -1,8 +1,13 @@
-"""The main job, for now: two sessions exchange mail through a throw-away comm folder.
+"""The main job: ``scripts/demo`` (``python -m sotd.demo``), printed as a readable transcript.
 
-Each session is its own set of real ``sotd comm`` processes with its own project folder and its own
-self file; the transcript shows every command typed and every line it printed. There is no daemon yet,
-so the demo records this box's inbox lock identity the way a hub daemon does at its start.
+The default run: a daemon in a throw-away comm folder spawns two rows on its private tmux server, each a
+scripted Claude-like agent (``sotd.demo_agent``) under ``sot-capsule``; mail to an idle row gets the wake
+line typed at its prompt, the agent runs ``comm-poll.sh`` and replies, and the transcript shows the
+commands, the daemon's wake log lines and screen snapshots. Bounded (well under 60 s); the daemon and its
+tmux server are stopped and the folder removed at the end, also after a failure.
+
+``--quick``: the earlier transcript only: two sessions exchange mail through the comm folder library and
+the CLI, with no daemon (the demo records this box's inbox lock identity the way a hub daemon does).
 """
 
 from __future__ import annotations
@@ -19,7 +24,19 @@ def _sotd() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "sotd.cli.main"]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("-h", "--help"):
+        print("usage: python -m sotd.demo [--quick]")
+        return 0
+    if "--quick" in args:
+        return quick()
+    from sotd import demo_rows
+
+    return demo_rows.main()
+
+
+def quick() -> int:
     from sotd.formats import lockmanager
     from sotd.formats.layout import Layout, ensure_home
 

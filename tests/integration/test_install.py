@@ -19,7 +19,9 @@ from tests.conftest import SOTD, Comm, Result, clean_env
 
 pytestmark = pytest.mark.integration
 
-WRAPPERS = [f"comm-{v}.sh" for v in ("send", "poll", "join", "leave", "list", "status", "context")]
+WRAPPERS = [
+    f"comm-{v}.sh" for v in ("send", "poll", "join", "leave", "list", "status", "context", "spawn", "despawn")
+]
 HOOKS = ["comm-status-idle.sh", "comm-status-prompt.sh", "comm-status-pretool.sh", "comm-status-posttool.sh"]
 SHIPPED = [*WRAPPERS, *HOOKS, "comm-relay.sh"]
 BRIDGE = "comm-relay: bridge retired in 0.6.6; this leftover loop now sleeps (a reboot clears it)"

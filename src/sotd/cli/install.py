@@ -25,6 +25,8 @@ WRAPPERS = {
     "comm-list.sh": "list",
     "comm-status.sh": "status",
     "comm-context.sh": "context",
+    "comm-spawn.sh": "spawn",
+    "comm-despawn.sh": "despawn",
 }
 HOOKS = {
     "comm-status-idle.sh": "stop",

@@ -20,6 +20,8 @@ COMM_VERBS = {
     "unread": "sotd.cli.unread",
     "list": "sotd.cli.listing",
     "status": "sotd.cli.status",
+    "spawn": "sotd.cli.spawn",
+    "despawn": "sotd.cli.despawn",
     "install": "sotd.cli.install",
     "hook": "sotd.cli.hooks",
 }
@@ -34,7 +36,7 @@ COMMANDS = {
 
 USAGE = """\
 usage: sotd comm <verb> [args]     the commands sessions type (comm-<verb>.sh wraps each)
-  verbs: context join leave send poll unread list status install hook
+  verbs: context join leave send poll unread list status spawn despawn install hook
        sotd stdio-bridge [--endpoint unix:<path>] [--host <h>]
        sotd daemon run|start|stop|status [--socket <path>]
        sotd topology relay-endpoint

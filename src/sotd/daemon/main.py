@@ -24,9 +24,12 @@ import time
 from typing import Any
 
 from sotd import __version__, runtime, topology
+from sotd.daemon import heartbeat as heartbeat_mod
 from sotd.daemon import hub as hub_mod
 from sotd.daemon import ops as ops_mod
+from sotd.daemon import rows as rows_mod
 from sotd.daemon import statusfile
+from sotd.daemon import wake as wake_mod
 from sotd.daemon.links import Uplink
 from sotd.daemon.server import Server
 from sotd.errors import SotdError
@@ -36,6 +39,7 @@ from sotd.formats.layout import Layout
 log = logging.getLogger("sotd")
 
 CODE_CHECK_S = 60.0
+TICK_S = 2.0
 START_WAIT_S = 15.0
 STOP_WAIT_S = 10.0
 USAGE = "usage: sotd daemon run|start|stop|status [--socket <path>]"
@@ -121,6 +125,15 @@ class Daemon:
             log.warning("no comm folder at %s: every filing answers not_here", self.layout.home)
 
         uplink_ep = topology.relay_endpoint(topo, self.host) if topo is not None else None
+        self.rows = rows = rows_mod.Rows(
+            state=rows_mod.state_dir(self.environ, self.socket_path),
+            layout=self.layout,
+            host=self.host,
+            socket_path=self.socket_path,
+            environ=self.environ,
+            publish=self._publish,
+        )
+        await asyncio.to_thread(rows.boot)
         ops = ops_mod.Ops(
             layout=self.layout,
             environ=self.environ,
@@ -129,6 +142,8 @@ class Daemon:
             forward=self._forward,
             offer=self._offer,
             version_info=self.version_info,
+            rows=rows,
+            workspaces=rows.workspace_op,
         )
         self.server = server = Server(self.socket_path, self.host, ops.handle)
         uplink = (
@@ -153,9 +168,11 @@ class Daemon:
             async with asyncio.TaskGroup() as tg:
                 watcher = tg.create_task(self._watch_code())
                 link_task = tg.create_task(uplink.run()) if uplink is not None else None
+                rows_task = tg.create_task(self._run_rows(rows))
                 await self.shutting_down.wait()
                 log.info("shutting down")
                 watcher.cancel()
+                rows_task.cancel()
                 if link_task is not None:
                     link_task.cancel()
                 await server.close()
@@ -163,6 +180,40 @@ class Daemon:
             await server.close()
             statusfile.remove(self.status_path, os.getpid())
             log.info("stopped")
+
+    def _publish(self, op: str, payload: dict[str, Any]) -> None:
+        if self.server is not None:
+            self.server.publish(op, payload)
+
+    async def _run_rows(self, rows: rows_mod.Rows) -> None:
+        """The 2 s tick of the rows: phases, the heartbeat (2.5) and the wake (3.1-3.3)."""
+        tick = _float_env(self.environ, "SOTD_TEST_TICK_SECS", TICK_S)
+        beat = heartbeat_mod.Heartbeat(
+            self.layout,
+            self.host,
+            period=_float_env(self.environ, "SOTD_TEST_HEARTBEAT_SECS", heartbeat_mod.HEARTBEAT_SECS),
+        )
+        waker = wake_mod.Waker(rows, self.layout)
+        waker.use_inotify = self.environ.get("SOTD_WAKE_INOTIFY", "on") != "off"
+
+        async def one_tick() -> None:
+            try:
+                rows.apply(await asyncio.to_thread(rows.refresh_plan))
+            except Exception:
+                log.exception("rows: the phase refresh failed")
+            views = await asyncio.to_thread(rows.views)
+            try:
+                await asyncio.to_thread(beat.tick, views)
+            except Exception:
+                log.exception("heartbeat: the pass failed")
+            waker.tick(views)
+
+        try:
+            while True:
+                await one_tick()
+                await asyncio.sleep(tick)
+        finally:
+            waker.close()
 
     async def _forward(self, payload: dict[str, Any]) -> dict[str, Any]:
         return await self.hub.forward(payload)

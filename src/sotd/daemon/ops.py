@@ -230,6 +230,7 @@ class Ops:
         offer: Callable[[dict[str, Any], str], Awaitable[dict[str, Any] | None]],
         version_info: Callable[[], dict[str, Any]],
         rows: Rows | None = None,
+        workspaces: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.layout = layout
         self.environ = environ
@@ -239,6 +240,7 @@ class Ops:
         self.offer = offer
         self.version_info = version_info
         self.rows: Rows = rows if rows is not None else NoRows()
+        self.workspaces = workspaces  # the ``workspace.*`` ops, when this daemon runs rows
 
     async def handle(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]:
         if op == "comm.file":
@@ -251,6 +253,8 @@ class Ops:
             return self.agent_send(payload)
         if op == "version.query":
             return {"daemon": self.version_info()}
+        if op.startswith("workspace.") and self.workspaces is not None:
+            return await self.workspaces(op, payload)
         return refusal("unknown_op", f"unknown op: {op}")
 
     def agent_send(self, payload: dict[str, Any]) -> dict[str, Any]:

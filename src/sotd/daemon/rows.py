@@ -1,0 +1,602 @@
+"""Rows: the agent sessions this daemon runs, one tmux window each (D16, behaviour 4.1, 2.3, 2.6).
+
+File: ``<state>/workspaces/<row id>/row.json`` (pretty JSON, written temp + fsync + rename) per row; the
+daemon's private tmux server at ``<state>/tmux/tmux.sock``. ``<state>`` is ``$SOTD_STATE_DIR``, else the
+``state`` folder beside the daemon's socket (a private 0700 folder).
+Spec: D16 (capsule, private tmux server, persistence, phases), 4.1 (one row per root, one row per handle,
+the pinned self file), 2.3 ``agent.join`` and ``workspace.*``, 2.6 (destroy's prune, activate, duplicate
+handles at boot).
+Guarantee: a row's agent runs as the child of ``sot-capsule supervise <state>/workspaces/<row id>`` with
+``SOT_WORKSPACE_ID`` and ``SOT_COMM_SELF_FILE=<comm>/self/<host>__<row id>.txt`` set, so the identity check
+can place every comm command it runs; a handle is declared by one row at most; a row record survives a
+daemon restart (the tmux server and the agents keep running).
+What would break it: declaring a handle without removing it from the other rows (two rows would stamp
+and wake one handle), or answering ``ok`` to a join before the record is on disk.
+
+Phases (stored as written here; the wire shows them lower-case):
+``Starting`` (window started) -> ``Ready`` (its session declared its handle with ``agent.join``, or, for a
+Claude row, its screen first read as a free prompt, or, for a plain command, at once) -> ``ended_no_respawn``
+(its window is gone: the agent exited; the daemon never restarts it). ``terminal``: the window could not
+be started. Only Starting and Ready keep a handle live; only Ready is woken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
+
+from sotd import _clock, handles
+from sotd.daemon.ops import OK, quoted, refusal
+from sotd.errors import SotdError
+from sotd.formats import atomic, registry, selffile
+from sotd.terminal import decide, prompt
+from sotd.terminal.tmux import Tmux, TmuxError, Window
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from sotd.formats.layout import Layout
+
+log = logging.getLogger("sotd")
+
+STARTING = "Starting"
+READY = "Ready"
+TERMINAL = "terminal"
+ENDED = "ended_no_respawn"
+LIVE = (STARTING, READY)
+AGENTS = ("claude", "codex", "none")
+SESSION = "sotd"
+RECORD = "row.json"
+PRUNE_BOUND = 10.0
+ACTIVATE_BOUND = 1.0
+WORKSPACE_OPS = ("workspace.create", "workspace.list", "workspace.destroy", "workspace.activate")
+
+
+def state_dir(environ: Mapping[str, str], socket_path: str) -> str:
+    """``$SOTD_STATE_DIR``, else ``<socket folder>/state``."""
+    explicit = environ.get("SOTD_STATE_DIR", "")
+    if explicit:
+        return os.path.abspath(explicit)
+    return os.path.join(os.path.dirname(os.path.abspath(socket_path)), "state")
+
+
+@dataclass(slots=True)
+class Row:
+    """One row record (``row.json``)."""
+
+    id: str
+    label: str
+    slug: str
+    project_root: str
+    agent: str = "claude"
+    agent_name: str = ""
+    account: str = ""
+    handle: str = ""  # the declared comm handle
+    runtime: str = "capsule"
+    phase: str = STARTING
+    argv: list[str] = field(default_factory=list)
+    pane: str = ""
+    created: str = ""
+    joined_at: str = ""
+
+    @classmethod
+    def from_json(cls, doc: object) -> Row | None:
+        if not isinstance(doc, dict):
+            return None
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in doc.items() if k in known}
+        if not all(isinstance(kw.get(k), str) and kw.get(k) for k in ("id", "label", "slug", "project_root")):
+            return None
+        try:
+            row = cls(**kw)
+        except TypeError:
+            return None
+        if not isinstance(row.argv, list) or not all(isinstance(a, str) for a in row.argv):
+            row.argv = []
+        return row
+
+    def wire(self) -> dict[str, Any]:
+        """The row as ``workspace.list`` shows it."""
+        return {
+            "workspace_id": self.id,
+            "slug": self.slug,
+            "label": self.label,
+            "project_root": self.project_root,
+            "runtime": self.runtime,
+            "phase": self.phase.lower(),
+            "agent": self.agent,
+            "agent_name": self.agent_name,
+            "account": self.account,
+            "handle": self.handle,
+            "pane": self.pane,
+        }
+
+
+# ------------------------------------------------------------------------------------------ pure rules
+
+
+def dedupe_handles(rows: list[Row], last_joiner: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Boot rule (2.6): a handle several rows declare stays only on the row the registry names as its last
+    joiner (``last_joiner[handle]`` = that entry's ``workspace_id``); when the registry names none of them,
+    the row that joined last keeps it. Clears the others in place; returns ``(row id, handle)`` cleared."""
+    by_handle: dict[str, list[Row]] = {}
+    for r in rows:
+        if r.handle:
+            by_handle.setdefault(r.handle, []).append(r)
+    cleared: list[tuple[str, str]] = []
+    for h, group in by_handle.items():
+        if len(group) < 2:
+            continue
+        named = [r for r in group if r.id == last_joiner.get(h)]
+        keeper = named[0] if named else max(group, key=lambda r: (r.joined_at, r.id))
+        for r in group:
+            if r is not keeper:
+                r.handle = ""
+                cleared.append((r.id, h))
+    return cleared
+
+
+def prune_change(row: Row, host: str) -> Callable[[dict[str, object]], tuple[bool, list[str]]]:
+    """``workspace.destroy``'s registry prune (2.6): entries on this host (ASCII case ignored; a hostless
+    entry never) whose handle is the row's agent name or declared handle (with no or the same
+    ``workspace_id``), or whose ``workspace_id`` is the row's."""
+    names = {n for n in (row.agent_name, row.handle) if n}
+
+    def change(doc: dict[str, object]) -> tuple[bool, list[str]]:
+        agents = registry.agents_of(doc)
+        gone: list[str] = []
+        for name, entry in list(agents.items()):
+            if not isinstance(entry, dict):
+                continue
+            eh = entry.get("host")
+            if not isinstance(eh, str) or not eh or eh.lower() != host.lower():
+                continue
+            ws = entry.get("workspace_id")
+            if (name in names and ws in (None, "", row.id)) or ws == row.id:
+                del agents[name]
+                gone.append(name)
+        return bool(gone), gone
+
+    return change
+
+
+def activate_change(handle: str, host: str) -> Callable[[dict[str, object]], tuple[bool, bool]]:
+    """``workspace.activate {read: true}`` (2.6): drop the ``done`` fact of the row's entry (same host
+    only); ``state`` becomes ``idle`` only if it was ``done``; nothing else changes."""
+
+    def change(doc: dict[str, object]) -> tuple[bool, bool]:
+        entry = registry.agents_of(doc).get(handle)
+        if not isinstance(entry, dict):
+            return False, False
+        eh = entry.get("host")
+        if not isinstance(eh, str) or eh.lower() != host.lower():
+            return False, False
+        changed = False
+        if "done" in entry:
+            del entry["done"]
+            changed = True
+        if entry.get("state") == "done":
+            entry["state"] = "idle"
+            changed = True
+        return changed, changed
+
+    return change
+
+
+def agent_argv(agent: str, command: object, environ: Mapping[str, str]) -> list[str] | None:
+    """The agent's own argv: the request's ``command`` (a list of strings), else
+    ``$SOTD_AGENT_ARGV_<AGENT>`` (a JSON list), else the agent's name; None for ``none`` without one."""
+    if isinstance(command, list) and command and all(isinstance(a, str) and a for a in command):
+        return list(command)
+    raw = environ.get(f"SOTD_AGENT_ARGV_{agent.upper()}", "")
+    if raw:
+        with contextlib.suppress(ValueError):
+            v = json.loads(raw)
+            if isinstance(v, list) and v and all(isinstance(a, str) and a for a in v):
+                return v
+    return None if agent == "none" else [agent]
+
+
+def capsule_exe() -> str | None:
+    return shutil.which("sot-capsule", path=os.path.dirname(sys.executable)) or shutil.which("sot-capsule")
+
+
+# --------------------------------------------------------------------------------------------- rows
+
+
+class Rows:
+    """The rows of this daemon: records, the tmux server, and the ops on them (``ops.Rows`` and more)."""
+
+    def __init__(
+        self,
+        *,
+        state: str,
+        layout: Layout,
+        host: str,
+        socket_path: str,
+        environ: Mapping[str, str],
+        publish: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.state = state
+        self.layout = layout
+        self.host = host
+        self.socket_path = socket_path
+        self.environ = environ
+        self.publish = publish
+        self.rows: dict[str, Row] = {}
+        tmux_dir = os.path.join(state, "tmux")
+        self.tmux = Tmux(os.path.join(tmux_dir, "tmux.sock"), session=SESSION)
+        self.on_change: Callable[[str], None] | None = None  # row id whose handle or phase changed
+
+    # ----------------------------------------------------------------------------------- persistence
+
+    def ws_dir(self, row_id: str) -> str:
+        return os.path.join(self.state, "workspaces", row_id)
+
+    def _mkdirs(self) -> None:
+        for d in (self.state, os.path.join(self.state, "workspaces"), os.path.dirname(self.tmux.socket_path)):
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            with contextlib.suppress(OSError):
+                os.chmod(d, 0o700)
+
+    def save(self, row: Row) -> None:
+        """Write the record (blocking; small). ``OSError`` when it cannot be written."""
+        d = self.ws_dir(row.id)
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        data = (json.dumps(asdict(row), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        atomic.write_atomic(os.path.join(d, RECORD), data)
+
+    def load(self) -> list[Row]:
+        """Every readable record (blocking); an unreadable one is logged and skipped."""
+        base = os.path.join(self.state, "workspaces")
+        out: list[Row] = []
+        try:
+            names = sorted(os.listdir(base))
+        except FileNotFoundError:
+            return out
+        for name in names:
+            path = os.path.join(base, name, RECORD)
+            try:
+                with open(path, "rb") as f:
+                    row = Row.from_json(json.loads(f.read().decode("utf-8")))
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as e:
+                log.warning("row record %s cannot be read: %s", path, e)
+                continue
+            if row is None or row.id != name:
+                log.warning("row record %s is not a row record; skipped", path)
+                continue
+            out.append(row)
+        return out
+
+    def boot(self) -> None:
+        """Load the records, keep a duplicated handle on the registry's last joiner, and mark rows whose
+        window is gone as ended (blocking; at daemon start)."""
+        self._mkdirs()
+        rows = self.load()
+        last: dict[str, str] = {}
+        with contextlib.suppress(SotdError, OSError):
+            doc = registry.read(self.layout)
+            for h, entry in (registry.agents_of(doc) if doc else {}).items():
+                if isinstance(entry, dict) and isinstance(entry.get("workspace_id"), str):
+                    last[h] = entry["workspace_id"]
+        for rid, h in dedupe_handles(rows, last):
+            log.warning(
+                "row %s no longer declares @%s: another row holds it (the registry's last joiner)", rid, h
+            )
+        windows = self.windows()
+        panes = {p for p, w in (windows or {}).items() if not w.dead}
+        for r in rows:
+            if windows is not None and r.phase in LIVE and r.pane not in panes:
+                log.info("row %s: its window is gone; phase %s", r.id, ENDED)
+                r.phase = ENDED
+            with contextlib.suppress(OSError):
+                self.save(r)
+            self.rows[r.id] = r
+        if rows:
+            log.info(
+                "%d row(s) loaded from %s; watch them with: %s",
+                len(rows),
+                self.state,
+                self.tmux.attach_command(),
+            )
+
+    # ---------------------------------------------------------------------------------- ops.Rows
+
+    def holder_of(self, handle: str) -> str | None:
+        for r in self.rows.values():
+            if r.handle == handle:
+                return r.id
+        return None
+
+    def exists(self, workspace_id: str) -> bool:
+        return workspace_id in self.rows
+
+    def declare(self, workspace_id: str, handle: str) -> dict[str, Any]:
+        """``agent.join`` for a row: the handle becomes this row's and no other row's; persisted first."""
+        row = self.rows.get(workspace_id)
+        if row is None:
+            return refusal("unknown_workspace", f"unknown workspace: {quoted(workspace_id)}")
+        now = _clock.stamp()
+        new = replace(row, handle=handle, joined_at=now, phase=READY if row.phase == STARTING else row.phase)
+        others = [r for r in self.rows.values() if r.id != row.id and r.handle == handle]
+        try:
+            self.save(new)
+            for o in others:
+                self.save(replace(o, handle=""))
+        except OSError as e:
+            log.error("row %s: could not persist @%s: %s", row.id, handle, e)
+            return refusal("persist_failed", f"could not persist row {row.id}: {e.strerror or e}")
+        self.rows[row.id] = new
+        for o in others:
+            o.handle = ""
+            log.info("row %s gave up @%s (row %s declared it)", o.id, handle, row.id)
+        log.info("row %s declared @%s (phase %s)", row.id, handle, new.phase)
+        self._changed(row.id, "agent_joined")
+        return OK
+
+    def _changed(self, row_id: str, action: str) -> None:
+        if self.publish is not None:
+            row = self.rows.get(row_id)
+            payload: dict[str, Any] = {"action": action, "workspace_id": row_id}
+            if row is not None:
+                payload["workspace"] = row.wire()
+            self.publish("workspace.changed", payload)
+        if self.on_change is not None:
+            self.on_change(row_id)
+
+    def set_phase(self, row_id: str, phase: str) -> None:
+        row = self.rows.get(row_id)
+        if row is None or row.phase == phase:
+            return
+        row.phase = phase
+        try:
+            self.save(row)
+        except OSError as e:
+            log.warning("row %s: phase %s not persisted: %s", row_id, phase, e)
+        log.info("row %s (%s): phase %s", row_id, row.label, phase)
+        self._changed(row_id, "phase")
+
+    # ------------------------------------------------------------------------------------ views
+
+    def views(self) -> list[decide.RowView]:
+        """What the heartbeat and the wake need of each row (blocking: reads the pinned self files)."""
+        out = []
+        for r in list(self.rows.values()):
+            line = ""
+            if r.phase in LIVE and not r.handle:
+                rec = selffile.read_record(self.layout.self_file(self.host, r.id))
+                line = rec.handle if rec is not None else ""
+            out.append(
+                decide.RowView(
+                    row_id=r.id,
+                    phase=r.phase,
+                    declared=r.handle,
+                    self_line=line,
+                    agent_name=r.agent_name,
+                    agent=r.agent,
+                    runtime=r.runtime,
+                )
+            )
+        return out
+
+    def refresh_plan(self) -> list[tuple[str, str]]:
+        """Each tick (blocking; no state changes): ``(row id, new phase)`` for rows whose window is gone
+        (ended), and for a Starting Claude row whose screen reads free or a Starting plain command (Ready).
+        ``apply`` makes the changes on the event loop."""
+        live = [(r.id, r.phase, r.pane, r.agent) for r in list(self.rows.values()) if r.phase in LIVE]
+        if not live:
+            return []
+        windows = self.windows()
+        if windows is None:
+            return []
+        plan: list[tuple[str, str]] = []
+        for rid, phase, pane, agent in live:
+            w = windows.get(pane)
+            if w is None or w.dead:
+                if w is not None:
+                    with contextlib.suppress(TmuxError):
+                        self.tmux.kill_window(pane)
+                plan.append((rid, ENDED))
+                continue
+            if phase != STARTING:
+                continue
+            if agent == "none":
+                plan.append((rid, READY))
+            elif agent in prompt.AGENTS_WITH_PREDICATE:
+                try:
+                    free, _why = prompt.is_free(prompt.screen_from_capture(*self.tmux.capture(pane)), agent)
+                except TmuxError:
+                    continue
+                if free:
+                    plan.append((rid, READY))
+        return plan
+
+    def apply(self, plan: list[tuple[str, str]]) -> None:
+        for rid, phase in plan:
+            row = self.rows.get(rid)
+            if row is None or row.phase not in LIVE:
+                continue
+            if phase == READY and row.phase != STARTING:
+                continue
+            self.set_phase(rid, phase)
+
+    def windows(self) -> dict[str, Window] | None:
+        """The server's windows by pane id; ``{}`` when no server runs; None when tmux did not answer
+        (a slow tmux must never end a row)."""
+        from sotd.terminal.tmux import list_windows_argv, parse_windows
+
+        try:
+            out = self.tmux.run(list_windows_argv(self.tmux.socket_path))
+        except TmuxError as e:
+            text = e.message.lower()
+            if "no server running" in text or "error connecting" in text or "no such file" in text:
+                return {}
+            log.warning("tmux did not list the rows' windows: %s", e.message)
+            return None
+        return {w.pane_id: w for w in parse_windows(out)}
+
+    # ------------------------------------------------------------------------------ workspace ops
+
+    async def workspace_op(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if op == "workspace.list":
+            return {"workspaces": [r.wire() for r in sorted(self.rows.values(), key=lambda r: r.created)]}
+        if op == "workspace.create":
+            return await self.create(payload)
+        if op == "workspace.destroy":
+            return await self.destroy(payload)
+        if op == "workspace.activate":
+            return await self.activate(payload)
+        return refusal("unknown_op", f"unknown op: {op}")
+
+    def _row_for(self, payload: dict[str, Any]) -> Row | dict[str, Any]:
+        wid = payload.get("workspace_id")
+        row = self.rows.get(wid) if isinstance(wid, str) else None
+        if row is None:
+            return refusal("unknown_workspace", f"unknown workspace: {quoted(wid)}")
+        return row
+
+    async def create(self, payload: dict[str, Any]) -> dict[str, Any]:
+        root_in = payload.get("project_root")
+        if not isinstance(root_in, str) or not os.path.isabs(root_in):
+            return refusal("bad_request", f"project_root must be an absolute path, not {quoted(root_in)}")
+        try:
+            root = await asyncio.to_thread(os.path.realpath, root_in, strict=True)
+        except OSError as e:
+            return refusal("bad_request", f"project root {root_in} cannot be resolved: {e.strerror or e}")
+        if not os.path.isdir(root):
+            return refusal("bad_request", f"project root {root} is not a folder")
+        agent = payload.get("agent") or "claude"
+        if agent not in AGENTS:
+            return refusal("bad_request", f"agent must be one of {', '.join(AGENTS)}, not {quoted(agent)}")
+        name = payload.get("agent_name") or ""
+        if not isinstance(name, str) or (name and not handles.is_valid(name)):
+            return refusal("bad_handle", f"invalid handle: {quoted(name)}")
+        label = payload.get("label") or os.path.basename(root)
+        if not isinstance(label, str):
+            return refusal("bad_request", f"label must be a string, not {quoted(label)}")
+        account = payload.get("account") or ""
+        for r in self.rows.values():
+            if r.project_root == root:
+                return refusal(
+                    "root_taken",
+                    f"{root} already has a workspace: '{r.label}' (slug '{r.slug}', id {r.id})",
+                )
+            if name and (r.handle == name or (r.phase in LIVE and r.agent_name == name and not r.handle)):
+                return refusal("held_by_row", f"@{name} is held by row {r.id}")
+        argv = agent_argv(str(agent), payload.get("command"), self.environ)
+        if argv is None:
+            return refusal("bad_request", "a row with agent 'none' needs a command")
+        capsule = capsule_exe()
+        if capsule is None:
+            return refusal("start_failed", "sot-capsule is not installed beside this sotd")
+        slug = handles.slug(label)
+        taken = {r.slug for r in self.rows.values()}
+        base, n = slug, 2
+        while slug in taken:
+            slug, n = f"{base}-{n}", n + 1
+        row_id = "ws-" + os.urandom(6).hex()
+        row = Row(
+            id=row_id,
+            label=label,
+            slug=slug,
+            project_root=root,
+            agent=str(agent),
+            agent_name=name,
+            account=str(account),
+            created=_clock.stamp() + f".{os.urandom(2).hex()}",
+        )
+        ws = self.ws_dir(row_id)
+        row.argv = [capsule, "supervise", ws, "--start", "--", *argv]
+        self.rows[row_id] = row  # reserved now: a concurrent create for the same root is refused
+        try:
+            await asyncio.to_thread(self._start, row)
+        except (OSError, SotdError) as e:
+            del self.rows[row_id]
+            await asyncio.to_thread(shutil.rmtree, ws, True)
+            why = e.message if isinstance(e, SotdError) else (e.strerror or str(e))
+            log.error("row %s (%s) could not start: %s", row_id, label, why)
+            return refusal("start_failed", f"the row's window could not be started: {why}")
+        log.info("row %s (%s) started in %s: %s", row_id, label, row.pane, " ".join(row.argv))
+        self._changed(row_id, "created")
+        return {"ok": True, "workspace": row.wire(), "attach": self.tmux.attach_command(), **row.wire()}
+
+    def row_env(self, row: Row) -> dict[str, str]:
+        env = {
+            "SOT_COMM_HOME": self.layout.home,
+            "SOT_SELF_HOST": self.host,
+            "SOT_WORKSPACE_ID": row.id,
+            "SOT_WORKSPACE": row.id,
+            "SOT_COMM_SELF_FILE": self.layout.self_file(self.host, row.id),
+            "SOT_SOCKET": self.socket_path,
+            "PWD": row.project_root,
+            "PATH": self.layout.bin_dir + os.pathsep + self.environ.get("PATH", os.defpath),
+        }
+        if row.agent_name:
+            env["SOT_COMM_NAME"] = row.agent_name
+        return env
+
+    def _start(self, row: Row) -> None:
+        self._mkdirs()
+        os.makedirs(self.ws_dir(row.id), mode=0o700, exist_ok=True)
+        self.save(row)
+        env = self.row_env(row)
+        # tmux gives a new session's first window the client's PATH whatever ``-e`` says, so PATH is set
+        # by ``env``, which execs the capsule in place (the capsule stays the pane's process)
+        argv = [shutil.which("env") or "/usr/bin/env", "PATH=" + env.pop("PATH"), *row.argv]
+        row.pane = self.tmux.new_window(row.slug, row.project_root, env, argv)
+        self.save(row)
+
+    async def destroy(self, payload: dict[str, Any]) -> dict[str, Any]:
+        row = self._row_for(payload)
+        if isinstance(row, dict):
+            return row
+        del self.rows[row.id]
+        if row.pane:
+            with contextlib.suppress(TmuxError):
+                await asyncio.to_thread(self.tmux.kill_window, row.pane)
+        pruned: list[str] = []
+        try:
+            _doc, pruned = await asyncio.to_thread(
+                registry.update, self.layout, self.host, prune_change(row, self.host), bound=PRUNE_BOUND
+            )
+        except (SotdError, OSError) as e:
+            why = e.message if isinstance(e, SotdError) else str(e)
+            log.warning("row %s destroyed; its registry entries were not pruned: %s", row.id, why)
+        await asyncio.to_thread(shutil.rmtree, self.ws_dir(row.id), True)
+        log.info("row %s (%s) destroyed; pruned %s", row.id, row.label, pruned or "nothing")
+        if self.publish is not None:
+            self.publish("workspace.changed", {"action": "destroyed", "workspace_id": row.id})
+        return {"ok": True, "workspace_id": row.id, "slug": row.slug, "label": row.label, "pruned": pruned}
+
+    async def activate(self, payload: dict[str, Any]) -> dict[str, Any]:
+        row = self._row_for(payload)
+        if isinstance(row, dict):
+            return row
+        if payload.get("read") is not True:
+            return OK
+        handle = row.handle or row.agent_name
+        if not handle or not os.path.exists(self.layout.registry):
+            return OK
+        try:
+            await asyncio.to_thread(
+                registry.update,
+                self.layout,
+                self.host,
+                activate_change(handle, self.host),
+                bound=ACTIVATE_BOUND,
+            )
+        except (SotdError, OSError) as e:
+            log.info("workspace.activate for row %s: nothing written: %s", row.id, e)
+        return OK
+
+    def attach_command(self) -> str:
+        return self.tmux.attach_command()

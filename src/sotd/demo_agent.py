@@ -1,0 +1,221 @@
+"""A scripted stand-in for Claude Code's terminal screen: the agent of the demo and of the rows' tests.
+
+(The same screen as ``tests/fakes/fake_claude.py``, which the terminal-layer tests use; this copy lives in
+the package because ``sotd.demo`` runs it at run time, and adds ``--at-start``: a shell command run before
+the first frame, as Claude Code's session-start hook runs ``comm-join.sh``.)
+
+It draws with raw ANSI: a header, the transcript, a spinner while "working", an input box between ``─``
+rules with ``❯`` + NBSP and the cursor after it (optionally a dim suggestion, a named-session top border,
+an agents panel below), and reads keys in raw mode. A submitted line is appended to ``--log`` as a JSON
+line; if it is the wake line and ``--on-wake`` is given, that shell command runs after the "work" and its
+output is printed above the box. ``--mode`` draws a draft, a permission dialog or a numbered menu instead
+of an empty box, so tests can show that the wake refuses them; ``--deaf`` ignores typed keys (focus has
+moved away from the box between the last check and the typing).
+
+    python fake_claude.py [--mode idle|draft|dialog|menu] [--suggest TEXT] [--named LABEL] [--panel]
+                          [--work SECS] [--on-wake CMD] [--log FILE] [--deaf] [--at-start CMD]
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import termios
+import time
+import tty
+
+WAKE_LINE = "[sot-comm] you have mail: run comm-poll.sh"
+NBSP = "\u00a0"
+SPIN = "✻✶✳✢"
+
+
+class Fake:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.mode = args.mode
+        self.input = "hello" if args.mode == "draft" else ""
+        self.transcript: list[str] = []
+        self.working_since: float | None = None
+        self.pending: str | None = None
+        self.out = sys.stdout
+        self.last: tuple[list[str], tuple[int, int]] | None = None
+
+    # ----------------------------------------------------------------------------------------- drawing
+
+    def size(self) -> tuple[int, int]:
+        s = shutil.get_terminal_size((80, 24))
+        return s.columns, s.lines
+
+    def frame(self) -> tuple[list[str], tuple[int, int]]:
+        cols, rows = self.size()
+        rule = "─" * cols
+        top = rule
+        if self.args.named:
+            left = "─" * 3 + " " + self.args.named + " "
+            top = left + "─" * max(3, cols - len(left))
+        head = ["✻ Fake Claude Code", ""]
+        if self.mode == "dialog":
+            body = [
+                "  Bash command",
+                "    rm -rf build",
+                "  Allow this action? (y/n)",
+                "❯ 1. Yes",
+                "  2. No",
+            ]
+            lines = head + self.transcript[-(rows - len(head) - len(body) - 1) :] + body
+            return lines, (26, lines.index("  Allow this action? (y/n)"))
+        if self.mode == "menu":
+            body = [rule, "  Do you want to proceed?", "❯ 1. Yes", "  2. No, tell me what to do", rule]
+            lines = head + self.transcript[-(rows - len(head) - len(body) - 1) :] + body
+            return lines, (2, len(lines) - 3)
+        spinner: list[str] = []
+        if self.working_since is not None:
+            t = time.monotonic() - self.working_since
+            spinner = [f"{SPIN[int(t * 10) % len(SPIN)]} Working… ({t:.1f}s)", ""]
+        tail = ["  ? for shortcuts"]
+        if self.args.panel:
+            tail += ["  ● main", "  ◯ helper-1"]
+        room = rows - len(head) - len(spinner) - 3 - len(tail) - 1
+        lines = head + self.transcript[-room:] if room > 0 else list(head)
+        lines += spinner
+        prompt = f"❯{NBSP}{self.input}"
+        if not self.input and self.args.suggest:
+            prompt += f"\x1b[2m{self.args.suggest}\x1b[22m"
+        lines += [top, prompt, rule, *tail]
+        return lines, (2 + len(self.input), len(lines) - 2 - len(tail))
+
+    def draw(self) -> None:
+        # Only on change, and overwriting in place (no clear): a capture never sees a blank interim frame.
+        frame = self.frame()
+        if frame == self.last:
+            return
+        self.last = frame
+        lines, (x, y) = frame
+        body = "\x1b[K\r\n".join(lines)
+        self.out.write(f"\x1b[?25h\x1b[H{body}\x1b[K\x1b[J\x1b[{y + 1};{x + 1}H")
+        self.out.flush()
+
+    # -------------------------------------------------------------------------------------------- keys
+
+    def log(self, event: str, text: str) -> None:
+        if self.args.log:
+            with open(self.args.log, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"event": event, "text": text}) + "\n")
+
+    def submit(self) -> None:
+        line, self.input = self.input, ""
+        self.log("line", line)
+        self.transcript += [f"> {line}", ""]
+        self.pending = line
+        self.working_since = time.monotonic()
+
+    def finish(self) -> None:
+        line, self.pending, self.working_since = self.pending, None, None
+        if line == WAKE_LINE and self.args.on_wake:
+            p = subprocess.run(  # noqa: S602 (the demo's own scripted command)
+                self.args.on_wake,
+                shell=True,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+            out = (p.stdout + p.stderr).rstrip("\n")
+            self.transcript += ["● Bash(" + self.args.on_wake + ")", *("  ⎿ " + s for s in out.splitlines())]
+            self.log("ran", out)
+        else:
+            self.transcript.append(f"● ok: {line}")
+        self.transcript.append("")
+
+    def key(self, text: str) -> bool:
+        """Feed decoded input; False to quit."""
+        i = 0
+        while i < len(text):
+            ch = text[i]
+            i += 1
+            if ch == "\x03":
+                return False
+            if ch == "\x1b":  # skip an escape sequence (arrows, focus events)
+                if i < len(text) and text[i] == "[":
+                    i += 1
+                    while i < len(text) and not ("\x40" <= text[i] <= "\x7e"):
+                        i += 1
+                    i += 1
+                continue
+            if self.mode in ("dialog", "menu"):
+                self.log("key", ch)
+                if ch in "1y":
+                    self.mode = "idle"
+                continue
+            if self.working_since is not None:
+                self.log("key-while-working", ch)
+                continue
+            if self.args.deaf:
+                self.log("key-ignored", ch)
+            elif ch in "\r\n":
+                self.submit()
+            elif ch in "\x7f\x08":
+                self.input = self.input[:-1]
+            elif ch >= " ":
+                self.input += ch
+        return True
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=("idle", "draft", "dialog", "menu"), default="idle")
+    ap.add_argument("--suggest", default="")
+    ap.add_argument("--named", default="")
+    ap.add_argument("--panel", action="store_true")
+    ap.add_argument("--work", type=float, default=0.5)
+    ap.add_argument("--on-wake", default="")
+    ap.add_argument("--log", default="")
+    ap.add_argument("--deaf", action="store_true", help="typed text never shows (focus is elsewhere)")
+    ap.add_argument("--at-start", default="", help="a shell command run before the first frame")
+    args = ap.parse_args()
+    fake = Fake(args)
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setraw(fd)
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    fake.log("start", args.mode)
+    if args.at_start:
+        p = subprocess.run(  # noqa: S602 (the demo's own scripted command)
+            args.at_start,
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        fake.transcript += [
+            "● Bash(" + args.at_start + ")",
+            *("  ⎿ " + s for s in (p.stdout + p.stderr).splitlines()),
+            "",
+        ]
+        fake.log("at-start", (p.stdout + p.stderr).rstrip("\n") + f" (exit {p.returncode})")
+    try:
+        fake.draw()
+        while True:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                data = os.read(fd, 4096)
+                if not data:
+                    return 0
+                if not fake.key(decoder.decode(data)):
+                    return 0
+            if fake.working_since is not None and time.monotonic() - fake.working_since >= args.work:
+                fake.finish()
+            fake.draw()
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,448 @@
+"""Rows and the wake on a real daemon with its own private tmux server (D16, behaviour 1.10, 1.11, 2.5,
+2.6, 3.1-3.3, 4.1).
+
+Each test runs ``sotd daemon run`` in a throw-away comm folder under a short /tmp path (socket paths hold
+108 bytes); the daemon's tmux server lives in that folder (``SOTD_STATE_DIR``) and is killed in teardown
+with the daemon. The agent is ``sotd.demo_agent`` (a scripted Claude-like screen) started by the daemon
+under ``sot-capsule``; it joins at start (``--at-start comm-join.sh``) and logs every submitted line, so a
+wake is counted from its log. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sotd import _clock
+from sotd.client import unix
+from sotd.errors import DaemonUnreachable
+from sotd.formats import registry
+from sotd.formats.layout import Layout, ensure_home
+from sotd.terminal.prompt import WAKE_LINE
+from sotd.terminal.tmux import Tmux
+from sotd.wire import messages
+from tests.conftest import SOTD, clean_env
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+HOST = "testhost"
+HELLO = messages.hello_payload(host=HOST, os_user=f"uid:{os.geteuid()}", role="cli")
+
+
+def wait_for(pred: Any, timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Box:
+    """A comm folder, its daemon (restartable) and the daemon's tmux server."""
+
+    def __init__(self, extra: dict[str, str] | None = None) -> None:
+        self.work = tempfile.mkdtemp(prefix="sr-", dir="/tmp")
+        self.home = os.path.join(self.work, "comm")
+        self.layout = Layout(self.home)
+        ensure_home(self.layout)
+        registry.ensure(self.layout)
+        self.sock = os.path.join(self.work, "run", "sotd.sock")
+        self.state = os.path.join(self.work, "state")
+        self.tmux = Tmux(os.path.join(self.state, "tmux", "tmux.sock"), session="sotd")
+        self.env = clean_env()
+        self.env.update(
+            SOT_COMM_HOME=self.home,
+            SOT_SELF_HOST=HOST,
+            SOT_COMM_TEST_HOST=HOST,
+            SOT_HOSTS_TOML=os.path.join(self.work, "hosts.toml"),
+            SOTD_STATE_DIR=self.state,
+            SOT_SOCKET=self.sock,
+        )
+        self.env.update(extra or {})
+        subprocess.run([SOTD, "comm", "install"], env=self.env, check=True, capture_output=True, timeout=60)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = os.path.join(self.work, "daemon.log")
+        self.start()
+
+    def start(self, extra: dict[str, str] | None = None) -> None:
+        env = dict(self.env)
+        env.update(extra or {})
+        with open(self.log, "ab") as f:
+            self.proc = subprocess.Popen(
+                [SOTD, "daemon", "run", "--socket", self.sock], env=env, stdout=f, stderr=f
+            )
+        wait_for(self._answers, what="the daemon to answer")
+
+    def _answers(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"daemon exited {self.proc.returncode}: {self.logtext()}")
+        try:
+            self.request("version.query", {}, deadline_s=1.0)
+        except DaemonUnreachable:
+            return False
+        return True
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+    def restart(self, extra: dict[str, str] | None = None) -> None:
+        self.stop()
+        self.start(extra)
+
+    def close(self) -> None:
+        self.stop()
+        self.tmux.kill_server()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def request(self, op: str, payload: dict[str, Any], deadline_s: float = 10.0) -> dict[str, Any]:
+        return unix.request(self.sock, op, payload, HELLO, deadline_s=deadline_s)
+
+    def logtext(self) -> str:
+        with open(self.log, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def project(self, name: str) -> str:
+        root = os.path.join(self.work, name)
+        os.makedirs(root, exist_ok=True)
+        return os.path.realpath(root)
+
+    def agents(self) -> dict[str, Any]:
+        doc = registry.read(self.layout)
+        assert doc is not None
+        return registry.agents_of(doc)
+
+    def workspaces(self) -> list[dict[str, Any]]:
+        return self.request("workspace.list", {})["workspaces"]
+
+    def row(self, wid: str) -> dict[str, Any] | None:
+        return next((w for w in self.workspaces() if w["workspace_id"] == wid), None)
+
+    def agent_argv(self, log: str, *args: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "sotd.demo_agent",
+            "--log",
+            log,
+            "--work",
+            "0.3",
+            "--at-start",
+            "comm-join.sh",
+            *args,
+        ]
+
+    def create(self, name: str, *args: str, agent: str = "claude") -> tuple[str, str]:
+        """A row through ``workspace.create`` running the demo agent; waits until it is Ready."""
+        log = os.path.join(self.work, f"{name}.agent.log")
+        root = self.project(name)
+        answer = self.request(
+            "workspace.create",
+            {
+                "label": name,
+                "project_root": root,
+                "agent": agent,
+                "agent_name": name,
+                "command": self.agent_argv(log, *args),
+            },
+        )
+        assert answer.get("ok") is True, answer
+        wid = answer["workspace_id"]
+        wait_for(lambda: (self.row(wid) or {}).get("phase") == "ready", what=f"row {name} ready")
+        wait_for(lambda: (self.row(wid) or {}).get("handle") == name, what=f"row {name} joined")
+        return wid, log
+
+    def file(self, to: str, text: str) -> None:
+        assert self.request("comm.file", {"from": "sender", "to": to, "text": text}) == {"ok": True}
+
+    def spawner(
+        self, *args: str, name: str = "boss", extra: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        root = self.project(f"spawner-{name}")
+        env = dict(self.env)
+        env.update(SOT_COMM_SELF_FILE=os.path.join(self.home, "self", f"{name}-session.txt"), PWD=root)
+        env.update(extra or {})
+        return subprocess.run(
+            [SOTD, "comm", *args], cwd=root, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+
+
+@pytest.fixture
+def box() -> Iterator[Box]:
+    b = Box({"SOTD_TEST_HEARTBEAT_SECS": "2"})
+    yield b
+    b.close()
+
+
+def events(log: str) -> list[dict[str, Any]]:
+    try:
+        with open(log, encoding="utf-8") as f:
+            return [json.loads(line) for line in f]
+    except FileNotFoundError:
+        return []
+
+
+def wakes(log: str) -> int:
+    return sum(1 for e in events(log) if e["event"] == "line" and e["text"] == WAKE_LINE)
+
+
+def set_entry(lay: Layout, handle: str, **fields: Any) -> None:
+    def change(doc: dict[str, object]) -> tuple[bool, None]:
+        entry = registry.agents_of(doc)[handle]
+        assert isinstance(entry, dict)
+        entry.update(fields)
+        return True, None
+
+    registry.update(lay, HOST, change, bound=5.0)
+
+
+# ------------------------------------------------------------------------------------ spawn / despawn
+
+
+def test_spawn_runs_under_the_capsule_joins_stays_live_persists_and_despawns(box: Box) -> None:
+    assert box.spawner("join", "--name", "boss").returncode == 0
+    root = box.project("alpha")
+    log = os.path.join(box.work, "alpha.agent.log")
+    cmd = shlex.join(box.agent_argv(log))
+    p = box.spawner("spawn", root, "--name", "alpha", "--task", "fix the build", "--command", cmd)
+    assert p.returncode == 0, p
+    lines = p.stdout.splitlines()
+    (ws,) = box.workspaces()
+    wid = ws["workspace_id"]
+    assert lines[0] == f"Created workspace 'alpha' (slug=alpha, id={wid}) via unix:{box.sock}"
+    assert f"Capsule row ready (id={wid}, phase=ready)" in lines
+    assert "filed -> @alpha" in p.stdout
+
+    # the agent runs under the capsule named for the row, and its own join passed the identity check
+    wait_for(lambda: any(e["event"] == "at-start" for e in events(log)), what="the agent's join")
+    joined = next(e for e in events(log) if e["event"] == "at-start")["text"]
+    assert "Joined sot-comm as @alpha" in joined, joined
+    (win,) = box.tmux.list_windows()
+    with open(f"/proc/{win.pane_pid}/cmdline", "rb") as f:
+        argv = f.read().split(b"\0")
+    assert os.path.join(box.state, "workspaces", wid).encode() in argv
+    assert b"supervise" in argv
+    wait_for(lambda: box.row(wid)["handle"] == "alpha", what="the row's declared handle")
+    entry = box.agents()["alpha"]
+    assert entry["workspace_id"] == wid and entry["status"] == "idle" and "nonce" not in entry
+    assert os.path.exists(os.path.join(box.home, "self", f"{HOST}__{wid}.txt"))
+
+    # --task arrived as ordinary mail from the spawner
+    with open(box.layout.inbox("alpha"), encoding="utf-8") as f:
+        (mail,) = [json.loads(x) for x in f]
+    assert mail["from"] == "boss" and mail["to"] == "alpha"
+    assert mail["msg"].startswith(
+        f"Task from @boss: fix the build — reply to @boss via {box.layout.bin_dir}/comm-send.sh"
+    )
+
+    # the heartbeat restamps a stale entry within a few ticks
+    set_entry(box.layout, "alpha", last_seen="2000-01-01T00:00:00Z")
+    wait_for(
+        lambda: _clock.is_fresh(box.agents()["alpha"]["last_seen"]), timeout=15, what="the heartbeat's stamp"
+    )
+
+    # the row survives a daemon restart (record, phase, handle, its window)
+    before = box.row(wid)
+    box.restart()
+    assert box.row(wid) == before
+    set_entry(box.layout, "alpha", last_seen="2000-01-01T00:00:00Z")
+    wait_for(
+        lambda: _clock.is_fresh(box.agents()["alpha"]["last_seen"]),
+        timeout=15,
+        what="the stamp after restart",
+    )
+
+    # a second spawn for the same root is refused before anything is written
+    p2 = box.spawner("spawn", root, "--name", "alpha2", "--command", cmd)
+    assert p2.returncode == 1
+    assert p2.stderr.splitlines()[0] == (
+        f"ERROR: {root} already has a workspace: 'alpha' (slug 'alpha', id {wid}); nothing was spawned."
+    )
+    assert "alpha2" not in box.agents()
+
+    d = box.spawner("despawn", "alpha")
+    assert d.returncode == 0, d
+    assert d.stdout.splitlines()[0].startswith("Destroyed workspace: {")
+    assert d.stdout.splitlines()[-1] == "Removed @alpha from sot-comm registry"
+    assert box.workspaces() == []
+    assert "alpha" not in box.agents()
+    assert not os.path.exists(os.path.join(box.home, "self", f"{HOST}__{wid}.txt"))
+    assert not os.path.exists(os.path.join(box.state, "workspaces", wid))
+    wait_for(lambda: box.tmux.list_windows() == [], what="the window to close")
+    gone = box.spawner("despawn", "alpha")
+    assert gone.returncode == 1
+    assert gone.stderr.startswith(
+        f"FAILED: comm-despawn could not resolve 'alpha' to a workspace via unix:{box.sock}:"
+    )
+
+
+def test_spawn_rolls_back_only_its_own_provisional_row(box: Box) -> None:
+    # the agent exits at once: the row ends, and the spawn removes the entry it wrote
+    p = box.spawner(
+        "spawn",
+        box.project("quick"),
+        "--name",
+        "quick",
+        "--command",
+        "true",
+        extra={"SOT_COMM_SPAWN_CAPSULE_WAIT": "10"},
+    )
+    assert p.returncode == 1, p
+    assert "reached phase ended_no_respawn" in p.stderr
+    assert (
+        p.stderr.splitlines()[-1]
+        == "comm-spawn: rolled back provisional registry row for @quick after a failed spawn"
+    )
+    assert "quick" not in box.agents()
+
+    # someone else rewrites the entry while the row starts (a Codex row: ready only when it joins, which it
+    # never does): the timeout leaves that entry alone
+    code = (
+        "import sys, time\n"
+        "from sotd.formats import registry\n"
+        "from sotd.formats.layout import Layout\n"
+        "def ch(d):\n"
+        "    registry.agents_of(d)['slow']['nonce'] = 'someone-else'\n"
+        "    return True, None\n"
+        "registry.update(Layout(sys.argv[1]), 'testhost', ch, bound=5)\n"
+        "time.sleep(60)\n"
+    )
+    cmd = shlex.join([sys.executable, "-c", code, box.home])
+    p = box.spawner(
+        "spawn",
+        box.project("slow"),
+        "--name",
+        "slow",
+        "--agent",
+        "codex",
+        "--command",
+        cmd,
+        extra={"SOT_COMM_SPAWN_CAPSULE_WAIT": "4"},
+    )
+    assert p.returncode == 1, p
+    assert "was not ready within 4s (phase starting); it is left running" in p.stderr
+    assert p.stderr.splitlines()[-1].startswith(
+        "comm-spawn: did NOT roll back @slow — its row no longer matches what this spawn wrote"
+    )
+    assert box.agents()["slow"]["nonce"] == "someone-else"
+    assert [w["phase"] for w in box.workspaces() if w["label"] == "slow"] == ["starting"]
+
+
+def test_spawn_refusals(box: Box) -> None:
+    assert box.spawner("spawn").stderr.startswith("usage: sotd comm spawn")
+    assert box.spawner("spawn", "/nonexistent/x").stderr == "ERROR: repo path not found: /nonexistent/x\n"
+    p = box.spawner("spawn", box.project("r"), "--agent", "gpt")
+    assert p.stderr == "ERROR: --agent must be claude or codex (got 'gpt')\n"
+    p = box.spawner("spawn", box.project("r"), "--account", "Bad")
+    assert p.stderr == "ERROR: --account must match ^[a-z0-9][a-z0-9_-]*$ (got 'Bad')\n"
+    p = box.spawner("spawn", "n1", box.project("r"), "--name", "n2")
+    assert p.stderr == "ERROR: name given both as --name and positionally — pick one\n"
+    assert box.spawner("join", "--name", "boss").returncode == 0
+    p = box.spawner("spawn", box.project("r"), "--name", "boss")
+    assert p.stderr == "ERROR: agent '@boss' already in registry — pick another name or comm-leave it first\n"
+    p = box.spawner("spawn", box.project("r"), extra={"SOT_SOCKET": os.path.join(box.work, "none.sock")})
+    assert p.returncode == 1
+    assert box.workspaces() == []
+
+
+# ------------------------------------------------------------------------------------------- the wake
+
+
+def test_wake_once_per_batch_again_after_restart_and_latency(box: Box) -> None:
+    wid, log = box.create("alpha")
+    assert wakes(log) == 0
+    t0 = time.monotonic()
+    box.file("alpha", "one")
+    wait_for(lambda: wakes(log) == 1, what="the first wake")
+    fast = time.monotonic() - t0
+    time.sleep(6)  # three ticks: the batch is not typed again
+    assert wakes(log) == 1
+    box.file("alpha", "two")
+    box.file("alpha", "three")
+    wait_for(lambda: wakes(log) == 2, what="the second batch's wake")
+    time.sleep(6)
+    assert wakes(log) == 2
+    assert "moved during the hold" not in box.logtext()
+
+    box.restart()  # the memory is lost: one more wake, and no more
+    wait_for(lambda: wakes(log) == 3, what="the wake after a restart")
+    time.sleep(6)
+    assert wakes(log) == 3
+
+    box.restart({"SOTD_WAKE_INOTIFY": "off"})  # tick only, for the comparison
+    wait_for(lambda: wakes(log) == 4, what="the wake after the second restart")
+    time.sleep(2.5)
+    t0 = time.monotonic()
+    box.file("alpha", "four")
+    wait_for(lambda: wakes(log) == 5, what="the tick-only wake")
+    slow = time.monotonic() - t0
+    print(f"wake latency from filing to the typed line: inotify {fast:.2f}s, 2 s tick only {slow:.2f}s")
+    assert box.row(wid)["phase"] == "ready"
+
+
+def test_no_wake_while_stop_at_is_fresh_nor_into_drafts_dialogs_menus_or_codex(box: Box) -> None:
+    rows = {
+        "held": box.create("held"),
+        "draft": box.create("draft", "--mode", "draft"),
+        "dialog": box.create("dialog", "--mode", "dialog"),
+        "menu": box.create("menu", "--mode", "menu"),
+        "codex": box.create("codex", agent="codex"),
+    }
+    set_entry(box.layout, "held", stop_at=_clock.stamp())
+    for name in rows:
+        box.file(name, "hello")
+    time.sleep(7)
+    for name, (_wid, log) in rows.items():
+        typed = [e for e in events(log) if e["event"] not in ("start", "at-start")]
+        assert typed == [], (name, typed)
+    set_entry(box.layout, "held", stop_at=_clock.stamp(_clock.now() - 61))
+    wait_for(lambda: wakes(rows["held"][1]) == 1, what="the wake once the Stop hook's mark is old")
+    time.sleep(3)
+    assert wakes(rows["held"][1]) == 1
+    for name in ("draft", "dialog", "menu", "codex"):
+        assert [e for e in events(rows[name][1]) if e["event"] not in ("start", "at-start")] == []
+
+
+def test_one_row_per_handle_and_activate(box: Box) -> None:
+    w1, _ = box.create("one")
+    w2, log2 = box.create("two")
+    # the session of row two declares @one: row one no longer holds it
+    assert box.request("agent.join", {"workspace_id": w2, "handle": "one"}) == {"ok": True}
+    assert box.row(w1)["handle"] == "" and box.row(w2)["handle"] == "one"
+    assert box.request("agent.join", {"workspace_id": "", "handle": "one"}) == {
+        "error": f"@one is held by row {w2}",
+        "code": "held_by_row",
+    }
+    assert (
+        box.request("agent.join", {"workspace_id": "ws-nope", "handle": "x"})["code"] == "unknown_workspace"
+    )
+    box.restart()
+    assert box.row(w1)["handle"] == "" and box.row(w2)["handle"] == "one"
+    set_entry(box.layout, "one", state="done", done="shipped it", summary="s")
+    assert box.request("workspace.activate", {"workspace_id": w2, "read": True}) == {"ok": True}
+    entry = box.agents()["one"]
+    assert entry["state"] == "idle" and "done" not in entry and entry["summary"] == "s"
+    assert log2
