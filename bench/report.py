@@ -493,6 +493,9 @@ def main() -> int:
         except FileNotFoundError:
             pass
     parts.append(_headline(loaded))
+    from bench import plots  # PNGs under docs/benchmarks/, embedded under each workload's tables
+
+    pictures = plots.make_all(loaded)
     for name, render in RENDER.items():
         path = os.path.join(common.RESULTS, f"{name}.json")
         try:
@@ -502,6 +505,8 @@ def main() -> int:
             parts.append(f"## {name}\n\n_Not run yet (`scripts/bench`)._\n")
             continue
         parts.append(render(result))
+        for alt, rel in pictures.get(name, []):
+            parts.append(f"![{alt}]({rel})\n")
         parts.append("### What this shows / what limits it\n\n" + _note(name))
     text = "\n".join(parts)
     tmp = DOC + ".tmp"

@@ -1,0 +1,380 @@
+"""Bad input everywhere sotd reads: random bytes as the registry, an inbox, a cursor, a self file and a lock
+record, and random frames at a real daemon (behaviour 2.1, 6.1, 6.2, 6.4, 6.6, 6.7).
+
+Injector: hypothesis (bounded: ~200 examples, no deadline) writes the bytes into the real files and the
+real readers run on them in process; a few nasty examples also go through the real ``sotd comm``
+subprocesses. Every reader answers (a value, a refusal with its sentence, or "unreadable"), never
+crashes, and never changes or removes what it read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sotd.cli.common import Context
+from sotd.cli.poll import read_batch
+from sotd.errors import FormatError, LockFailed, RegistryUnreadable
+from sotd.formats import cursor, holder, inbox, registry, selffile
+from sotd.formats.layout import Layout
+from sotd.formats.reglock import RegistryLock, read_fresh
+from sotd.handles import is_valid
+from tests.conftest import Comm
+
+pytestmark = [pytest.mark.reliability, pytest.mark.timeout(120)]
+
+BOUNDED = settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    database=None,
+)
+
+# Bytes that broke parsers somewhere: empty, whitespace, not UTF-8, NaN, deep nesting, a huge number, two
+# documents, the wrong shapes.
+NASTY: list[bytes] = [
+    b"",
+    b"\n\n  \n",
+    b"\xff\xfe\x00garbage\n",
+    b'{"agents": NaN}',
+    b"[" * 50_000 + b"]" * 50_000,
+    b'{"agents": {}, "n": 1' + b"0" * 5000 + b"}",
+    b'{"agents": {}}{"agents": {}}',
+    b'{"agents": []}',
+    b'{"protocol_version": 1, "agents": {"x": 5, "": null, "y": {"last_seen": []}}}\n',
+    b"\x00" * 300,
+]
+
+
+def _tree(home: str) -> dict[str, tuple[str, str]]:
+    """Every entry under ``home``: kind and content hash (files), for "nothing changed" checks."""
+    out: dict[str, tuple[str, str]] = {}
+    for dirpath, dirnames, filenames in os.walk(home):
+        for d in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, d), home)] = ("dir", "")
+        for n in filenames:
+            p = os.path.join(dirpath, n)
+            if os.path.islink(p):
+                out[os.path.relpath(p, home)] = ("link", os.readlink(p))
+                continue
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, home)] = ("file", hashlib.sha256(f.read()).hexdigest())
+    return out
+
+
+@pytest.fixture
+def scratch() -> Iterator[Layout]:
+    with tempfile.TemporaryDirectory() as d:
+        lay = Layout(os.path.join(d, "comm"))
+        for sub in (lay.home, lay.inbox_dir, lay.read_dir, lay.self_dir):
+            os.makedirs(sub, mode=0o700, exist_ok=True)
+        yield lay
+
+
+def _put(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+# ---------------------------------------------------------------------------------------------- registry
+
+
+@BOUNDED
+@given(data=st.one_of(st.binary(min_size=1, max_size=600), st.sampled_from([n for n in NASTY if n])))
+def test_random_registry_reads_and_refuses_to_write(scratch: Layout, data: bytes) -> None:
+    _put(scratch.registry, data)
+    try:
+        doc = registry.read(scratch)
+    except RegistryUnreadable as e:
+        assert e.message
+        doc = None
+    else:
+        assert isinstance(doc, dict) and isinstance(registry.agents_of(doc), dict)
+        for entry in registry.agents_of(doc).values():
+            registry.is_live(entry)  # any shape: a bool, never a crash
+    ino = os.stat(scratch.registry).st_ino
+    try:
+        registry.update(
+            scratch, "testhost", lambda d: (registry.put(d, "zz", {"root": "/z"}), (True, None))[1], bound=1
+        )
+    except RegistryUnreadable as e:
+        assert doc is None
+        assert e.message == registry.READ_OR_UPDATE_FAILED
+        with open(scratch.registry, "rb") as f:
+            assert f.read() == data  # an unreadable registry is never replaced or repaired
+        assert os.stat(scratch.registry).st_ino == ino
+    else:
+        assert doc is not None
+    assert read_fresh(scratch.reglock)[0] == "gone"
+
+
+@pytest.mark.parametrize("data", NASTY, ids=[f"nasty{i}" for i in range(len(NASTY))])
+def test_random_registry_through_the_cli(tmp_path: object, data: bytes) -> None:
+    comm = Comm(str(tmp_path))
+    a = comm.session("alpha")
+    _put(comm.layout.registry, data)
+    for args in (("list",), ("send", "@beta", "hi"), ("join", "alpha")):
+        r = a.run(*args, env={"SOT_LOCK_WAIT_SECS": "1"})
+        assert "Traceback" not in r.err, (args, r)
+        assert r.code in (0, 1, 2, 3, 4, 5, 75), (args, r)
+        if args[0] != "join" or r.code != 0:
+            with open(comm.layout.registry, "rb") as f:
+                assert f.read() == data, (args, r)
+
+
+# ------------------------------------------------------------------------------------------------- inbox
+
+
+def _ctx(lay: Layout) -> Context:
+    root = os.path.dirname(lay.home)
+    return Context(
+        {
+            "SOT_COMM_HOME": lay.home,
+            "SOT_SELF_HOST": "testhost",
+            "SOT_COMM_TEST_HOST": "testhost",
+            "SOT_COMM_SELF_FILE": os.path.join(lay.self_dir, "x.txt"),
+            "PWD": root,
+        }
+    )
+
+
+@BOUNDED
+@given(
+    data=st.binary(max_size=1500) | st.lists(st.binary(max_size=80), max_size=20).map(b"\n".join),
+    cursor_text=st.text(max_size=40),
+)
+def test_random_inbox_reads_complete_lines_only(scratch: Layout, data: bytes, cursor_text: str) -> None:
+    _put(scratch.inbox("alpha"), data)
+    _put(scratch.cursor("alpha"), cursor_text.encode("utf-8", "surrogatepass"))
+    batch = read_batch(_ctx(scratch), "alpha", warn=lambda s: None)
+    assert batch is not None
+    whole = inbox.complete_lines(data)
+    assert batch.view.lines == whole[batch.view.base :]
+    assert 0 <= batch.start <= len(whole)
+    assert batch.new == whole[batch.start :]  # only complete lines, and exactly those past the cursor
+    for raw in batch.new:
+        assert b"\n" not in raw
+        obj = inbox.decode_line(raw)
+        if obj is not None:
+            assert isinstance(inbox.show_line(obj), str)
+            inbox.is_directed(obj, "alpha")
+    with open(scratch.inbox("alpha"), "rb") as f:
+        assert f.read() == data
+
+
+@pytest.mark.parametrize("data", [*NASTY, b'{"to":"alpha","msg":"ok"}\n{"to":"alpha"'])
+def test_random_inbox_through_poll_and_unread(tmp_path: object, data: bytes) -> None:
+    comm = Comm(str(tmp_path))
+    a = comm.session("alpha")
+    assert a.run("join", "alpha").code == 0
+    _put(comm.layout.inbox("alpha"), data)
+    u = a.run("unread", "alpha")
+    assert (u.code, u.err) == (0, ""), u
+    lines = inbox.complete_lines(data)
+    objs = [o for o in (inbox.decode_line(x) for x in lines) if o is not None]
+    assert int(u.out) == sum(inbox.is_directed(o, "alpha") for o in objs)
+    p = a.run("poll")
+    assert (p.code, p.err) == (0, ""), p
+    assert p.out_lines == ([inbox.show_line(o) for o in objs] or ["No new messages."])
+    with open(comm.layout.inbox("alpha"), "rb") as f:
+        assert f.read() == data
+    assert a.run("poll").out == "No new messages.\n"
+
+
+# ------------------------------------------------------------------------------------------------ cursor
+
+
+@BOUNDED
+@given(
+    text=st.text(max_size=60)
+    | st.from_regex(r"\A[0-9]{1,25}( [0-9]{1,12}-[0-9]{1,5})?\n?\Z")
+    | st.binary(max_size=60).map(lambda b: b.decode("utf-8", "surrogateescape")),
+    lines=st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+)
+def test_any_cursor_text_is_an_offset(scratch: Layout, text: str, lines: list[bytes]) -> None:
+    _put(scratch.cursor("alpha"), text.encode("utf-8", "surrogateescape"))
+    got = cursor.read(scratch, "alpha")
+    n = cursor.offset(got, lines, "alpha", note=lambda s: None)
+    assert isinstance(n, int) and 0 <= n <= len(lines)
+
+
+# --------------------------------------------------------------------------------------------- self file
+
+
+@BOUNDED
+@given(
+    data=st.binary(max_size=300)
+    | st.builds(
+        lambda h, r, extra: f"{h}\nrepo=r\nroot={r}\n{extra}".encode("utf-8", "surrogateescape"),
+        st.text(max_size=12),
+        st.sampled_from(["/w/alpha", "/w/other", ""]),
+        st.sampled_from(["", "x\n", "\n"]),
+    )
+)
+def test_random_self_file_names_a_valid_handle_or_nobody(scratch: Layout, data: bytes) -> None:
+    path = os.path.join(scratch.self_dir, "alpha-session.txt")
+    _put(path, data)
+    got = selffile.read_handle(path, "/w/alpha")
+    if got is not None:
+        assert is_valid(got)
+        rec = selffile.parse(data)
+        assert rec is not None and rec.root == "/w/alpha" and rec.handle == got
+    selffile.guard(path, "alpha", "/w/alpha")  # a refusal text or None, never a crash
+    with open(path, "rb") as f:
+        assert f.read() == data
+
+
+# ----------------------------------------------------------------------------------------- lock record
+
+
+@BOUNDED
+@given(
+    data=st.binary(max_size=200)
+    | st.lists(st.text(alphabet="ab-:0123456789\r", max_size=6), min_size=5, max_size=7).map(
+        lambda xs: ":".join(xs).encode()
+    )
+)
+def test_random_lock_record_is_reported_never_removed(scratch: Layout, data: bytes) -> None:
+    text = data.split(b"\n", 1)[0].decode("utf-8", "replace")
+    try:
+        rec: holder.Holder | None = holder.Holder.parse(text)
+    except FormatError:
+        rec = None
+    _put(scratch.reglock, data)
+    before = os.stat(scratch.reglock)
+    try:
+        with RegistryLock(scratch, "testhost", 0, settle=0):
+            # only a record proved dead (this box, this boot, its pid gone) may be reclaimed
+            assert rec is not None and holder.judge(rec, holder.own("testhost"))[0] == holder.DEAD
+            return
+    except LockFailed as e:
+        msg = e.message
+    if rec is None:
+        assert msg.startswith(f"registry lock {scratch.reglock} still held (") or msg.startswith(
+            f"registry lock {scratch.reglock} was not taken by the deadline"
+        ), msg
+        assert "by hand" in msg or "Retry." in msg
+    else:
+        assert f"pid {rec.pid}" in msg, msg
+    with open(scratch.reglock, "rb") as f:
+        assert f.read() == data  # reported, never removed
+    assert os.stat(scratch.reglock).st_ino == before.st_ino
+
+
+# ------------------------------------------------------------------------------------- frames at a daemon
+
+
+def _daemon(work: str, comm_home: str):  # type: ignore[no-untyped-def]
+    from tests.integration.test_daemon import Daemon
+
+    return Daemon(work, "a", comm_home, "boxa")
+
+
+def _hello_line() -> bytes:
+    from tests.integration.test_daemon import HELLO, line
+
+    return line(1, "hello", HELLO)
+
+
+SAFE_OPS = st.sampled_from(["version.query", "hello", "agent.send", "agent.join", "no.such", ""]) | st.text(
+    max_size=12
+).filter(lambda s: s != "comm.file" and not s.startswith("workspace."))
+JSONV = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+    max_leaves=12,
+)
+ENVELOPE = st.fixed_dictionaries(
+    {},
+    optional={
+        "v": st.integers(-1, 4) | JSONV,
+        "id": st.integers() | JSONV,
+        "kind": st.sampled_from(["req", "res", "evt"]) | JSONV,
+        "op": SAFE_OPS,
+        "payload": JSONV,
+    },
+)
+FRAME = st.one_of(
+    st.binary(max_size=2000),
+    JSONV.map(lambda v: json.dumps(v).encode() + b"\n"),
+    ENVELOPE.map(lambda v: json.dumps(v).encode() + b"\n"),
+    st.lists(ENVELOPE.map(lambda v: json.dumps(v).encode()), max_size=5).map(
+        lambda xs: b"\n".join(xs) + b"\n"
+    ),
+)
+
+
+def _send(sock_path: str, hello: bool, frames: list[bytes]) -> None:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    try:
+        s.connect(sock_path)
+        if hello:
+            s.sendall(_hello_line())
+        for fr in frames:
+            s.sendall(fr)
+        s.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and s.recv(65536):
+            pass
+    except OSError:
+        pass  # the daemon may close on us mid-write: that is its answer to junk
+    finally:
+        s.close()
+
+
+@pytest.mark.serial
+def test_random_frames_at_a_real_daemon(tmp_path: object) -> None:
+    work = str(tmp_path)
+    comm = Comm(work)
+    d = _daemon(work, comm.home)
+    try:
+        before = _tree(comm.home)
+        pid = d.proc.pid
+
+        @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @given(hello=st.booleans(), frames=st.lists(FRAME, min_size=1, max_size=4))
+        def one(hello: bool, frames: list[bytes]) -> None:
+            _send(d.sock, hello, frames)
+            assert d.proc.poll() is None, d.logtext()[-2000:]
+            assert d.request("version.query", {}, deadline_s=10)["daemon"]["pid"] == pid
+
+        one()
+        # oversize lines, with and without their newline, and many connections at once left half-open
+        _send(d.sock, True, [b"x" * ((1 << 20) + 10)])
+        _send(
+            d.sock,
+            True,
+            [
+                b'{"v":1,"id":2,"kind":"req","op":"version.query","payload":{"p":"'
+                + b"y" * (2 << 20)
+                + b'"}}\n'
+            ],
+        )
+        _send(d.sock, False, [b"z" * (3 << 20) + b"\n"])
+        held: list[socket.socket] = []
+        try:
+            for i in range(60):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.settimeout(5)
+                s.connect(d.sock)
+                s.sendall(_hello_line() if i % 2 else b"\x00\xff" * 50)
+                held.append(s)
+            assert d.request("version.query", {}, deadline_s=10)["daemon"]["pid"] == pid
+        finally:
+            for s in held:
+                s.close()
+        assert d.proc.poll() is None
+        assert d.request("version.query", {}, deadline_s=10)["daemon"]["pid"] == pid
+        assert _tree(comm.home) == before
+    finally:
+        d.stop()
