@@ -40,7 +40,7 @@ usage: sotd comm <verb> [args]     the commands sessions type (comm-<verb>.sh wr
        sotd stdio-bridge [--endpoint unix:<path>] [--host <h>]
        sotd daemon run|start|stop|status [--socket <path>]
        sotd topology relay-endpoint
-       sotd ocx post|answer|list|show|answers|sync|rebuild|clone|server-code ...
+       sotd ocx post|answer|list|show|answers|sync|rebuild|clone|server-code|node ...
        sotd --version
 """
 

@@ -27,10 +27,11 @@ usage: sotd ocx post FILE --repo R [--json]          post a message; prints its 
        sotd ocx rebuild [--repo R]
        sotd ocx clone URL FILE
        sotd ocx server-code REPO [--new]
+       sotd ocx node [--once] [--interval S]            run the node (sync, runs) in the foreground
 """
 
-_VALUED = ("--repo", "--to", "--re", "--kind", "--body")
-_FLAGS = ("--json", "--new")
+_VALUED = ("--repo", "--to", "--re", "--kind", "--body", "--interval")
+_FLAGS = ("--json", "--new", "--once")
 
 
 def _parse(argv: list[str], positional: int, allowed: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
@@ -317,6 +318,53 @@ def cmd_server_code(argv: list[str]) -> int:
     return 0
 
 
+def cmd_node(argv: list[str]) -> int:
+    """The node in the foreground: look again at unfinished runs, then sync every interval and take
+    runs and stops until SIGTERM/SIGINT. ``--once``: one sync, wait for the runs it took, sync again."""
+    _, opts = _parse(argv, 0, ("--once", "--interval"))
+    interval: float | None = None
+    if "--interval" in opts:
+        try:
+            interval = float(opts["--interval"])
+        except ValueError:
+            interval = -1.0
+        if not 0 < interval <= 86400:
+            raise UsageError("sotd ocx node: --interval must be a number of seconds above 0")
+    import logging
+    import signal
+    import threading
+
+    from sotd.ocxrun import Runs, load_settings
+
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s sotd-ocx[%(process)d] %(message)s"
+    )
+    os.umask(0o077)  # as the daemon: state and logs are private; workspaces are opened up explicitly
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    node = _node()
+    runs = Runs(node, load_settings(node.config, os.environ)).attach()
+    sys.stderr.write(
+        f"sotd ocx node: {len(node.config.clones)} clone(s) of {node.config.path}; "
+        f"node policy {runs.settings.path or 'none (this node runs nothing)'}\n"
+    )
+    sys.stderr.flush()
+    runs.recover()
+    if "--once" not in opts:
+        node.poll_loop(stop, interval)
+        return 0
+    failed = False
+    for _ in range(2):
+        for r in node.sync_once():
+            _out(f"{r.repo}: " + (f"FAILED: {r.error}" if r.error else f"{r.new} new, {r.handed} handed"))
+            failed = failed or r.error is not None
+        while not runs.wait_idle(0.2) and not stop.is_set():
+            pass
+    node.close()
+    return 1 if failed else 0
+
+
 VERBS = {
     "post": cmd_post,
     "answer": cmd_answer,
@@ -327,6 +375,7 @@ VERBS = {
     "rebuild": cmd_rebuild,
     "clone": cmd_clone,
     "server-code": cmd_server_code,
+    "node": cmd_node,
 }
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from sotd import __version__, runtime, topology
 from sotd.daemon import heartbeat as heartbeat_mod
 from sotd.daemon import hub as hub_mod
+from sotd.daemon import ocxnode as ocxnode_mod
 from sotd.daemon import ops as ops_mod
 from sotd.daemon import rows as rows_mod
 from sotd.daemon import statusfile
@@ -163,8 +164,10 @@ class Daemon:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
         await server.start()
+        ocx_node = None
         try:
             await asyncio.to_thread(statusfile.write, self.status_path, self._status_doc())
+            ocx_node = ocxnode_mod.start(self.environ)  # OCX runs and stops, when an ocx.toml exists
             async with asyncio.TaskGroup() as tg:
                 watcher = tg.create_task(self._watch_code())
                 link_task = tg.create_task(uplink.run()) if uplink is not None else None
@@ -178,6 +181,7 @@ class Daemon:
                 await server.close()
         finally:
             await server.close()
+            await asyncio.to_thread(ocxnode_mod.stop, ocx_node)
             statusfile.remove(self.status_path, os.getpid())
             log.info("stopped")
 

@@ -149,9 +149,12 @@ def hash_file(path: str, top: str, hash_name: str) -> str | None:
 
 
 def _starttime(pid: int) -> int | None:
+    """The start time of a live ``pid`` (``None`` when it is gone, or a zombie no one reaped yet: an
+    adopted run's bwrap is the child of whoever adopted the orphan, not ours)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rpartition(")")[2].split()[19])
+            fields = f.read().rpartition(")")[2].split()
+        return None if fields[0] in ("Z", "X") else int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
 

@@ -103,9 +103,16 @@ class FossilCarrier:
     def __init__(self, fossil: str = "fossil") -> None:
         self.fossil = fossil
 
-    def _env(self) -> dict[str, str]:
-        # No user's ~/.fossil is read or written; HOME is a private empty place.
-        return {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "USER": "root", "FOSSIL_HOME": "/tmp"}
+    def _env(self, home: str = "/nonexistent") -> dict[str, str]:
+        # No user's ~/.fossil is read or written: FOSSIL_HOME is a private folder made for the one call
+        # (``clone`` and ``open`` record the new repository and checkout in that global database).
+        return {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "USER": "root", "FOSSIL_HOME": home}
+
+    def _fossil(self, args: list[str], *, cwd: str | None = None) -> None:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="sotd-fossil-home-") as home:
+            _run([self.fossil, *args], cwd=cwd, env=self._env(home))
 
     def export(self, repo: str, ref: str, into: str) -> None:
         try:
@@ -125,28 +132,36 @@ class FossilCarrier:
         )
 
     def set_password(self, repo: str, login: str, password: str) -> None:
-        _run([self.fossil, "user", "password", login, password, "-R", repo], env=self._env())
+        self._fossil(["user", "password", login, password, "-R", repo])
 
     def clone(self, url: str, file: str, login: str, password: str) -> None:
-        _run(
-            [
-                self.fossil,
-                "clone",
-                "--save-http-password",
-                "--no-open",
-                with_login(url, login, password),
-                file,
-            ],
-            env=self._env(),
-        )
+        # The password rides in the URL (fossil has no other non-interactive way); _run never repeats
+        # argv beyond its first two words in an error, so it does not reach ended.why.
+        self._fossil(["clone", "--save-http-password", "--no-open", with_login(url, login, password), file])
 
     def checkout(self, repo: str, ref: str, dir: str) -> None:
-        _run([self.fossil, "open", repo, ref, "--workdir", dir], cwd=dir, env=self._env())
+        self._fossil(["open", repo, ref, "--workdir", dir], cwd=dir)
 
 
 def _real_inside(path: str, top: str, what: str) -> None:
     if not inside(os.path.realpath(path), os.path.realpath(top)):
         raise Refused(f"{what} resolves outside {top}: {os.path.realpath(path)}")
+
+
+def _searchable_dirs(path: str) -> None:
+    """Make ``path`` and its missing parents 0755 whatever the umask (the daemon runs under 077, and
+    the sandbox uid must reach the workspace through them)."""
+    missing: list[str] = []
+    p = os.path.abspath(path)
+    while not os.path.isdir(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    for d in reversed(missing):
+        os.mkdir(d, 0o755)
+        os.chmod(d, 0o755)  # noqa: S103 -- the sandbox uid must search its way to the workspace
 
 
 def chown_tree(top: str, uid: int, gid: int) -> None:
@@ -168,7 +183,7 @@ def run_steps(run: Run, root: str, target: Target, carrier: Carrier) -> Prepared
                 _real_inside(os.path.dirname(s.at), root, f"run.workspace[{i}].at")
                 if os.path.lexists(s.at):
                     raise StepFailed(i, s.kind, f"the workspace {s.at} already exists")
-                os.makedirs(os.path.dirname(s.at), mode=0o755, exist_ok=True)
+                _searchable_dirs(os.path.dirname(s.at))
                 os.mkdir(s.at, 0o700)
                 os.chmod(s.at, 0o700)
                 os.chown(s.at, sb.uid, sb.gid)

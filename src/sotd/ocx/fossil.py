@@ -247,6 +247,31 @@ def uv_add(repo: str, name: str, data: bytes, user: str) -> None:
             os.unlink(tmp)
 
 
+def uv_add_file(repo: str, name: str, path: str, user: str) -> None:
+    """Store the file at ``path`` as the unversioned file ``name`` in ``repo``, written by ``user``."""
+    run(["uv", "add", path, "--as", name, "-R", repo, "--user", user], timeout=600.0)
+
+
+def uv_hash(repo: str, name: str) -> str | None:
+    """The hash Fossil stored for the unversioned file ``name`` (``None`` when there is none)."""
+    db = connect(repo)
+    try:
+        r = db.execute("SELECT hash FROM unversioned WHERE name = ?", (name,)).fetchone()
+    finally:
+        db.close()
+    return None if r is None or r[0] is None else str(r[0])
+
+
+def user_caps(repo: str, login: str) -> str | None:
+    """The capability letters of ``login`` in the repository's user table (``None``: no such login)."""
+    db = connect(repo)
+    try:
+        r = db.execute("SELECT cap FROM user WHERE login = ?", (login,)).fetchone()
+    finally:
+        db.close()
+    return None if r is None else str(r[0] or "")
+
+
 def sync_url(url: str, password: str | None) -> str:
     """``url`` with ``password`` put in its userinfo (percent-encoded), for ``fossil uv sync URL``."""
     if password is None:

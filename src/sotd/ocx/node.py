@@ -238,6 +238,33 @@ class Node:
                 reports.append(rep)
             return reports
 
+    def upload(self, repo: str, name: str, path: str) -> str | None:
+        """Store the file ``path`` as the unversioned file ``name`` in the clone ``repo`` (not synced yet;
+        see ``push``); the hash Fossil stored."""
+        clone = self.config.clone(repo)
+        with self._lock:
+            fossil.uv_add_file(clone.repository, name, path, clone.login)
+            return fossil.uv_hash(clone.repository, name)
+
+    def remove_upload(self, repo: str, name: str) -> None:
+        """Take the unversioned file ``name`` out of the clone ``repo`` again (before it is pushed)."""
+        clone = self.config.clone(repo)
+        with self._lock:
+            fossil.run(["uv", "rm", name, "-R", clone.repository])
+
+    def push(self, repo: str) -> CloneReport:
+        """Sync the clone ``repo`` now (after ``upload``), confirm posts and index; never raises for a peer."""
+        clone = self.config.clone(repo)
+        rep = CloneReport(clone.name)
+        with self._lock:
+            try:
+                listing = self._sync_clone(clone)
+                self._confirm(clone, listing)
+                rep.new = self.scan(clone, listing)
+            except OcxError as e:
+                rep.error = e.message
+        return rep
+
     def poll_loop(self, stop: threading.Event, interval: float | None = None) -> None:
         """Call ``sync_once`` every ``interval`` seconds (default: the configuration's) until ``stop``."""
         period = self.config.interval if interval is None else interval

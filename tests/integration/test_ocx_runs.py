@@ -1,0 +1,256 @@
+"""OCX layer 3 between two nodes on one machine: a loopback ``fossil server`` hub, node A (alice) posting
+runs, node B (lab-user) taking those addressed to its clone and running them under bubblewrap with limits.
+Every step goes through the real ``sotd ocx`` CLI (``sotd ocx node`` for the nodes)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from sotd.jobs import runner
+from sotd.ocx.config import load_config
+from sotd.ocx.node import Node
+from sotd.ocxrun import Runs, load_settings, log_name
+from tests.ocx import runkit as rk
+from tests.ocx.fossilkit import base_env, free_port, need_fossil, wait_port
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.serial,
+    pytest.mark.root,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("bwrap") is None, reason="needs root and bubblewrap"
+    ),
+    pytest.mark.timeout(300),
+]
+
+
+@pytest.fixture
+def lab() -> Iterator[rk.Lab]:
+    need_fossil()
+    top = f"/tmp/sotd-ocxrun-{secrets.token_hex(4)}"  # searchable by the sandbox uid, unlike tmp_path
+    os.mkdir(top, 0o755)
+    hub = os.path.join(top, "hub.fossil")
+    srv = None
+    try:
+        rk.make_project(hub, top)
+        port = free_port()
+        srv = subprocess.Popen(
+            ["fossil", "server", "--localhost", "--port", str(port), hub],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=base_env(top),
+        )
+        wait_port("127.0.0.1", port)
+        yield rk.setup_nodes(top, "127.0.0.1", port, {})
+    finally:
+        if srv is not None:
+            srv.terminate()
+            srv.wait(timeout=10)
+        rk.sandbox_cleanup()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def hub_of(lab: rk.Lab) -> str:
+    return os.path.join(lab.top, "hub.fossil")
+
+
+def test_seed_build_example_end_to_end(lab: rk.Lab) -> None:
+    code_b = lab.server_code("b")
+    assert code_b != lab.server_code("a")
+    h = rk.post_run(lab, "a", rk.run_body(code_b, ["make", "-C", "$$tree$$", "image"]))
+    log_a = rk.node_once(lab, "a")  # A's clone has another server-code: it takes nothing, writes nothing
+    assert "run " not in log_a
+    assert rk.answers(lab, "a", h) == []
+    log_b = rk.node_once(lab, "b")
+    assert "accepted" in log_b and "ended: passed" in log_b, log_b
+    got = rk.answers(lab, "a", h)
+    assert [(k, s) for k, _, s in got] == [("started", "lab-user"), ("ended", "lab-user")]
+    started, ended = got[0][1], got[1][1]
+    ws = started["values"]["workspace"]
+    assert ws == os.path.join(lab.top, "b-root", "build-user", "projects", "proj", h)
+    assert started["limits"] == {"wall": "1h", "cpu": 3000, "processes": 256, "file_size": "2G"}
+    assert ended["outcome"] == "passed" and ended["verdict"] is True and ended["exit"] == 0
+    assert list(ended) == ["outcome", "verdict", "exit", "outputs", "logs"]
+    # the image itself, on A, matches the hash ended put on record
+    img = rk.uv_bytes(lab.clones["a"], "builds/board.img", lab.top)
+    assert img is not None and img.startswith(b"board 0\n")
+    assert ended["outputs"] == {"builds/board.img": hashlib.sha3_256(img).hexdigest()}
+    for which in ("stdout", "stderr"):
+        data = rk.uv_bytes(lab.clones["a"], log_name(h, which), lab.top)
+        assert data is not None and hashlib.sha3_256(data).hexdigest() == ended["logs"][which]
+    # the hub received started, then ended, then the image (O9: ended before the files)
+    rows = json.loads(rk.sotd("ocx", "answers", h, "--json", env=lab.envs["a"]).out)
+    order = rk.hub_order(
+        hub_of(lab), [f"ocx/m/{rows[0]['hash']}.json", f"ocx/m/{rows[1]['hash']}.json", "builds/board.img"],
+        lab.top,
+    )  # fmt: skip
+    assert order[0] < order[1] < order[2]
+    # the workspace belongs to the sandbox uid; the state is private
+    assert os.stat(ws).st_uid == 1000 and os.stat(ws).st_mode & 0o777 == 0o700
+    assert os.stat(lab.state["b"]).st_mode & 0o777 == 0o700
+    # a second node pass takes nothing again
+    assert "accepted" not in rk.node_once(lab, "b")
+    assert len(rk.answers(lab, "a", h)) == 2
+
+
+def test_refused_by_policy_and_session_and_login(lab: rk.Lab) -> None:
+    code_b = lab.server_code("b")
+    h_user = rk.post_run(lab, "a", rk.run_body(code_b, ["true"], user="root-user"))
+    h_sess = rk.post_run(lab, "a", rk.run_body(code_b, ["agent"], session=True))
+    h_to = rk.post_run(lab, "a", rk.run_body(code_b, ["true"]), to="carol")
+    h_bad = rk.post_run(lab, "a", {**rk.run_body(code_b, ["true"]), "limits": {"wall": "soon"}})
+    rk.node_once(lab, "b")
+    for h, why in (
+        (h_user, "this node does not run processes as the login 'root-user'"),
+        (h_sess, "this node does not run sessions"),
+        (h_to, "this node does not act as the login 'carol' on this clone"),
+    ):
+        got = rk.answers(lab, "a", h)
+        assert [(k, b) for k, b, _ in got] == [("ended", {"outcome": "refused", "why": why})], got
+    ((k, b, _),) = rk.answers(lab, "a", h_bad)
+    assert k == "ended" and b["outcome"] == "refused" and "run.limits.wall" in b["why"]
+    assert not os.path.exists(os.path.join(lab.top, "b-root", "root-user"))
+
+
+def test_stop_ends_a_long_run_and_others_cannot_stop_it(lab: rk.Lab) -> None:
+    code_b = lab.server_code("b")
+    h = rk.post_run(lab, "a", rk.run_body(code_b, ["sh", "-c", "sleep 120"], limits={"wall": "5m"}))
+    node = rk.start_node(lab, "b", interval=0.3)
+    try:
+        rk.wait_answer(lab, "a", h, "started")
+        # carol is neither the run's sender, its to, nor an admin: her stop is indexed and ignored
+        env_c = dict(lab.envs["a"])
+        carol = os.path.join(lab.top, "carol.fossil")
+        assert (
+            rk.sotd("ocx", "clone", f"http://carol:carolpw@127.0.0.1:{lab.port}/", carol, env=env_c).code == 0
+        )
+        cfg_c = os.path.join(lab.top, "carol.toml")
+        rk.write_config(cfg_c, os.path.join(lab.top, "carol.sqlite"),
+                        [{"name": "proj", "repository": carol, "login": "carol",
+                          "url": f"http://carol@127.0.0.1:{lab.port}/"}])  # fmt: skip
+        env_c["SOT_OCX_CONFIG"] = cfg_c
+        lab.envs["c"] = env_c
+        # (the same bytes are the same message, first received from carol: hers must differ from alice's)
+        rk.post_stop(lab, "c", h, {"note": "carol asks"})
+        deadline = time.monotonic() + 30
+        while "neither the run's sender" not in rk.node_log(lab, "b"):
+            assert time.monotonic() < deadline, rk.node_log(lab, "b")
+            time.sleep(0.2)
+        assert [(k, s) for k, _, s in rk.answers(lab, "a", h)] == [("started", "lab-user"), ("stop", "carol")]
+        t0 = time.monotonic()
+        rk.post_stop(lab, "a", h)
+        ended = rk.wait_answer(lab, "a", h, "ended")
+        assert ended["outcome"] == "stopped" and time.monotonic() - t0 < 30
+        assert ended["exit"] == 128 + signal.SIGKILL
+        kinds = [(k, s) for k, _, s in rk.answers(lab, "a", h)]
+        assert kinds == [("started", "lab-user"), ("stop", "carol"), ("stop", "alice"), ("ended", "lab-user")]
+    finally:
+        rk.stop_node(node)
+    assert not [d for d in os.listdir("/sys/fs/cgroup/pids") if d.startswith("sotd-job-" + h[:16])]
+
+
+def test_restart_adopts_live_runs_and_ends_gone_ones_lost(lab: rk.Lab) -> None:
+    code_b = lab.server_code("b")
+    alive = rk.post_run(
+        lab, "a",
+        rk.run_body(code_b, ["sh", "-c", "sleep 3; make -C $$tree$$ image"], ends_with_parent=False,
+                    objective="outlives its node"),
+    )  # fmt: skip
+    gone = rk.post_run(lab, "a", rk.run_body(code_b, ["sleep", "120"], objective="dies with its node"))
+    node = rk.start_node(lab, "b", interval=0.3)
+    try:
+        rk.wait_answer(lab, "a", alive, "started")
+        rk.wait_answer(lab, "a", gone, "started")
+    finally:
+        rk.stop_node(node, signal.SIGKILL)  # the node dies without a word
+    assert sorted(runner.unfinished(os.path.join(lab.state["b"], "jobs"))) == sorted([alive, gone])
+    log_b = rk.node_once(lab, "b")
+    assert "found alive after a restart: adopted" in log_b and "lost" in log_b, log_b
+    a_ans = rk.answers(lab, "a", alive)
+    assert [k for k, _, _ in a_ans] == ["started", "ended"]
+    ended = a_ans[1][1]
+    assert ended["outcome"] == "passed", ended
+    img = rk.uv_bytes(lab.clones["a"], "builds/board.img", lab.top)
+    assert img is not None and ended["outputs"]["builds/board.img"] == hashlib.sha3_256(img).hexdigest()
+    g_ans = rk.answers(lab, "a", gone)
+    assert [k for k, _, _ in g_ans] == ["started", "ended"] and g_ans[1][1]["outcome"] == "lost"
+    assert runner.unfinished(os.path.join(lab.state["b"], "jobs")) == []
+
+
+def test_run_accepted_but_never_started_ends_lost_after_restart(lab: rk.Lab) -> None:
+    """In process: the node takes a run, dies before the process starts; the next node ends it lost."""
+    code_b = lab.server_code("b")
+    h = rk.post_run(lab, "a", rk.run_body(code_b, ["true"]))
+    node = Node(load_config(lab.envs["b"]))
+    try:
+        runs = Runs(node, load_settings(node.config, lab.envs["b"]))
+        runs.attach()
+        runs._spawn = lambda a, target, args: None  # type: ignore[method-assign]  # dies right after accepting
+        node.sync_once()
+    finally:
+        node.close()
+    log_b = rk.node_once(lab, "b")
+    assert "lost" in log_b
+    ((k, b, _),) = rk.answers(lab, "a", h)
+    assert (k, b) == (
+        "ended",
+        {"outcome": "lost", "why": "the node restarted before the run's process started"},
+    )
+
+
+def test_fossil_carrier_password_clone_and_checkout(lab: rk.Lab) -> None:
+    """The real carrier's password, clone and checkout steps against the served hub (ocx.md 1.3)."""
+    from sotd.jobs.steps import FossilCarrier
+    from sotd.ocx import fossil as fx
+
+    hub = hub_of(lab)
+    url = f"http://127.0.0.1:{lab.port}/"
+    ws = os.path.join(lab.top, "ws")
+    os.makedirs(os.path.join(ws, "tree"))
+    before = os.path.exists("/tmp/.fossil") and os.stat("/tmp/.fossil").st_mtime_ns
+    c = FossilCarrier()
+    pw = "fresh-" + secrets.token_hex(8)
+    c.set_password(hub, "lab-user", pw)
+    clone = os.path.join(ws, "clone")
+    c.clone(url, clone, "lab-user", pw)
+    c.checkout(clone, "trunk", os.path.join(ws, "tree"))
+    assert sorted(os.listdir(os.path.join(ws, "tree"))) == [".fslckout", "Makefile", "board.c"]
+    assert fx.repo_info(clone).server_code != fx.repo_info(hub).server_code
+    assert fx.repo_info(clone).last_sync_url == f"http://lab-user@127.0.0.1:{lab.port}/"
+    # the password was saved in the clone: a sync with no URL works without a prompt
+    fx.uv_sync(clone, None)
+    # no global fossil database was written on the host's behalf
+    assert (os.path.exists("/tmp/.fossil") and os.stat("/tmp/.fossil").st_mtime_ns) == before
+    with pytest.raises(RuntimeError, match="fossil clone exited") as e:
+        c.clone(url, os.path.join(ws, "clone2"), "lab-user", "not-the-password")
+    assert "not-the-password" not in str(e.value)  # it would reach ended.why
+
+
+def test_daemon_runs_the_node_when_an_ocx_config_exists(lab: rk.Lab) -> None:
+    code_b = lab.server_code("b")
+    h = rk.post_run(lab, "a", rk.run_body(code_b, ["make", "-C", "$$tree$$", "image"]))
+    env = dict(lab.envs["b"])
+    run_dir = os.path.join(lab.top, "run")
+    os.mkdir(run_dir, 0o700)
+    env.update(SOT_SELF_HOST="boxb", SOT_SOCKET=os.path.join(run_dir, "sotd.sock"))
+    with open(os.path.join(lab.top, "daemon.log"), "w") as log:
+        d = subprocess.Popen([rk.SOTD, "daemon", "run"], env=env, stdout=log, stderr=log)
+    try:
+        ended = rk.wait_answer(lab, "a", h, "ended", bound=90)
+        assert ended["outcome"] == "passed"
+    finally:
+        d.send_signal(signal.SIGTERM)
+        assert d.wait(timeout=40) == 0
+    with open(os.path.join(lab.top, "daemon.log")) as f:
+        text = f.read()
+    assert "ocx: serving 1 clone(s) of" in text and "ended: passed" in text, text

@@ -1,0 +1,269 @@
+"""Helpers for OCX layer-3 tests: a Fossil project whose trunk builds ``out/board.img``, two nodes (A posts
+runs as ``alice``; B serves its clone as ``lab-user`` with a node policy), and every step through the real
+``sotd ocx`` CLI, optionally inside a network namespace (``prefixes``: ``ip netns exec NS`` per node).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.ocx.fossilkit import SOTD, base_env, fossil, make_hub, sotd, write_config
+
+__all__ = ["fossil", "sotd", "write_config"]
+
+MAKEFILE = """\
+image: out/board.img
+
+out/board.img: board.c
+\tmkdir -p out
+\tcc -o out/board board.c
+\t./out/board > out/board.img
+"""
+BOARD_C = '#include <stdio.h>\nint main(void) { for (int i = 0; i < 64; i++) printf("board %d\\n", i); return 0; }\n'
+
+# alice posts runs (node A); lab-user is the login node B acts as; carol may post but is nobody to a run.
+RUN_USERS = {"alice": ("alicepw", "oiy"), "lab-user": ("labpw", "oiy"), "carol": ("carolpw", "oiy")}
+NODE_LOGIN = {"a": ("alice", "alicepw"), "b": ("lab-user", "labpw")}
+
+POLICY = """\
+[runs]
+root = "{root}"
+state = "{state}"
+
+[jobs.policy]
+users = ["build-user"]
+uids = [1000]
+gids = [1000]
+read_only = ["/usr", "/etc/alternatives"]
+read_write = ["$$workspace$$"]
+
+[jobs.policy.limits]
+wall = "1h"
+processes = 512
+"""
+
+
+def make_project(hub: str, work: str, env: dict[str, str] | None = None) -> None:
+    """The hub repository with ``RUN_USERS`` and one check-in on trunk: the Makefile and board.c."""
+    make_hub(hub, RUN_USERS, env=env)
+    co = os.path.join(work, "checkin")
+    os.makedirs(co)
+    e = dict(env or base_env(work))
+    subprocess.run(["fossil", "open", hub, "--workdir", co], cwd=co, env=e, check=True, capture_output=True,
+                   timeout=60)  # fmt: skip
+    for name, text in (("Makefile", MAKEFILE), ("board.c", BOARD_C)):
+        with open(os.path.join(co, name), "w") as f:
+            f.write(text)
+    subprocess.run(["fossil", "add", "Makefile", "board.c"], cwd=co, env=e, check=True, capture_output=True,
+                   timeout=60)  # fmt: skip
+    subprocess.run(["fossil", "commit", "-m", "the lab board", "--user", "admin", "--no-warnings"], cwd=co,
+                   env=e, check=True, capture_output=True, timeout=60)  # fmt: skip
+    subprocess.run(
+        ["fossil", "close", "--force"], cwd=co, env=e, check=False, capture_output=True, timeout=60
+    )
+    shutil.rmtree(co)
+
+
+@dataclass
+class Lab:
+    top: str
+    host: str
+    port: int
+    prefixes: dict[str, list[str]]
+    envs: dict[str, dict[str, str]] = field(default_factory=dict)
+    clones: dict[str, str] = field(default_factory=dict)
+    state: dict[str, str] = field(default_factory=dict)
+
+    def prefix(self, who: str) -> list[str] | None:
+        return self.prefixes.get(who)
+
+    def server_code(self, who: str) -> str:
+        r = sotd("ocx", "server-code", "proj", env=self.envs[who])
+        assert r.code == 0, r
+        return r.out.strip()
+
+
+def setup_nodes(top: str, host: str, port: int, prefixes: dict[str, list[str]]) -> Lab:
+    """Clones, configurations and node policies for A and B (both may run builds; only B is addressed)."""
+    lab = Lab(top, host, port, prefixes)
+    for who, (login, pw) in NODE_LOGIN.items():
+        e = base_env(top)
+        cfg = os.path.join(top, f"{who}.toml")
+        e["SOT_OCX_CONFIG"] = cfg
+        clone = os.path.join(top, f"{who}.fossil")
+        r = sotd(
+            "ocx", "clone", f"http://{login}:{pw}@{host}:{port}/", clone, env=e, prefix=prefixes.get(who)
+        )
+        assert r.code == 0, r
+        write_config(
+            cfg,
+            os.path.join(top, f"{who}.sqlite"),
+            [{"name": "proj", "repository": clone, "login": login, "url": f"http://{login}@{host}:{port}/"}],
+        )
+        root, state = os.path.join(top, f"{who}-root"), os.path.join(top, f"{who}-state")
+        # A's policy file is found by its default name beside a.toml; B's through $SOT_OCX_POLICY
+        pol = os.path.join(top, "ocx-policy.toml" if who == "a" else f"{who}-policy.toml")
+        with open(pol, "w") as f:
+            f.write(POLICY.format(root=root, state=state))
+        if who != "a":
+            e["SOT_OCX_POLICY"] = pol
+        lab.envs[who], lab.clones[who], lab.state[who] = e, clone, state
+    return lab
+
+
+def run_body(
+    clone: str,
+    command: list[str],
+    *,
+    user: str = "build-user",
+    limits: dict[str, object] | None = None,
+    ends_with_parent: bool = True,
+    objective: str = "build trunk for the lab board and send the image",
+    session: bool = False,
+) -> dict[str, Any]:
+    """The seed's build example with real values (``clone`` is the addressed clone's server-code)."""
+    process: dict[str, Any] = {
+        "user": user, "command": command, "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$"},
+        "verdict": True,
+        "unversioned_files": [{"at": "$$workspace$$/tree/out/board.img", "as": "builds/board.img"}],
+    }  # fmt: skip
+    if session:
+        process = {
+            "user": user,
+            "command": command,
+            "session": True,
+            "hears": ["alice"],
+            "deliveries": "start",
+        }
+    return {
+        "clone": clone,
+        "objective": objective,
+        "workspace": [
+            {"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"},
+            {"step": "files", "of": "trunk", "into": "$$workspace$$/tree"},
+        ],
+        "sandbox": {
+            "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": False,
+            "isolate_terminal": True, "ends_with_parent": ends_with_parent,
+            "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
+            "read_only": ["/usr", "/etc/alternatives"], "read_write": ["$$workspace$$"],
+            "homes": [], "created_files": [],
+        },
+        "limits": limits if limits is not None else {"wall": "1h", "cpu": 3000, "processes": 256, "file_size": "2G"},
+        "process": process,
+    }  # fmt: skip
+
+
+def post(lab: Lab, who: str, doc: dict[str, Any]) -> str:
+    """Post ``doc`` (json.dumps defaults) from node ``who``; its hash."""
+    path = os.path.join(lab.top, f"msg-{time.monotonic_ns()}.json")
+    with open(path, "w") as f:
+        f.write(json.dumps(doc))
+    r = sotd("ocx", "post", path, "--repo", "proj", env=lab.envs[who], prefix=lab.prefix(who))
+    assert r.code == 0, r
+    return r.out.strip()
+
+
+def post_run(lab: Lab, who: str, body: dict[str, Any], to: str = "lab-user") -> str:
+    return post(lab, who, {"ocx": 2, "to": to, "run": body})
+
+
+def post_stop(lab: Lab, who: str, run_hash: str, body: dict[str, Any] | None = None) -> str:
+    return post(lab, who, {"ocx": 2, "re": run_hash, "stop": body or {}})
+
+
+def answers(lab: Lab, who: str, run_hash: str, *, sync: bool = True) -> list[tuple[str, dict[str, Any], str]]:
+    """(kind, body, sender) of every answer to ``run_hash`` that node ``who`` holds, in received order."""
+    if sync:
+        assert sotd("ocx", "sync", env=lab.envs[who], prefix=lab.prefix(who)).code == 0
+    r = sotd("ocx", "answers", run_hash, "--json", env=lab.envs[who])
+    assert r.code == 0, r
+    out = []
+    for row in json.loads(r.out):
+        shown = json.loads(sotd("ocx", "show", row["hash"], "--json", env=lab.envs[who]).out)
+        doc = json.loads(shown["message"])
+        out.append((row["kind"], doc[row["kind"]], row["sender_login"]))
+    return out
+
+
+def wait_answer(lab: Lab, who: str, run_hash: str, kind: str, bound: float = 60.0) -> dict[str, Any]:
+    deadline = time.monotonic() + bound
+    while True:
+        for k, body, _ in answers(lab, who, run_hash):
+            if k == kind:
+                return body
+        assert time.monotonic() < deadline, f"no {kind} for {run_hash} within {bound}s"
+        time.sleep(0.3)
+
+
+def node_once(lab: Lab, who: str, timeout: float = 120) -> str:
+    """``sotd ocx node --once`` for node ``who``; its stderr (the node's log)."""
+    p = subprocess.run([*(lab.prefix(who) or []), SOTD, "ocx", "node", "--once"], env=lab.envs[who],
+                       capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    return p.stderr
+
+
+def start_node(lab: Lab, who: str, interval: float = 0.5) -> subprocess.Popen[str]:
+    log = open(os.path.join(lab.top, f"node-{who}.log"), "a")  # noqa: SIM115 -- the node writes it
+    return subprocess.Popen(
+        [*(lab.prefix(who) or []), SOTD, "ocx", "node", "--interval", str(interval)],
+        env=lab.envs[who], stdout=log, stderr=log, text=True,
+    )  # fmt: skip
+
+
+def stop_node(p: subprocess.Popen[str], sig: int = signal.SIGTERM) -> None:
+    if p.poll() is None:
+        p.send_signal(sig)
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait(timeout=10)
+
+
+def node_log(lab: Lab, who: str) -> str:
+    try:
+        with open(os.path.join(lab.top, f"node-{who}.log")) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def uv_bytes(repo: str, name: str, top: str) -> bytes | None:
+    """The unversioned file ``name`` of ``repo`` (None when the clone has none)."""
+    p = subprocess.run(["fossil", "uv", "cat", name, "-R", repo], capture_output=True, timeout=60,
+                       check=False, env=base_env(top))  # fmt: skip
+    return p.stdout if p.returncode == 0 else None
+
+
+def hub_order(hub: str, names: list[str], top: str) -> list[int]:
+    """The hub's receipt id of each unversioned file (first receipt order)."""
+    out = fossil("sql", "-R", hub, "SELECT name, rcvid FROM unversioned", env=base_env(top))
+    got: dict[str, int] = {}
+    for line in out.splitlines():
+        name, _, rcv = line.rpartition(",")
+        got[name.strip("'")] = int(rcv)
+    return [got[n] for n in names]
+
+
+def sandbox_cleanup() -> None:
+    """Kill and remove any job cgroup a failed test left behind (pids v1 on this host)."""
+    from sotd.jobs import limits as lim
+    from sotd.jobs import spec
+
+    base = "/sys/fs/cgroup/pids"
+    if not os.path.isdir(base):
+        return
+    for d in os.listdir(base):
+        if d.startswith("sotd-job-"):
+            cg = lim.Cgroups.existing({"pids": f"{base}/{d}"}, lim.plan(spec.Limits(), lim.CgroupFacts(), 0))
+            cg.kill()
+            cg.remove()
