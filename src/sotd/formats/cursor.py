@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 from sotd.errors import SotdError
+from sotd.formats import atomic
 from sotd.formats.cksum import cksum
 
 TYPE_CHECKING = False
@@ -143,12 +144,7 @@ def write(layout: Layout, handle: str, count: int, last_line: bytes | None) -> N
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                if n <= 0:
-                    raise OSError(28, os.strerror(28))
-                view = view[n:]
+            atomic.write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -20,7 +20,7 @@ import os
 import sys
 
 from sotd.errors import SotdError
-from sotd.formats import holder
+from sotd.formats import atomic, holder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -165,12 +165,7 @@ def _tmp_path(layout: Layout, mid: str) -> str:
 def _write_tmp(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            if n <= 0:
-                raise OSError(28, os.strerror(28))
-            view = view[n:]
+        atomic.write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
