@@ -15,7 +15,7 @@ from sotd.errors import UsageError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from sotd.ocx.index import Row
-    from sotd.ocx.node import Node
+    from sotd.ocx.node import Node, PostResult
 
 USAGE = """\
 usage: sotd ocx post FILE --repo R [--json]          post a message; prints its hash
@@ -124,7 +124,6 @@ def cmd_post(argv: list[str]) -> int:
         raise UsageError("sotd ocx post: --repo R is required (a clone's name or repository file)")
     from sotd.ocx.envelope import MAX_MESSAGE_BYTES
     from sotd.ocx.errors import OcxError
-    from sotd.ocx.node import require_delivered
 
     try:
         size = os.path.getsize(path) if path != "-" else 0
@@ -144,6 +143,13 @@ def cmd_post(argv: list[str]) -> int:
         res = node.post(opts["--repo"], data)
     finally:
         node.close()
+    return _report_post(res, opts)
+
+
+def _report_post(res: PostResult, opts: dict[str, str]) -> int:
+    """A post's or an answer's outcome: its hash (exit 0), or not delivered (exit 3, nothing on stdout)."""
+    from sotd.ocx.node import require_delivered
+
     if "--json" in opts:
         _json(
             {
@@ -169,27 +175,12 @@ def cmd_answer(argv: list[str]) -> int:
         body = json.loads(opts.get("--body", "{}"))
     except json.JSONDecodeError as e:
         raise UsageError(f"sotd ocx answer: --body is not JSON: {e.msg}") from None
-    from sotd.ocx.node import require_delivered
-
     node = _node()
     try:
         res = node.answer(opts["--repo"], _check_hash(h), opts["--kind"], body)
     finally:
         node.close()
-    if "--json" in opts:
-        _json(
-            {
-                "hash": res.hash,
-                "name": res.name,
-                "repo": res.repo,
-                "delivered": res.delivered,
-                "reason": res.reason,
-            }
-        )
-        return 0 if res.delivered else 3
-    require_delivered(res)
-    _out(res.hash)
-    return 0
+    return _report_post(res, opts)
 
 
 def cmd_list(argv: list[str]) -> int:
