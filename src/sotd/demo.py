@@ -8,6 +8,9 @@ tmux server are stopped and the folder removed at the end, also after a failure.
 
 ``--quick``: the earlier transcript only: two sessions exchange mail through the comm folder library and
 the CLI, with no daemon (the demo records this box's inbox lock identity the way a hub daemon does).
+
+``--ocx``: one OCX run end to end (``sotd.demo_ocx``): two nodes through a loopback ``fossil server``, the
+seed's build example posted, started, ended passed, and the image checked against its hash.
 """
 
 from __future__ import annotations
@@ -27,10 +30,14 @@ def _sotd() -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in ("-h", "--help"):
-        print("usage: python -m sotd.demo [--quick]")
+        print("usage: python -m sotd.demo [--quick | --ocx]")
         return 0
     if "--quick" in args:
         return quick()
+    if "--ocx" in args:
+        from sotd import demo_ocx
+
+        return demo_ocx.main()
     from sotd import demo_rows
 
     return demo_rows.main()

@@ -16,8 +16,17 @@
 
 ``recover()`` (once, before the first sync): every run this node accepted and did not finish answering is
 looked at again. A run whose processes still live is adopted and supervised again; one whose processes are
-gone ends ``lost``; one that ended while the node was down gets its recorded ``ended``. Runs asking for
-``session: true`` are refused (O11 needs the daemon's terminal rows; see docs/ocx.md).
+gone ends ``lost``; one that ended while the node was down gets its recorded ``ended``.
+
+**Sessions (O11).** A run with ``session: true`` is prepared by the executor like any run (policy, steps,
+homes, sandbox argv), then handed to a ``SessionHost`` (the daemon's terminal rows, ``sotd.daemon.ocxnode``)
+as one row running ``prlimit … setpriv … bwrap … COMMAND``. Posts from a ``hears`` login answering the run
+(or an answer of it) are filed as sot-comm mail to the session's handle ``ocx-<RUN-HASH[:16]>`` (so the
+wake wakes it) and mirrored into ``$$workspace$$/inbox.jsonl``; ``deliveries`` is ``start``, ``new`` or
+``none``. Files the session writes into ``$$workspace$$/outbox/`` are posted as OCX messages answering the
+run. A permitted ``stop`` despawns the row (``ended stopped``); the wall limit too (``timed_out``). Without
+a host (``sotd ocx node``), sessions end ``refused``. After a restart, a session is ended ``lost`` and its
+row despawned.
 
 Settings come from the node's policy file (``RunSettings``, ``load_settings``): ``$SOT_OCX_POLICY``, else
 ``ocx-policy.toml`` beside the node's ``ocx.toml``. No file: the node runs nothing (every run addressed to
@@ -33,16 +42,20 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import threading
+import time
 import tomllib
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sotd.errors import SotdError
 from sotd.jobs import runner, spec
+from sotd.jobs import sandbox as sbx
 from sotd.jobs import steps as stp
-from sotd.jobs.errors import PolicyError
+from sotd.jobs.errors import PolicyError, Refused
 from sotd.ocx import envelope, fossil
-from sotd.ocx.errors import OcxConfigError, OcxError
+from sotd.ocx.errors import InvalidMessage, OcxConfigError, OcxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,6 +71,12 @@ READER_RUN = "sotd.ocxrun.run"
 READER_STOP = "sotd.ocxrun.stop"
 ADMIN_CAPS = frozenset("as")
 PHASES = ("accepted", "started", "ended", "done")
+PRLIMIT = "/usr/bin/prlimit"
+SESSION_POLL_S = 0.3
+SESSION_INBOX = "inbox.jsonl"
+SESSION_OUTBOX = "outbox"
+# kinds a session may not post: only the node answers a run with these, and a session asks for no runs
+NODE_KINDS = frozenset(("run", "started", "ended", "stop"))
 
 
 def log_name(run_hash: str, which: str) -> str:
@@ -173,7 +192,7 @@ def _write_json(path: str, obj: object) -> None:
 class Active:
     """A run this node accepted: where it arrived, who may stop it, and its executor once it has one."""
 
-    __slots__ = ("repo", "run", "run_hash", "sender", "stop_asked", "thread", "to")
+    __slots__ = ("repo", "run", "run_hash", "sender", "stop_asked", "stopped", "thread", "to")
 
     def __init__(self, run_hash: str, repo: str, to: str, sender: str) -> None:
         self.run_hash = run_hash
@@ -183,14 +202,23 @@ class Active:
         self.run: runner.Run | None = None
         self.thread: threading.Thread | None = None
         self.stop_asked = False
+        self.stopped = threading.Event()  # set with stop_asked; a session's loop waits on it
 
 
 class Runs:
     """The ``run`` and ``stop`` readers of one node (see the module docstring)."""
 
-    def __init__(self, node: Node, settings: RunSettings, *, carrier: stp.Carrier | None = None) -> None:
+    def __init__(
+        self,
+        node: Node,
+        settings: RunSettings,
+        *,
+        carrier: stp.Carrier | None = None,
+        sessions: SessionHost | None = None,
+    ) -> None:
         self.node = node
         self.settings = settings
+        self.sessions = sessions
         self.jobs_dir = os.path.join(settings.state, "jobs")
         self.answers_dir = os.path.join(settings.state, "answers")
         self.jobs = runner.Node(
@@ -292,6 +320,7 @@ class Runs:
         log.info("ocx: stop %s for %s from %s: stopping", d.hash[:12], re[:12], d.sender)
         with self._lock:
             a.stop_asked = True
+            a.stopped.set()
             if a.run is not None:
                 a.run.stop()
 
@@ -315,7 +344,8 @@ class Runs:
     def _new_run(self, a: Active, body: object) -> runner.Run:
         clone = self.node.config.clone(a.repo)
         info = fossil.repo_info(clone.repository)
-        return runner.Run(
+        kind = SessionRun if _asks_session(body) else runner.Run
+        return kind(
             body,
             run_hash=a.run_hash,
             repository_name=clone.name,
@@ -343,6 +373,8 @@ class Runs:
             a.run = r
             if a.stop_asked:
                 r.stop()
+        if isinstance(r, SessionRun):
+            r.hosted = self.sessions is not None
         try:
             started = r.start()
         except SotdError as e:  # the executor names what it could not do
@@ -351,6 +383,10 @@ class Runs:
         if started is None:
             assert r.result is not None
             self._finish(a, r.result, "accepted")
+            return
+        if isinstance(r, SessionRun):
+            assert self.sessions is not None
+            Session(self, a, r, self.sessions, started).drive()
             return
         self._answer(a, "started", started)
         self._record(a, "started")
@@ -423,6 +459,16 @@ class Runs:
     def _resume(self, a: Active, phase: str) -> None:
         d = os.path.join(self.jobs_dir, a.run_hash)
         has_state = os.path.exists(os.path.join(d, "state.json"))
+        rec = _read_json(os.path.join(d, SESSION_RECORD))
+        if rec is not None and phase != "ended":  # a session's terminal is not adopted: end it
+            row = rec.get("session_id")
+            if isinstance(row, str) and row and self.sessions is not None:
+                try:
+                    self.sessions.close(row)
+                except Exception as e:
+                    log.warning("ocx: run %s: session row %s not despawned: %s", a.run_hash[:12], row, e)
+            self._finish(a, runner.Ended("lost", why="the node restarted during the session"), phase)
+            return
         if phase == "ended":
             got = runner.adopt(self.jobs_dir, a.run_hash, self.jobs)
             ended = got if isinstance(got, runner.Ended) else runner.Ended("lost")
@@ -447,3 +493,302 @@ class Runs:
             self._answer(a, "started", {"values": dict(got.values), "limits": limits})
             self._record(a, "started")
         self._finish(a, got.wait(), "started")
+
+
+# --------------------------------------------------------------------------------------------- sessions
+
+SESSION_RECORD = "session.json"
+
+
+class SessionHost(Protocol):
+    """Where a session's terminal lives: the daemon's rows (``sotd.daemon.ocxnode.RowSessions``).
+
+    Every method blocks and may be called from any thread."""
+
+    def open(self, *, run_hash: str, label: str, root: str, argv: list[str], handle: str) -> str:
+        """Register ``handle`` and start one row running ``argv`` in ``root``; the row's id (a
+        ``SotdError`` when it cannot)."""
+        ...
+
+    def phase(self, session_id: str) -> str:
+        """``starting``, ``ready`` (the row declared its handle and may be woken) or ``ended``."""
+        ...
+
+    def deliver(self, handle: str, sender: str, text: str) -> str | None:
+        """File ``text`` from ``sender`` as sot-comm mail to ``handle``; None when filed, else why not."""
+        ...
+
+    def close(self, session_id: str) -> None:
+        """Despawn the row (its processes end; its registry entry is pruned)."""
+        ...
+
+
+def _asks_session(body: object) -> bool:
+    proc = body.get("process") if isinstance(body, dict) else None
+    return isinstance(proc, dict) and proc.get("session") is True
+
+
+def _read_json(path: str) -> dict[str, object] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def session_handle(run_hash: str) -> str:
+    """The sot-comm handle a session's mail is filed to."""
+    return "ocx-" + run_hash[:16]
+
+
+class SessionRun(runner.Run):
+    """The executor's preparation of a ``session: true`` run (policy, steps, homes, sandbox), without its
+    process: ``argv`` is what the session's row runs. ``hosted`` is False on a node without terminal rows
+    (``sotd ocx node``): the run is refused after the policy says it may run."""
+
+    hosted = False
+
+    def _decide(self) -> spec.Run:
+        run = spec.parse_run(self.body)
+        base = {"root": self.node.root, "repository_name": self.repository_name, "run": self.run_hash}
+        if self.node.release:
+            base["release"] = self.node.release
+        resolved, self.values = spec.resolve(run, base)
+        why = spec.check(resolved, self.node.policy, self.values)
+        if why:
+            raise Refused(why)
+        if not self.hosted:
+            raise Refused(
+                "this node runs sessions only inside the daemon (sotd daemon run), in its terminal rows"
+            )
+        if resolved.sandbox.created_files:
+            raise Refused("this node does not create files in a session's sandbox")
+        if "workspace" not in self.values:
+            raise Refused("a session needs a directory step: its inbox and outbox live in $$workspace$$")
+        self.limits = spec.cap_limits(resolved.limits, self.node.policy)
+        return resolved
+
+    def _spawn(self, run: spec.Run) -> None:
+        """Prepare the session's folders and its argv (the row starts it; see ``Session``)."""
+        os.makedirs(self.dir, mode=0o700, exist_ok=False)
+        ws = self.values["workspace"]
+        uid, gid = run.sandbox.uid, run.sandbox.gid
+        inbox = os.path.join(ws, SESSION_INBOX)
+        outbox = os.path.join(ws, SESSION_OUTBOX)
+        try:
+            os.close(os.open(inbox, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+            os.mkdir(outbox, 0o700)
+            for p in (inbox, outbox):
+                os.chown(p, uid, gid, follow_symlinks=False)
+        except OSError as e:
+            raise Refused(f"this node could not prepare the session's inbox and outbox: {e}") from None
+        rl = []
+        if self.limits.cpu is not None:
+            rl.append(f"--cpu={self.limits.cpu}")
+        if self.limits.file_size is not None:
+            rl.append(f"--fsize={self.limits.file_size}")
+        if self.limits.processes is not None:
+            rl.append(f"--nproc={self.limits.processes}")
+        pre = [PRLIMIT, *rl, "--"] if rl else []
+        self.argv = [*pre, *sbx.bwrap_argv(run.sandbox, run.process, usr_links=self._usr_links())]
+        if not all(self.argv):  # a row's command is a list of non-empty words
+            raise Refused("a session's command line cannot carry an empty word (an empty env value?)")
+        self.started_at = time.monotonic()
+        if self.limits.wall is not None:
+            self.deadline = self.started_at + self.limits.wall
+
+    argv: list[str]
+
+
+class Session:
+    """One session run after its preparation: its row, deliveries, outbox, stop and wall (O11)."""
+
+    def __init__(self, runs: Runs, a: Active, r: SessionRun, host: SessionHost, started: object) -> None:
+        self.runs = runs
+        self.a = a
+        self.r = r
+        self.host = host
+        self.started = started
+        assert r.run is not None
+        self.proc = r.run.process
+        self.handle = session_handle(a.run_hash)
+        self.ws = r.values["workspace"]
+        self.outbox = os.path.join(self.ws, SESSION_OUTBOX)
+        self.record = os.path.join(r.dir, SESSION_RECORD)
+        self.seen: set[str] = set()  # thread messages looked at (delivered, passed by, or skipped by `new`)
+        self.row = ""
+
+    def drive(self) -> None:
+        a, r = self.a, self.r
+        cwd = self.proc.cwd if self.proc.cwd and os.path.isdir(self.proc.cwd) else self.ws
+        try:
+            self.row = self.host.open(
+                run_hash=a.run_hash, label=f"ocx-{a.run_hash[:12]}", root=cwd, argv=r.argv, handle=self.handle
+            )
+        except Exception as e:
+            what = e.message if isinstance(e, SotdError) else f"{type(e).__name__}: {e}"
+            self.runs._finish(
+                a, runner.Ended("error", why=f"the session's row could not start: {what}"), "accepted"
+            )
+            return
+        _write_json(self.record, {"run": a.run_hash, "session_id": self.row, "handle": self.handle})
+        log.info("ocx: run %s: session @%s in row %s", a.run_hash[:12], self.handle, self.row)
+        self.runs._answer(a, "started", self.started)
+        self.runs._record(a, "started")
+        outcome, why = self._loop()
+        try:
+            self.host.close(self.row)
+        except Exception as e:
+            log.warning("ocx: run %s: row %s not despawned: %s", a.run_hash[:12], self.row, e)
+        self._post_outbox()  # what the session wrote before it ended still goes out
+        self.runs._finish(a, runner.Ended(outcome, why=why), "started")
+
+    def _loop(self) -> tuple[str, str | None]:
+        ready = False
+        while True:
+            if self.a.stop_asked:
+                return "stopped", None
+            if self.r.deadline is not None and time.monotonic() >= self.r.deadline:
+                return "timed_out", None
+            phase = self.host.phase(self.row)
+            if phase == "ended":
+                return "exited", "the session's process ended"
+            if phase == "ready" and not ready:
+                ready = True
+                if self.proc.deliveries == "new":
+                    self.seen.update(self._thread())  # only what arrives from now on
+            if ready and self.proc.deliveries != "none":
+                self._deliver()
+            self._post_outbox()
+            self.a.stopped.wait(SESSION_POLL_S)
+
+    # -------------------------------------------------------------------------------------- deliveries
+
+    def _thread(self) -> dict[str, tuple[str, str, str, str]]:
+        """Every valid message answering the run or an answer of it, in this clone:
+        hash -> (kind, sender, re, name), in received order."""
+        out: dict[str, tuple[str, str, str, str]] = {}
+        todo = [self.a.run_hash]
+        with self.runs.node._lock:
+            while todo:
+                h = todo.pop(0)
+                for row in self.runs.node.index.answers(h):
+                    if row["repo"] != self.a.repo or str(row["hash"]) in out:
+                        continue
+                    k = str(row["hash"])
+                    out[k] = (str(row["kind"]), str(row["sender_login"] or ""), h, str(row["name"]))
+                    todo.append(k)
+        return out
+
+    def _deliver(self) -> None:
+        for h, (kind, sender, re, name) in self._thread().items():
+            if h in self.seen:
+                continue
+            if not sender:
+                continue  # the sender is not known yet: look again later
+            if sender not in self.proc.hears or kind in NODE_KINDS:
+                self.seen.add(h)
+                continue
+            clone = self.runs.node.config.clone(self.a.repo)
+            data = self.runs.node._bytes(clone, name)
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                self.seen.add(h)
+                continue
+            line = {"hash": h, "from": sender, "kind": kind, "re": re, "message": json.loads(text)}
+            mail = f"OCX {kind} {h} from {sender}, answering {re}: {text}"
+            why = self.host.deliver(self.handle, sender, mail)
+            if why is not None:
+                log.info(
+                    "ocx: run %s: %s from %s not delivered yet: %s", self.a.run_hash[:12], h[:12], sender, why
+                )
+                return  # in order: try again at the next pass
+            self._mirror(line)
+            self.seen.add(h)
+            log.info(
+                "ocx: run %s: %s from %s delivered to @%s", self.a.run_hash[:12], h[:12], sender, self.handle
+            )
+
+    def _mirror(self, line: dict[str, object]) -> None:
+        """Append the delivery to ``$$workspace$$/inbox.jsonl``: the session's sandbox sees its mail there."""
+        path = os.path.join(self.ws, SESSION_INBOX)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        except OSError as e:
+            log.warning("ocx: run %s: %s not mirrored: %s", self.a.run_hash[:12], path, e)
+            return
+        try:
+            os.write(fd, (json.dumps(line) + "\n").encode("utf-8"))
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------------------------------------ outbox
+
+    def _post_outbox(self) -> None:
+        """Post each ``outbox/*.json`` the session finished writing, oldest first; move it to ``sent/`` or
+        ``rejected/`` (with a ``.why`` beside it)."""
+        try:
+            names = [n for n in os.listdir(self.outbox) if n.endswith(".json") and not n.startswith(".")]
+        except OSError:
+            return
+        entries = []
+        for n in names:
+            try:
+                st = os.lstat(os.path.join(self.outbox, n))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                entries.append((st.st_mtime_ns, n))
+        for _, n in sorted(entries):
+            self._post_one(n)
+
+    def _post_one(self, n: str) -> None:
+        path = os.path.join(self.outbox, n)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            data = os.read(fd, envelope.MAX_MESSAGE_BYTES + 1)
+        finally:
+            os.close(fd)
+        why = self._refuse_post(data)
+        if why is None:
+            try:
+                res = self.runs.node.post(self.a.repo, data)
+            except (InvalidMessage, OcxError) as e:
+                why = e.message
+            else:
+                log.info("ocx: run %s: the session posted %s%s", self.a.run_hash[:12], res.hash[:12],
+                         "" if res.delivered else f" (not delivered yet: {res.reason})")  # fmt: skip
+                self._move(n, "sent")
+                return
+        log.info("ocx: run %s: outbox file %s not posted: %s", self.a.run_hash[:12], n, why)
+        self._move(n, "rejected", why)
+
+    def _refuse_post(self, data: bytes) -> str | None:
+        if len(data) > envelope.MAX_MESSAGE_BYTES:
+            return "too large"
+        v = envelope.read_envelope(data)
+        if isinstance(v, envelope.Invalid):
+            return v.reason
+        if v.kind in NODE_KINDS:
+            return f"a session does not post {v.kind!r}"
+        if v.re is None:
+            return "a session posts answers only (re: the run or a message of its thread)"
+        if v.re != self.a.run_hash and v.re not in self._thread():
+            return f"{v.re} is neither the run nor a message of its thread"
+        return None
+
+    def _move(self, n: str, where: str, why: str | None = None) -> None:
+        d = os.path.join(self.outbox, where)
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            os.replace(os.path.join(self.outbox, n), os.path.join(d, n))
+            if why is not None:
+                with open(os.path.join(d, n + ".why"), "w", encoding="utf-8") as f:
+                    f.write(why + "\n")
+        except OSError as e:
+            log.warning("ocx: run %s: outbox file %s not moved to %s: %s", self.a.run_hash[:12], n, where, e)

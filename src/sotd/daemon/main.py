@@ -167,7 +167,7 @@ class Daemon:
         ocx_node = None
         try:
             await asyncio.to_thread(statusfile.write, self.status_path, self._status_doc())
-            ocx_node = ocxnode_mod.start(self.environ)  # OCX runs and stops, when an ocx.toml exists
+            ocx_node = ocxnode_mod.start(self.environ, rows, loop)  # OCX runs, stops, sessions (ocx.toml)
             async with asyncio.TaskGroup() as tg:
                 watcher = tg.create_task(self._watch_code())
                 link_task = tg.create_task(uplink.run()) if uplink is not None else None

@@ -6,26 +6,124 @@ and logs why when there is one that cannot be used; the daemon serves on either 
 looks again at runs a previous daemon left unfinished (adopted, or ended ``lost``), then syncs every
 ``interval`` seconds. ``stop(svc)`` asks the loop to end and waits for it (bounded); runs in progress are
 left as they are, to be adopted or ended ``lost`` by the next start.
+
+Sessions (O11): given the daemon's ``Rows`` and its event loop, ``RowSessions`` is the node's
+``SessionHost``: a session is one row (agent ``claude``, so the wake reads its screen) whose handle
+``ocx-<RUN-HASH[:16]>`` is registered in the comm registry and declared on the row; deliveries are filed
+with the comm folder's normal filing (``ops.file_locally``: the registry checks, then ``inbox.append``), so
+the wake wakes the row; closing a session is ``workspace.destroy`` (window killed, registry pruned).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
+from typing import Any
 
+from sotd import _clock
 from sotd.errors import SotdError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Coroutine, Mapping
 
+    from sotd.daemon.rows import Rows
     from sotd.ocx.node import Node
     from sotd.ocxrun import Runs
 
 log = logging.getLogger("sotd")
 
 STOP_WAIT_S = 15.0
+ROW_OP_S = 30.0
+REGISTRY_BOUND_S = 5.0
+
+
+class RowSessions:
+    """The ``sotd.ocxrun.SessionHost`` of a daemon: sessions as rows (see the module docstring)."""
+
+    def __init__(self, rows: Rows, loop: asyncio.AbstractEventLoop) -> None:
+        self.rows = rows
+        self.loop = loop
+        self.handles: dict[str, str] = {}  # row id -> handle
+
+    def _on_loop(self, coro: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(ROW_OP_S)
+
+    def _register(self, handle: str, root: str, label: str, row_id: str) -> None:
+        from sotd.formats import registry
+
+        now = _clock.stamp()
+        entry = {"host": self.rows.host, "workspace_id": row_id, "repo": label, "root": root,
+                 "expertise": ["ocx session"], "status": "idle", "joined": now, "last_seen": now}  # fmt: skip
+
+        def change(doc: dict[str, object]) -> tuple[bool, None]:
+            registry.put(doc, handle, dict(entry))
+            return True, None
+
+        registry.ensure(self.rows.layout)
+        registry.update(self.rows.layout, self.rows.host, change, bound=REGISTRY_BOUND_S)
+
+    def open(self, *, run_hash: str, label: str, root: str, argv: list[str], handle: str) -> str:
+        payload = {
+            "project_root": root,
+            "agent": "claude",
+            "agent_name": handle,
+            "label": label,
+            "command": argv,
+        }
+        ans = self._on_loop(self.rows.create(payload))
+        if not ans.get("ok"):
+            raise SotdError(str(ans.get("message") or ans.get("error") or ans))
+        row_id = str(ans["workspace_id"])
+        try:
+            self._register(handle, root, label, row_id)
+
+            async def declare() -> dict[str, Any]:
+                return self.rows.declare(row_id, handle)
+
+            got = self._on_loop(declare())
+            if not got.get("ok"):
+                raise SotdError(str(got.get("message") or got))
+            lay = self.rows.layout
+            os.close(os.open(lay.inbox(handle), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600))
+        except (SotdError, OSError) as e:
+            self.close(row_id)
+            raise SotdError(getattr(e, "message", None) or str(e)) from None
+        self.handles[row_id] = handle
+        log.info("ocx: session of run %s: row %s holds @%s", run_hash[:12], row_id, handle)
+        return row_id
+
+    def phase(self, session_id: str) -> str:
+        from sotd.daemon.rows import READY, STARTING
+
+        row = self.rows.rows.get(session_id)
+        if row is None or row.phase not in (READY, STARTING):
+            return "ended"
+        return "ready" if row.phase == READY and row.handle else "starting"
+
+    def deliver(self, handle: str, sender: str, text: str) -> str | None:
+        from sotd.daemon import ops
+        from sotd.formats import lockmanager
+
+        lay = self.rows.layout
+        ans = ops.file_locally(
+            lay,
+            self.rows.environ,
+            identity=lockmanager.lock_identity(lay.inbox_dir),
+            frm=sender,
+            to=handle,
+            text=text,
+            broadcast=False,
+        )
+        return None if ans.get("ok") else str(ans.get("message") or ans)
+
+    def close(self, session_id: str) -> None:
+        if session_id not in self.rows.rows:
+            return
+        self._on_loop(self.rows.destroy({"workspace_id": session_id}))
+        self.handles.pop(session_id, None)
 
 
 class OcxNode:
@@ -55,8 +153,11 @@ class OcxNode:
         self.node.close()
 
 
-def start(environ: Mapping[str, str]) -> OcxNode | None:
-    """The running node when ``environ`` names an OCX configuration that exists, else ``None``."""
+def start(
+    environ: Mapping[str, str], rows: Rows | None = None, loop: asyncio.AbstractEventLoop | None = None
+) -> OcxNode | None:
+    """The running node when ``environ`` names an OCX configuration that exists, else ``None``. With
+    ``rows`` and the daemon's ``loop``, the node runs sessions in those rows."""
     from sotd.ocx.config import config_path, load_config
 
     path = config_path(environ)
@@ -69,7 +170,8 @@ def start(environ: Mapping[str, str]) -> OcxNode | None:
         config = load_config(environ)
         settings = load_settings(config, environ)
         node = Node(config)
-        svc = OcxNode(node, Runs(node, settings).attach())
+        host = RowSessions(rows, loop) if rows is not None and loop is not None else None
+        svc = OcxNode(node, Runs(node, settings, sessions=host).attach())
     except (SotdError, OSError) as e:
         log.error("ocx: not serving the clones of %s: %s", path, getattr(e, "message", e))
         return None

@@ -1,0 +1,227 @@
+"""The OCX part of the demo (``scripts/demo --ocx``): one run end to end between two nodes.
+
+A throw-away Fossil project (trunk holds a Makefile and ``board.c``) is served by a loopback ``fossil
+server``. Node A clones it as ``alice``, node B as ``lab-user`` with a node policy that lets
+``build-user`` run as uid 1000. A posts the seed's build example addressed to B's clone; B's node takes
+it, builds trunk in the bubblewrap sandbox and answers ``started``, then ``ended passed`` with the image's
+hash, then sends the image. A reads the answers and checks the image against the hash on record. Every
+step is the real ``sotd ocx`` CLI, printed as typed. Bounded (well under 60 s); the server is stopped and
+the folder removed at the end, also after a failure. Needs root, fossil, bubblewrap, make and cc.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+STEP_S = 30.0
+MAKEFILE = "image: out/board.img\n\nout/board.img: board.c\n\tmkdir -p out\n\tcc -o out/board board.c\n\t./out/board > out/board.img\n"
+BOARD_C = '#include <stdio.h>\nint main(void) { for (int i = 0; i < 64; i++) printf("board %d\\n", i); return 0; }\n'
+USERS = {"alice": "alicepw", "lab-user": "labpw"}
+POLICY = """\
+[runs]
+root = "{root}"
+state = "{state}"
+
+[jobs.policy]
+users = ["build-user"]
+uids = [1000]
+gids = [1000]
+read_only = ["/usr", "/etc/alternatives"]
+read_write = ["$$workspace$$"]
+
+[jobs.policy.limits]
+wall = "5m"
+"""
+
+
+def _sotd() -> list[str]:
+    exe = shutil.which("sotd", path=os.path.dirname(sys.executable))
+    return [exe] if exe else [sys.executable, "-m", "sotd.cli.main"]
+
+
+def _missing() -> str | None:
+    if os.geteuid() != 0:
+        return "the OCX demo runs the sandbox as uid 1000: run it as root"
+    for tool in ("fossil", "bwrap", "make", "cc", "setpriv"):
+        if shutil.which(tool) is None:
+            return f"the OCX demo needs {tool} (apt-get install fossil bubblewrap make gcc util-linux)"
+    return None
+
+
+class Demo:
+    def __init__(self) -> None:
+        self.top = tempfile.mkdtemp(prefix="sotd-demo-ocx-", dir="/tmp")
+        os.chmod(self.top, 0o755)  # noqa: S103 -- the sandbox uid searches its way to its workspace
+        drop = ("SOT_", "SOTD_", "TMUX", "CLAUDE")
+        self.base = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+        self.base.update(HOME=self.top, USER="root", SOT_COMM_HOME=os.path.join(self.top, "comm"))
+        self.server: subprocess.Popen[bytes] | None = None
+        self.envs: dict[str, dict[str, str]] = {}
+
+    def fossil(self, *args: str, cwd: str | None = None) -> str:
+        p = subprocess.run(["fossil", *args], cwd=cwd, env=self.base, capture_output=True, text=True,
+                           timeout=STEP_S, check=False)  # fmt: skip
+        if p.returncode:
+            raise RuntimeError(f"fossil {args[0]} failed: {p.stderr.strip() or p.stdout.strip()}")
+        return p.stdout
+
+    def typed(self, who: str, *args: str, show: bool = True) -> str:
+        if show:
+            print(f"\n[{who}]$ sotd ocx {' '.join(args)}")
+        p = subprocess.run([*_sotd(), "ocx", *args], env=self.envs[who], capture_output=True, text=True,
+                           timeout=STEP_S * 2, check=False)  # fmt: skip
+        if show:
+            for line in (p.stdout + p.stderr).splitlines():
+                print(f"  {line}")
+        if p.returncode:
+            raise RuntimeError(f"sotd ocx {args[0]} exited {p.returncode}")
+        return p.stdout
+
+    def project(self) -> str:
+        hub = os.path.join(self.top, "hub.fossil")
+        self.fossil("init", hub, "--admin-user", "admin")
+        for login, pw in USERS.items():
+            self.fossil("user", "new", login, f"{login}@example.invalid", pw, "-R", hub)
+            self.fossil("user", "capabilities", login, "oiy", "-R", hub)
+        co = os.path.join(self.top, "checkin")
+        os.mkdir(co)
+        self.fossil("open", hub, "--workdir", co, cwd=co)
+        for name, text in (("Makefile", MAKEFILE), ("board.c", BOARD_C)):
+            with open(os.path.join(co, name), "w") as f:
+                f.write(text)
+        self.fossil("add", "Makefile", "board.c", cwd=co)
+        self.fossil("commit", "-m", "the lab board", "--user", "admin", "--no-warnings", cwd=co)
+        self.fossil("close", "--force", cwd=co)
+        shutil.rmtree(co)
+        return hub
+
+    def serve(self, hub: str) -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        self.server = subprocess.Popen(["fossil", "server", "--localhost", "--port", str(port), hub],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.base)  # fmt: skip
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return port
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("the fossil server did not start")
+
+    def node(self, who: str, login: str, port: int) -> None:
+        env = dict(self.base)
+        cfg = os.path.join(self.top, f"{who}.toml")
+        env["SOT_OCX_CONFIG"] = cfg
+        self.envs[who] = env
+        clone = os.path.join(self.top, f"{who}.fossil")
+        self.typed(who, "clone", f"http://{login}:{USERS[login]}@127.0.0.1:{port}/", clone)
+        with open(cfg, "w") as f:
+            f.write(f'index = "{self.top}/{who}.sqlite"\ninterval = 1\n\n[[clone]]\nname = "proj"\n'
+                    f'repository = "{clone}"\nlogin = "{login}"\nurl = "http://{login}@127.0.0.1:{port}/"\n')  # fmt: skip
+        if who == "b":
+            with open(os.path.join(self.top, "ocx-policy.toml"), "w") as f:
+                f.write(POLICY.format(root=f"{self.top}/b-root", state=f"{self.top}/b-state"))
+
+    def run(self) -> int:
+        print(
+            "# OCX v2: node A posts the seed's build example; node B builds trunk in a sandbox and answers."
+        )
+        hub = self.project()
+        port = self.serve(hub)
+        print(
+            f"# hub: fossil server on 127.0.0.1:{port} ({hub}); logins alice (node A) and lab-user (node B)"
+        )
+        self.node("a", "alice", port)
+        self.node("b", "lab-user", port)
+        code = self.typed("b", "server-code", "proj").strip()
+        body = {
+            "clone": code,
+            "objective": "build trunk for the lab board and send the image",
+            "workspace": [
+                {"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"},
+                {"step": "files", "of": "trunk", "into": "$$workspace$$/tree"},
+            ],
+            "sandbox": {
+                "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": False,
+                "isolate_terminal": True, "ends_with_parent": True, "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
+                "read_only": ["/usr", "/etc/alternatives"], "read_write": ["$$workspace$$"],
+                "homes": [], "created_files": [],
+            },
+            "limits": {"wall": "1h", "cpu": 3000, "processes": 256, "file_size": "2G"},
+            "process": {
+                "user": "build-user", "command": ["make", "-C", "$$tree$$", "image"],
+                "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$"}, "verdict": True,
+                "unversioned_files": [{"at": "$$workspace$$/tree/out/board.img", "as": "builds/board.img"}],
+            },
+        }  # fmt: skip
+        path = os.path.join(self.top, "build.json")
+        with open(path, "w") as f:
+            f.write(json.dumps({"ocx": 2, "to": "lab-user", "run": body}))
+        print(f"\n# build.json: the seed's build example, with clone = B's server-code {code[:12]}…")
+        run_hash = self.typed("a", "post", path, "--repo", "proj").strip()
+        print("\n# B's node syncs, takes the run (its clone's server-code, to = a login it acts as), builds:")
+        print("[b]$ sotd ocx node --once")
+        p = subprocess.run([*_sotd(), "ocx", "node", "--once"], env=self.envs["b"], capture_output=True,
+                           text=True, timeout=STEP_S * 2, check=False)  # fmt: skip
+        for line in p.stderr.splitlines():
+            if "ocx: run" in line:
+                print("  " + line.split("ocx: ", 1)[-1])
+        self.typed("a", "sync")
+        self.typed("a", "answers", run_hash)
+        rows = json.loads(self.typed("a", "answers", run_hash, "--json", show=False))
+        got = {}
+        for r in rows:
+            shown = json.loads(self.typed("a", "show", r["hash"], "--json", show=False))
+            doc = json.loads(shown["message"])
+            got[r["kind"]] = doc[r["kind"]]
+        ended = got.get("ended", {})
+        print(f"\n# started: {json.dumps(got.get('started'))}")
+        print(f"# ended:   {json.dumps(ended)}")
+        img = subprocess.run(["fossil", "uv", "cat", "builds/board.img", "-R", os.path.join(self.top, "a.fossil")],
+                             env=self.base, capture_output=True, timeout=STEP_S, check=False).stdout  # fmt: skip
+        h = hashlib.sha3_256(img).hexdigest()
+        want = ended.get("outputs", {}).get("builds/board.img")
+        print(f"\n[a]$ fossil uv cat builds/board.img -R a.fossil | sha3-256  ->  {h}")
+        first = img.split(b"\n", 1)[0].decode(errors="replace")
+        print(f"  {len(img)} bytes, first line {first!r}")
+        ok = ended.get("outcome") == "passed" and want == h
+        print(f"# the image {'matches' if ok else 'does NOT match'} the hash ended put on record")
+        return 0 if ok else 1
+
+    def close(self) -> None:
+        if self.server is not None and self.server.poll() is None:
+            self.server.terminate()
+            try:
+                self.server.wait(10)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+                self.server.wait(5)
+        shutil.rmtree(self.top, ignore_errors=True)
+
+
+def main() -> int:
+    why = _missing()
+    if why:
+        print(why)
+        return 1
+    demo = Demo()
+    started = time.monotonic()
+    try:
+        status = demo.run()
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        print(f"# the OCX demo failed: {e}")
+        status = 1
+    finally:
+        demo.close()
+    print(f"\n# done in {time.monotonic() - started:.1f}s; the fossil server and the folder are gone")
+    return status

@@ -1,0 +1,263 @@
+"""OCX session runs (O11) end to end: a loopback ``fossil server`` hub, node A (alice) posting, node B a real
+``sotd daemon run`` whose OCX node runs the seed's agent-session example as a row on its private tmux
+server. The agent is ``sotd.demo_agent`` (copied into the node's release folder, so the sandbox reads it
+there); when the wake types its line, it runs ``reply.py``, which reads the session's mail mirror and writes
+one answer per post into its outbox folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sotd.ocxrun import session_handle
+from tests.ocx import runkit as rk
+from tests.ocx.fossilkit import base_env, free_port, need_fossil, wait_port
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.serial,
+    pytest.mark.root,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("bwrap") is None or shutil.which("tmux") is None,
+        reason="needs root, bubblewrap and tmux",
+    ),
+    pytest.mark.timeout(240),
+]
+
+SESSION_POLICY = """\
+[runs]
+root = "{root}"
+state = "{state}"
+release = "{release}"
+
+[jobs.policy]
+users = ["build-user", "agent-user"]
+uids = [1000]
+gids = [1000]
+sessions = true
+read_only = ["/usr", "/etc/alternatives", "$$release$$"]
+read_write = ["$$workspace$$"]
+
+[jobs.policy.limits]
+wall = "1h"
+"""
+
+# The scripted agent's "work" when woken: read the mail mirror, answer each post not yet answered.
+REPLY_PY = """\
+import json, os, sys
+ws, run = sys.argv[1], sys.argv[2]
+done_path = os.path.join(ws, "answered.txt")
+done = set(open(done_path).read().split()) if os.path.exists(done_path) else set()
+n = 0
+for line in open(os.path.join(ws, "inbox.jsonl")):
+    m = json.loads(line)
+    if m["hash"] in done:
+        continue
+    text = m["message"][m["kind"]].get("text", "")
+    doc = {"ocx": 2, "re": run, "said": {"to_post": m["hash"], "text": "read: " + text}}
+    tmp = os.path.join(ws, "outbox", ".reply.tmp")
+    with open(tmp, "w") as f:
+        f.write(json.dumps(doc))
+    os.replace(tmp, os.path.join(ws, "outbox", m["hash"][:16] + ".json"))
+    with open(done_path, "a") as f:
+        f.write(m["hash"] + "\\n")
+    n += 1
+print(f"answered {n} post(s)")
+"""
+
+
+def session_body(clone: str, release_py: str) -> dict[str, Any]:
+    """The seed's agent-session example with real values (no password/clone steps: ``files`` is enough)."""
+    return {
+        "clone": clone,
+        "objective": "answer each post in this thread about the parser",
+        "workspace": [
+            {"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"},
+            {"step": "files", "of": "trunk", "into": "$$workspace$$/tree"},
+        ],
+        "sandbox": {
+            "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": False,
+            "isolate_terminal": True, "ends_with_parent": True,
+            "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
+            "read_only": ["/usr", "$$release$$"], "read_write": ["$$workspace$$"],
+            "homes": [], "created_files": [],
+        },
+        "limits": {"wall": "8h"},
+        "process": {
+            "user": "agent-user",
+            "command": [
+                release_py, "$$release$$/demo_agent.py", "--work", "0.3", "--log", "$$workspace$$/agent.log",
+                "--on-wake", f"{release_py} $$release$$/reply.py $$workspace$$ $$run$$",
+            ],
+            "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$", "TERM": "xterm-256color", "LANG": "C.UTF-8"},
+            "cwd": "$$tree$$",
+            "session": True, "hears": ["alice"], "deliveries": "start",
+        },
+    }  # fmt: skip
+
+
+class Daemon:
+    def __init__(self, lab: rk.Lab) -> None:
+        self.env = dict(lab.envs["b"])
+        run_dir = os.path.join(lab.top, "run")
+        os.mkdir(run_dir, 0o700)
+        self.state = os.path.join(lab.top, "dstate")
+        self.env.update(
+            SOT_SELF_HOST="boxb",
+            SOT_COMM_TEST_HOST="boxb",
+            SOT_HOSTS_TOML=os.path.join(lab.top, "hosts.toml"),
+            SOT_SOCKET=os.path.join(run_dir, "sotd.sock"),
+            SOTD_STATE_DIR=self.state,
+        )
+        self.home = self.env["SOT_COMM_HOME"]
+        subprocess.run(
+            [rk.SOTD, "comm", "install"], env=self.env, check=True, capture_output=True, timeout=60
+        )
+        self.log_path = os.path.join(lab.top, "daemon.log")
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen([rk.SOTD, "daemon", "run"], env=self.env, stdout=log, stderr=log)
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def stop(self) -> int | None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        sock = os.path.join(self.state, "tmux", "tmux.sock")
+        if os.path.exists(sock):
+            subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True, timeout=10, check=False)
+        return self.proc.returncode
+
+
+@pytest.fixture
+def lab() -> Iterator[rk.Lab]:
+    need_fossil()
+    top = f"/tmp/sotd-ocxsess-{secrets.token_hex(4)}"  # searchable by the sandbox uid
+    os.mkdir(top, 0o755)
+    hub = os.path.join(top, "hub.fossil")
+    srv = None
+    try:
+        rk.make_project(hub, top)
+        port = free_port()
+        srv = subprocess.Popen(["fossil", "server", "--localhost", "--port", str(port), hub],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=base_env(top))  # fmt: skip
+        wait_port("127.0.0.1", port)
+        lab = rk.setup_nodes(top, "127.0.0.1", port, {})
+        release = os.path.join(top, "release")
+        os.mkdir(release, 0o755)
+        import sotd.demo_agent
+
+        shutil.copy(sotd.demo_agent.__file__, os.path.join(release, "demo_agent.py"))
+        with open(os.path.join(release, "reply.py"), "w") as f:
+            f.write(REPLY_PY)
+        pol = os.path.join(top, "b-policy.toml")
+        with open(pol, "w") as f:
+            f.write(
+                SESSION_POLICY.format(root=os.path.join(top, "b-root"), state=lab.state["b"], release=release)
+            )
+        yield lab
+    finally:
+        if srv is not None:
+            srv.terminate()
+            srv.wait(timeout=10)
+        rk.sandbox_cleanup()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def carol_node(lab: rk.Lab) -> None:
+    env_c = dict(lab.envs["a"])
+    carol = os.path.join(lab.top, "carol.fossil")
+    assert rk.sotd("ocx", "clone", f"http://carol:carolpw@127.0.0.1:{lab.port}/", carol, env=env_c).code == 0
+    cfg_c = os.path.join(lab.top, "carol.toml")
+    rk.write_config(cfg_c, os.path.join(lab.top, "carol.sqlite"),
+                    [{"name": "proj", "repository": carol, "login": "carol",
+                      "url": f"http://carol@127.0.0.1:{lab.port}/"}])  # fmt: skip
+    env_c["SOT_OCX_CONFIG"] = cfg_c
+    lab.envs["c"] = env_c
+
+
+def wait_for(pred: Any, bound: float, what: str) -> Any:
+    deadline = time.monotonic() + bound
+    while True:
+        got = pred()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"no {what} within {bound}s"
+        time.sleep(0.3)
+
+
+def test_seed_agent_session_hears_alice_not_carol_answers_and_stops(lab: rk.Lab) -> None:
+    carol_node(lab)
+    d = Daemon(lab)
+    try:
+        code_b = lab.server_code("b")
+        h = rk.post_run(lab, "a", session_body(code_b, "/usr/bin/python3"), to="lab-user")
+        started = rk.wait_answer(lab, "a", h, "started", bound=60)
+        ws = started["values"]["workspace"]
+        assert ws == os.path.join(lab.top, "b-root", "agent-user", "projects", "proj", h)
+        assert started["limits"] == {"wall": "1h"}  # capped by the node
+        handle = session_handle(h)
+        inbox = os.path.join(d.home, "inbox", f"{handle}.jsonl")
+        wait_for(lambda: f"session @{handle} in row" in d.log(), 30, "the session's row")
+        agent_log = os.path.join(ws, "agent.log")
+        wait_for(lambda: os.path.exists(agent_log), 30, "the agent's first frame")
+
+        # carol answers the run first: she is not in hears, so nothing reaches the session
+        h_carol = rk.post(lab, "c", {"ocx": 2, "re": h, "post": {"text": "carol here"}})
+        h_alice = rk.post(lab, "a", {"ocx": 2, "re": h, "post": {"text": "the parser drops a token"}})
+
+        def replies() -> list[dict[str, Any]]:
+            return [b for k, b, s in rk.answers(lab, "a", h) if k == "said" and s == "lab-user"]
+
+        got = wait_for(replies, 90, "the session's reply")
+        assert got == [{"to_post": h_alice, "text": "read: the parser drops a token"}]
+        with open(inbox, encoding="utf-8") as f:
+            mail = f.read()
+        assert h_alice in mail and h_carol not in mail
+        assert json.loads(mail.splitlines()[0])["from"] == "alice"
+        with open(os.path.join(ws, "inbox.jsonl"), encoding="utf-8") as f:
+            mirror = [json.loads(x) for x in f]
+        assert [(m["hash"], m["from"]) for m in mirror] == [(h_alice, "alice")]
+        with open(agent_log, encoding="utf-8") as f:
+            events = [json.loads(x) for x in f]
+        lines = [e["text"] for e in events if e["event"] == "line"]
+        assert lines == ["[sot-comm] you have mail: run comm-poll.sh"], events  # woken once
+        assert "comm wake" in d.log() or "wake" in d.log()
+
+        # alice stops the run: the row is despawned, the run ends stopped
+        rk.post_stop(lab, "a", h)
+        ended = rk.wait_answer(lab, "a", h, "ended", bound=60)
+        assert ended["outcome"] == "stopped"
+        kinds = [(k, s) for k, _, s in rk.answers(lab, "a", h)]
+        assert kinds[0] == ("started", "lab-user") and kinds[-1] == ("ended", "lab-user")
+        assert ("said", "lab-user") in kinds and ("post", "carol") in kinds and ("stop", "alice") in kinds
+        wait_for(lambda: not os.listdir(os.path.join(d.state, "workspaces")), 20, "the row's removal")
+        with open(os.path.join(d.home, "registry.json"), encoding="utf-8") as f:
+            assert handle not in json.load(f).get("agents", {})
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log()[-3000:]
+
+
+def test_session_refused_without_a_daemon(lab: rk.Lab) -> None:
+    """``sotd ocx node`` has no terminal rows: a session the policy allows ends refused, saying so."""
+    code_b = lab.server_code("b")
+    h = rk.post_run(lab, "a", session_body(code_b, "/usr/bin/python3"))
+    rk.node_once(lab, "b")
+    ((k, b, _),) = rk.answers(lab, "a", h)
+    assert (k, b["outcome"]) == ("ended", "refused") and "inside the daemon" in b["why"], b
