@@ -477,18 +477,21 @@ def test_offer_no_answer_and_no_links(tmp_path: Any, daemons: list[Daemon]) -> N
     s.sendall(line(1, "hello", dict(HELLO, role="link", host="boxb", client_id="sotd-hub-link-1")))
     assert read_lines(s, 1)[0]["payload"]["ok"] is True
     wait_for(lambda: linked(hub, "boxb"), what="the fake link")
-    t0 = time.monotonic()
+    t0, w0 = time.monotonic(), time.time()
     assert hub.file("zed") == {"error": "no box answered for @zed within 2s: boxb", "code": "file_failed"}
     assert 1.9 <= time.monotonic() - t0 < 4.5
     [offer] = read_lines(s, 1)
     assert offer["kind"] == "req" and offer["op"] == "comm.file"
-    assert offer["payload"] == {
+    payload = dict(offer["payload"])
+    expires = payload.pop("expires")  # when the hub stops waiting: a late receiver files nothing
+    assert payload == {
         "from": "sender",
         "to": "zed",
         "text": "hi",
         "broadcast": False,
         "forwarded": True,
     }
+    assert w0 < expires < w0 + 3  # the offer's bound (lock wait 1 s + 1 s) from when it was made
     s.close()
 
 

@@ -48,7 +48,10 @@ def test_daemon_ok_is_unindented_filed(box: tuple[Comm, Session, Session]) -> No
         hello["op"] == "hello" and hello["payload"]["role"] == "cli" and hello["payload"]["name"] == "alpha"
     )
     assert req["op"] == "comm.file"
-    assert req["payload"] == {"from": "alpha", "to": "beta", "text": "hello there", "broadcast": False}
+    payload = dict(req["payload"])
+    expires = payload.pop("expires")
+    assert payload == {"from": "alpha", "to": "beta", "text": "hello there", "broadcast": False}
+    assert 0 < expires - time.time() <= 5.0  # when the send stops waiting: D6's 5 s from the dial
     assert comm.inbox_bytes("beta") == b"", "this box must not append itself"
 
 

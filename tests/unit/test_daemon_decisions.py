@@ -244,3 +244,20 @@ def test_link_hello_refused_and_closed() -> None:
         _hello_through([b"banner\n" + refused])
     with pytest.raises(links.LinkError, match="closed before the hub answered hello"):
         _hello_through([b"banner only\n"])
+
+
+@pytest.mark.parametrize(
+    ("expires", "now", "lock_wait", "want"),
+    [
+        (None, 100.0, 2.0, 2.0),  # a frame without a deadline (0.6.6 senders): the whole lock wait
+        ("soon", 100.0, 2.0, 2.0),  # not a number: ignored
+        (True, 100.0, 2.0, 2.0),  # a bool is not a deadline
+        (110.0, 100.0, 2.0, 2.0),  # plenty of time: the lock wait
+        (101.25, 100.0, 2.0, 1.0),  # 1.25 s left, less the 0.25 s answer margin
+        (100.25, 100.0, 2.0, None),  # nothing left after the margin: refuse, file nothing
+        (99.0, 100.0, 2.0, None),  # already past: refuse
+    ],
+)
+def test_expires_budget(expires: object, now: float, lock_wait: float, want: float | None) -> None:
+    got = ops.budget(expires, now, lock_wait)
+    assert got == (pytest.approx(want) if want is not None else None)

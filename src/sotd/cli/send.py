@@ -101,7 +101,15 @@ class _Sender:
     def _file(self, endpoint: str, target: str, text: str, broadcast: bool) -> str | None:
         from sotd.cli import daemonlink
 
-        payload = {"from": self.ctx.name, "to": target, "text": text, "broadcast": broadcast}
+        # ``expires``: when this send stops waiting (D6: 5 s from the dial), so a daemon that gets the
+        # frame late refuses it rather than file mail this command already reported as FAILED
+        payload = {
+            "from": self.ctx.name,
+            "to": target,
+            "text": text,
+            "broadcast": broadcast,
+            "expires": round(_clock.now() + daemonlink.VERDICT_S, 3),
+        }
         try:
             answer = daemonlink.call(self.ctx, endpoint, "comm.file", payload)
         except SotdError as e:

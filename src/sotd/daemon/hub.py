@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from sotd.daemon import ops
@@ -127,7 +128,7 @@ class Hub:
             return ops.refusal(ops.FILE_FAILED, why)
         ep = self.uplink.endpoint
         bound = self.lock_wait() + FORWARD_SLACK_S
-        frame = dict(payload, forwarded=True)
+        frame = dict(payload, forwarded=True, expires=round(time.time() + bound, 3))
         try:
             answer = await self.uplink.call("comm.file", frame, bound)
         except TimeoutError:
@@ -159,10 +160,13 @@ class Hub:
         links = {h: c for h, c in self.server.links.items() if h != exclude}
         handle = str(payload.get("to", ""))
         bound = self.lock_wait() + OFFER_SLACK_S
+        expires = payload.get("expires")
+        if isinstance(expires, int | float) and not isinstance(expires, bool):
+            bound = max(0.0, min(bound, float(expires) - time.time() - ops.ANSWER_MARGIN_S))
         should = [b for b in self.should_link() if b != exclude]
         if not links and not (set(should) - set(self.server.links)):
             return None
-        frame = dict(payload, forwarded=True)
+        frame = dict(payload, forwarded=True, expires=round(time.time() + bound, 3))
         answers: list[tuple[str, dict[str, Any] | None]] = []
 
         async def ask(box: str) -> tuple[str, dict[str, Any] | None]:

@@ -18,6 +18,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sotd import __version__, _clock, handles
@@ -76,6 +77,22 @@ def check_to(to: object, home_exists: bool) -> dict[str, Any] | None:
 
 
 UNLISTED = "unlisted"  # a not_here from steps 4-5: the hub may offer the handle to its linked boxes
+# A forwarded or offered frame carries ``expires``: the sender's wall clock when it stops waiting. The
+# receiver files only what it can finish by then, less this margin for the answer's way back, so a sender
+# that said FAILED is not followed by a late filing (boxes' clocks are assumed to agree within it).
+ANSWER_MARGIN_S = 0.25
+EXPIRED = "the frame arrived after its sender stopped waiting for it, so nothing was filed"
+
+
+def budget(expires: object, now: float, lock_wait: float) -> float | None:
+    """The inbox-lock bound a receiver may spend on a frame: ``lock_wait`` for a frame without ``expires``,
+    less when its sender stops waiting sooner, None when it is too late to file at all."""
+    if isinstance(expires, bool) or not isinstance(expires, int | float):
+        return lock_wait
+    left = float(expires) - now - ANSWER_MARGIN_S
+    if left <= 0:
+        return None
+    return min(lock_wait, left)
 
 
 def registry_verdict(
@@ -186,8 +203,13 @@ def file_locally(
     to: str,
     text: str,
     broadcast: bool,
+    bound: float | None = None,
 ) -> dict[str, Any]:
-    """Steps 4-7 (blocking): fresh registry read, verdict, append under the lock, synced."""
+    """Steps 4-7 (blocking): fresh registry read, verdict, append under the lock, synced.
+
+    ``bound``: the inbox-lock wait (default ``SOT_INBOX_LOCK_WAIT_SECS``), shorter for a frame whose sender
+    stops waiting sooner.
+    """
     doc: dict[str, Any] | RegistryUnreadable | None
     try:
         doc = registry.read(layout)
@@ -203,7 +225,7 @@ def file_locally(
             to,
             line,
             nfs=lockmanager.is_nfs(identity),
-            bound=inbox.inbox_wait(environ),
+            bound=inbox.inbox_wait(environ) if bound is None else bound,
             note=log.warning,
             daemon=True,
         )
@@ -252,7 +274,8 @@ class Ops:
         if op == "agent.send":
             return self.agent_send(payload)
         if op == "version.query":
-            return {"daemon": self.version_info()}
+            # ``debug.tasks``: the daemon's live asyncio tasks (tests check that a vanished client leaves none)
+            return {"daemon": self.version_info(), "debug": {"tasks": len(asyncio.all_tasks())}}
         if op.startswith("workspace.") and self.workspaces is not None:
             return await self.workspaces(op, payload)
         return refusal("unknown_op", f"unknown op: {op}")
@@ -284,6 +307,11 @@ class Ops:
             return refusal(FILE_FAILED, route.text)
         if route.where == lockmanager.FORWARD:
             return await self.forward({"from": frm, "to": to, "text": text, "broadcast": broadcast})
+        expires = payload.get("expires")
+        bound = budget(expires, time.time(), inbox.inbox_wait(self.environ))
+        if bound is None:
+            log.warning("comm.file for @%s from %s: %s", to, origin, EXPIRED)
+            return refusal(FILE_FAILED, EXPIRED)
         answer = await asyncio.to_thread(
             file_locally,
             self.layout,
@@ -293,9 +321,13 @@ class Ops:
             to=to,
             text=text,
             broadcast=broadcast,
+            bound=bound,
         )
         if answer.get(UNLISTED) and self.is_hub and origin != OFFER and not broadcast:
-            offered = await self.offer({"from": frm, "to": to, "text": text, "broadcast": False}, origin)
+            offer = {"from": frm, "to": to, "text": text, "broadcast": False}
+            if isinstance(expires, int | float) and not isinstance(expires, bool):
+                offer["expires"] = expires  # a forwarded frame's own deadline caps the offers it causes
+            offered = await self.offer(offer, origin)
             if offered is not None:
                 return offered
         return answer

@@ -327,6 +327,11 @@ class Server:
                     conn.channel.fail_all(f"{conn} sent malformed input")
                     conn.writer.close()
                     break
+                except ConnectionError as e:
+                    # the peer went away (a reset: it closed with answers unread); as at end of input, its
+                    # in-flight requests run to their end and their answers are dropped
+                    log.info("%s: closed by the peer (%s)", conn, e or type(e).__name__)
+                    break
                 if got is None:
                     break
                 queue = got
