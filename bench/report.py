@@ -404,6 +404,83 @@ def _crossbox(r: dict[str, object]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _daemon(r: dict[str, object]) -> str:
+    out = ["## The daemon's `comm.file` over its Unix socket (`bench/daemon.py`, issue 4)\n"]
+    if "not_run" in r:
+        out.append(f"**Not run**: {r['not_run']}.\n")
+        return "\n".join(out) + "\n"
+    p: dict = r["params"]  # type: ignore[assignment]
+    lat: dict = r["latency_ms"]  # type: ignore[assignment]
+    out += [
+        f"{_machine(r['machine'])}  \n"  # type: ignore[arg-type]
+        f"Latency: {p['rounds']} rounds x {p['per_round']} of each case, interleaved in rotated order; line "
+        f"{p['line_bytes']} bytes. Throughput: {p['tput_each']} filings per client, one request in flight per "
+        "connection. Every acknowledged line was checked in the inbox exactly once: "
+        f"{r['filed']} filed / {r['acknowledged']} acknowledged ({_f(r['pass'])}).\n",
+        "| case | median ms | p95 | p99 | max | / floor (median) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    ratios = {"one-shot": r["ratio_one_shot_to_floor"], "connection": r["ratio_connection_to_floor"]}
+    labels = {
+        "floor": "floor: open + write + fsync + close, in process",
+        "one-shot": "one-shot: connect, hello, `comm.file`, answer",
+        "connection": "`comm.file` on an open connection",
+    }
+    for k, label in labels.items():
+        d = lat[k]
+        out.append(
+            f"| {label} | {d['median']:.2f} | {d['p95']:.2f} | {d['p99']:.2f} | {d['max']:.2f} "
+            f"| {_f(ratios.get(k, 1.0))}x |"
+        )
+    out += [
+        "",
+        "| clients | lines | lines/s | floor lines/s (1 writer) | / floor |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for t in r["throughput"].values():  # type: ignore[attr-defined]
+        out.append(
+            f"| {t['clients']} | {t['lines']} | {t['lines_per_s']:.0f} | {r['floor_lines_per_s']:.0f} "
+            f"| {t['ratio_to_floor']:.2f}x |"
+        )
+    out.append("")
+    return "\n".join(out) + "\n"
+
+
+def _wake(r: dict[str, object]) -> str:
+    out = ["## The wake: filed to woken, and false wakes (`bench/wake.py`, issue 5)\n"]
+    if "not_run" in r:
+        out.append(f"**Not run**: {r['not_run']}.\n")
+        return "\n".join(out) + "\n"
+    p: dict = r["params"]  # type: ignore[assignment]
+    idle: dict = r["idle"]  # type: ignore[assignment]
+    busy: dict = r["busy"]  # type: ignore[assignment]
+    out += [
+        f"{_machine(r['machine'])}  \n"  # type: ignore[arg-type]
+        f"A real daemon and its tmux server; rows run the scripted agent `sotd.demo_agent`, which logs every "
+        f"key with a wall-clock stamp. Latency: from the filing's answer (the send returned) to the agent's "
+        f"log of the Enter after the wake line. Hold {p['hold_s']} s (the floor: nothing can be typed "
+        f"sooner), tick {p['tick_s']} s plus inotify. Busy agent: `{p['busy_agent']}` (6 s idle, 6 s busy; "
+        "while busy the spinner hides for 1.2 s after every 0.6 s: a free, still prompt for under 1.5 s); "
+        "each busy round files one message as a busy spell starts.\n",
+        "| workload | batches | wakes | false wakes | median s | p95 | min | max |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, x in (("idle row", idle), ("busy row (woken in the next idle spell)", busy)):
+        d = x["latency_s"]
+        out.append(
+            f"| {name} | {x['batches']} | {x['wakes']} | {x['false_wakes']} | {d['median']:.2f} "
+            f"| {d['p95']:.2f} | {d['min']:.2f} | {d['max']:.2f} |"
+        )
+    out += [
+        "",
+        f"Idle samples (s, in order): {', '.join(f'{v:.2f}' for v in idle['samples_s'])}.  ",
+        f"Flashes the busy row showed while its mail waited: {busy['flashes_while_mail_waited']} "
+        f"(every one refused by the hold: {busy['false_wakes']} false wakes).",
+        "",
+    ]
+    return "\n".join(out) + "\n"
+
+
 RENDER = {
     "commands": _commands,
     "fanin": _fanin,
@@ -413,6 +490,8 @@ RENDER = {
     "growth": _growth,
     "peers": _peers,
     "append": _append,
+    "daemon": _daemon,
+    "wake": _wake,
 }
 
 
@@ -479,6 +558,24 @@ def _headline(results: dict[str, dict]) -> str:
         s1 = a["single"]
         rows.append(
             f"| issue 2 | single-writer append / write+fsync | {s1['ratio']:.2f}x | >= {s1['target']}x | {_f(s1['pass'])} |"
+        )
+    d = results.get("daemon")
+    if d and "not_run" not in d:
+        rows.append(
+            f"| issue 4 | daemon `comm.file` lines filed once / acknowledged | {d['filed']}/{d['acknowledged']} "
+            f"| all | {_f(d['pass'])} |"
+        )
+    w = results.get("wake")
+    if w and "not_run" not in w:
+        med = w["idle"]["latency_s"]["median"]
+        rows.append(
+            f"| issue 5 | wake of an idle row, filed to Enter (median of {w['idle']['batches']}) "
+            f"| {med:.2f} s | < {w['params']['target_median_s']} s | {_f(w['pass_median'])} |"
+        )
+        fw = w["idle"]["false_wakes"] + w["busy"]["false_wakes"]
+        rows.append(
+            f"| issue 5 | false wakes (keys into a busy or flashing agent), {w['busy']['batches']} busy batches "
+            f"| {fw} | 0 | {_f(w['pass_false_wakes'])} |"
         )
     return "\n".join(rows) + "\n"
 

@@ -1,8 +1,7 @@
-"""A scripted stand-in for Claude Code's terminal screen: the agent of the demo and of the rows' tests.
+"""A scripted stand-in for Claude Code's terminal screen: the agent of the demo and of every wake test.
 
-(The same screen as ``tests/fakes/fake_claude.py``, which the terminal-layer tests use; this copy lives in
-the package because ``sotd.demo`` runs it at run time, and adds ``--at-start``: a shell command run before
-the first frame, as Claude Code's session-start hook runs ``comm-join.sh``.)
+It lives in the package because ``sotd.demo`` runs it at run time; ``tests/fakes/fake_claude.py`` (the
+terminal-layer tests' fake) is a shim that runs this module, so the screen is defined once.
 
 It draws with raw ANSI: a header, the transcript, a spinner while "working", an input box between ``─``
 rules with ``❯`` + NBSP and the cursor after it (optionally a dim suggestion, a named-session top border,
@@ -10,10 +9,23 @@ an agents panel below), and reads keys in raw mode. A submitted line is appended
 line; if it is the wake line and ``--on-wake`` is given, that shell command runs after the "work" and its
 output is printed above the box. ``--mode`` draws a draft, a permission dialog or a numbered menu instead
 of an empty box, so tests can show that the wake refuses them; ``--deaf`` ignores typed keys (focus has
-moved away from the box between the last check and the typing).
+moved away from the box between the last check and the typing). ``--at-start`` runs a shell command before
+the first frame, as Claude Code's session-start hook runs ``comm-join.sh``.
 
-    python fake_claude.py [--mode idle|draft|dialog|menu] [--suggest TEXT] [--named LABEL] [--panel]
-                          [--work SECS] [--on-wake CMD] [--log FILE] [--deaf] [--at-start CMD]
+Busy and idle (issue #5): ``--alternate IDLE,BUSY`` makes the agent start work on its own: after IDLE
+seconds at an empty prompt it is busy for BUSY seconds (a spinner above the box, keys ignored, a line added
+to the transcript at the end), then idle again. It never starts while the box holds text (a draft, or a
+wake line waiting for its Enter): the idle clock restarts when the box is emptied. ``--flash SECS`` (< 1.5)
+makes every busy spell (its own or a submitted line's ``--work``) hide its spinner for SECS after every
+``--flash-gap`` seconds of spinner, so the screen reads as a free, still prompt for a moment while the agent
+is busy; a spell always ends on spinner. ``--log-keys`` logs every key received with the phase it arrived
+in (``idle``, ``busy`` or ``flash``) and every phase change; ``--times`` adds a wall-clock ``t`` to every
+logged record (the wake benchmark's clock).
+
+    python -m sotd.demo_agent [--mode idle|draft|dialog|menu] [--suggest TEXT] [--named LABEL] [--panel]
+                              [--work SECS] [--on-wake CMD] [--log FILE] [--deaf] [--at-start CMD]
+                              [--alternate IDLE,BUSY] [--flash SECS] [--flash-gap SECS] [--log-keys]
+                              [--times]
 """
 
 from __future__ import annotations
@@ -42,9 +54,49 @@ class Fake:
         self.input = "hello" if args.mode == "draft" else ""
         self.transcript: list[str] = []
         self.working_since: float | None = None
+        self.work_len = float(args.work)
         self.pending: str | None = None
+        self.idle_since = time.monotonic()
+        self.chores = 0
+        self.shown_phase = "idle"
         self.out = sys.stdout
         self.last: tuple[list[str], tuple[int, int]] | None = None
+
+    # ------------------------------------------------------------------------------------- busy / idle
+
+    def phase(self, now: float | None = None) -> str:
+        """``idle``, ``busy`` (spinner shown) or ``flash`` (busy, spinner hidden: the box reads free)."""
+        if self.working_since is None:
+            return "idle"
+        flash, gap = self.args.flash, self.args.flash_gap
+        if flash <= 0:
+            return "busy"
+        t = (time.monotonic() if now is None else now) - self.working_since
+        pos = t % (gap + flash)
+        return "flash" if pos >= gap and t < self.work_len - gap else "busy"
+
+    def start_work(self, secs: float, line: str | None) -> None:
+        self.pending = line
+        self.work_len = secs
+        self.working_since = time.monotonic()
+
+    def step(self) -> None:
+        """Advance the clocks: finish a spell that is over; start one of our own when it is due."""
+        now = time.monotonic()
+        if self.working_since is not None and now - self.working_since >= self.work_len:
+            self.finish()
+        elif self.working_since is None and self.args.alternate and self.mode == "idle":
+            idle, busy = self.args.alternate
+            if self.input:
+                self.idle_since = now  # never start with text in the box; count again once it is empty
+            elif now - self.idle_since >= idle:
+                self.chores += 1
+                self.start_work(busy, None)
+        ph = self.phase()
+        if ph != self.shown_phase:
+            self.shown_phase = ph
+            if self.args.log_keys:
+                self.log("phase", ph)
 
     # ----------------------------------------------------------------------------------------- drawing
 
@@ -75,7 +127,7 @@ class Fake:
             lines = head + self.transcript[-(rows - len(head) - len(body) - 1) :] + body
             return lines, (2, len(lines) - 3)
         spinner: list[str] = []
-        if self.working_since is not None:
+        if self.working_since is not None and self.phase() == "busy":
             t = time.monotonic() - self.working_since
             spinner = [f"{SPIN[int(t * 10) % len(SPIN)]} Working… ({t:.1f}s)", ""]
         tail = ["  ? for shortcuts"]
@@ -103,20 +155,26 @@ class Fake:
 
     # -------------------------------------------------------------------------------------------- keys
 
-    def log(self, event: str, text: str) -> None:
+    def log(self, event: str, text: str, **more: str) -> None:
         if self.args.log:
+            rec: dict[str, object] = {"event": event, "text": text, **more}
+            if self.args.times:
+                rec["t"] = time.time()
             with open(self.args.log, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"event": event, "text": text}) + "\n")
+                f.write(json.dumps(rec) + "\n")
 
     def submit(self) -> None:
         line, self.input = self.input, ""
         self.log("line", line)
         self.transcript += [f"> {line}", ""]
-        self.pending = line
-        self.working_since = time.monotonic()
+        self.start_work(self.args.work, line)
 
     def finish(self) -> None:
         line, self.pending, self.working_since = self.pending, None, None
+        self.idle_since = time.monotonic()
+        if line is None:
+            self.transcript += [f"● finished chore {self.chores}", ""]
+            return
         if line == WAKE_LINE and self.args.on_wake:
             p = subprocess.run(  # noqa: S602 (the demo's own scripted command)
                 self.args.on_wake,
@@ -139,6 +197,8 @@ class Fake:
         while i < len(text):
             ch = text[i]
             i += 1
+            if self.args.log_keys:
+                self.log("key", ch, phase=self.phase())
             if ch == "\x03":
                 return False
             if ch == "\x1b":  # skip an escape sequence (arrows, focus events)
@@ -167,7 +227,14 @@ class Fake:
         return True
 
 
-def main() -> int:
+def _pair(text: str) -> tuple[float, float]:
+    a, sep, b = text.partition(",")
+    if not sep:
+        raise argparse.ArgumentTypeError("want IDLE,BUSY (seconds)")
+    return float(a), float(b)
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=("idle", "draft", "dialog", "menu"), default="idle")
     ap.add_argument("--suggest", default="")
@@ -178,7 +245,18 @@ def main() -> int:
     ap.add_argument("--log", default="")
     ap.add_argument("--deaf", action="store_true", help="typed text never shows (focus is elsewhere)")
     ap.add_argument("--at-start", default="", help="a shell command run before the first frame")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--alternate",
+        type=_pair,
+        default=None,
+        metavar="IDLE,BUSY",
+        help="start work on its own: IDLE s at an empty prompt, then BUSY s busy, and again",
+    )
+    ap.add_argument("--flash", type=float, default=0.0, help="while busy, hide the spinner for SECS")
+    ap.add_argument("--flash-gap", type=float, default=0.6, help="spinner seconds between two flashes")
+    ap.add_argument("--log-keys", action="store_true", help="log every key with its phase, and phase changes")
+    ap.add_argument("--times", action="store_true", help="a wall-clock 't' in every logged record")
+    args = ap.parse_args(argv)
     fake = Fake(args)
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd)
@@ -210,8 +288,7 @@ def main() -> int:
                     return 0
                 if not fake.key(decoder.decode(data)):
                     return 0
-            if fake.working_since is not None and time.monotonic() - fake.working_since >= args.work:
-                fake.finish()
+            fake.step()
             fake.draw()
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)

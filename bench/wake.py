@@ -1,0 +1,279 @@
+"""The wake's speed and its false wakes (issue #5): a real daemon, its private tmux server, scripted agents.
+
+One ``sotd daemon run`` in its own comm folder starts rows in tmux windows, each running the scripted
+Claude-like screen ``sotd.demo_agent`` under ``sot-capsule`` with ``--log-keys --times``: the agent logs
+every key it receives with the phase it was in and a wall-clock stamp, so both measures are read off the
+agent's own log, not the daemon's.
+
+- **idle**: one row at a free prompt. Each round files one message through the daemon (``comm.file``; the
+  clock starts when the answer is back, i.e. when the send returns) and waits for the agent's log of the
+  Enter after the wake line (its ``line`` event). Latency = that stamp minus the filing. Rounds are spaced
+  1-2.5 s apart (rotating) so they fall at different points of the daemon's 2 s tick; the inotify trigger
+  makes the tick matter little. The floor is the hold itself (1.5 s): the wake cannot type before it.
+- **busy**: one row that alternates 6 s idle and 6 s busy on its own, and while busy hides its spinner for
+  1.2 s after every 0.6 s of spinner (a prompt that reads free and still for under 1.5 s). Each round files
+  one message as a busy spell starts; a **false wake** is any key that reaches the agent while it is busy
+  or flashing. The wake must land in the idle spell that follows, once per batch.
+
+Usage: ``python -m bench.wake [--quick] [--rounds N] [--busy-rounds M]``; writes ``bench/results/wake.json``.
+Bounded: every wait has a deadline; the daemon and the tmux server are killed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from bench import common
+
+HOST = common.HOST
+TARGET_MEDIAN_S = 2.5
+BUSY_ARGS = ["--alternate", "6,6", "--flash", "1.2", "--flash-gap", "0.6"]
+
+
+def _events(log: str) -> list[dict[str, Any]]:
+    try:
+        with open(log, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError):
+        return []
+
+
+def _wait(pred: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+class Daemon:
+    """A comm folder, a daemon on a socket under a short /tmp path, and the daemon's tmux server."""
+
+    def __init__(self) -> None:
+        from sotd.formats import registry
+        from sotd.formats.layout import Layout, ensure_home
+
+        self.work = tempfile.mkdtemp(prefix="sw-", dir="/tmp")
+        self.home = os.path.join(self.work, "comm")
+        self.layout = Layout(self.home)
+        ensure_home(self.layout)
+        registry.ensure(self.layout)
+        self.sock = os.path.join(self.work, "run", "sotd.sock")
+        self.state = os.path.join(self.work, "state")
+        self.env = common.clean_env()
+        self.env.update(
+            SOT_COMM_HOME=self.home,
+            SOT_SELF_HOST=HOST,
+            SOT_COMM_TEST_HOST=HOST,
+            SOT_HOSTS_TOML=os.path.join(self.work, "hosts.toml"),
+            SOTD_STATE_DIR=self.state,
+            SOT_SOCKET=self.sock,
+        )
+        subprocess.run(
+            [common.SOTD, "comm", "install"], env=self.env, check=True, capture_output=True, timeout=60
+        )
+        self.log = os.path.join(self.work, "daemon.log")
+        with open(self.log, "ab") as f:
+            self.proc = subprocess.Popen(
+                [common.SOTD, "daemon", "run", "--socket", self.sock], env=self.env, stdout=f, stderr=f
+            )
+        _wait(self._answers, 30, "the daemon to answer")
+
+    def _answers(self) -> bool:
+        from sotd.errors import DaemonUnreachable
+
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the daemon exited {self.proc.returncode}")
+        try:
+            self.request("version.query", {}, 1.0)
+        except DaemonUnreachable:
+            return False
+        return True
+
+    def request(self, op: str, payload: dict[str, object], deadline: float = 10.0) -> dict[str, object]:
+        from sotd.client import unix
+        from sotd.wire import messages
+
+        hello = messages.hello_payload(host=HOST, os_user=f"uid:{os.geteuid()}", role="cli")
+        return unix.request(self.sock, op, payload, hello, deadline_s=deadline)
+
+    def row(self, wid: str) -> dict[str, object]:
+        spaces = self.request("workspace.list", {})["workspaces"]
+        assert isinstance(spaces, list)
+        return next((w for w in spaces if w["workspace_id"] == wid), {})
+
+    def create(self, name: str, *args: str) -> str:
+        """A Ready row running the scripted agent; the path of its log."""
+        log = os.path.join(self.work, f"{name}.agent.log")
+        root = os.path.join(self.work, name)
+        os.makedirs(root, exist_ok=True)
+        argv = [common.PYTHON, "-m", "sotd.demo_agent", "--log", log, "--work", "0.3"]
+        argv += ["--at-start", "comm-join.sh", "--log-keys", "--times", *args]
+        answer = self.request(
+            "workspace.create",
+            {
+                "label": name,
+                "project_root": os.path.realpath(root),
+                "agent": "claude",
+                "agent_name": name,
+                "command": argv,
+            },
+        )
+        if answer.get("ok") is not True:
+            raise RuntimeError(f"workspace.create: {answer}")
+        wid = str(answer["workspace_id"])
+        _wait(lambda: self.row(wid).get("handle") == name, 30, f"row {name} to join")
+        _wait(lambda: self.row(wid).get("phase") == "ready", 30, f"row {name} to be ready")
+        return log
+
+    def file(self, to: str, text: str) -> float:
+        """File one message; the wall-clock time the answer came back."""
+        answer = self.request("comm.file", {"from": "bench", "to": to, "text": text})
+        if answer != {"ok": True}:
+            raise RuntimeError(f"comm.file: {answer}")
+        return time.time()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        tmux_sock = os.path.join(self.state, "tmux", "tmux.sock")
+        if os.path.exists(tmux_sock):
+            subprocess.run(
+                ["tmux", "-S", tmux_sock, "kill-server"], capture_output=True, timeout=10, check=False
+            )
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _lines(log: str) -> list[dict[str, Any]]:
+    from sotd.terminal.prompt import WAKE_LINE
+
+    return [e for e in _events(log) if e["event"] == "line" and e["text"] == WAKE_LINE]
+
+
+def _false_keys(log: str) -> list[dict[str, Any]]:
+    """Keys that reached the agent while it was busy or flashing (the wake typed into a working screen)."""
+    out = []
+    for e in _events(log):
+        if (e["event"] == "key" and e.get("phase") != "idle") or e["event"] == "key-while-working":
+            out.append(e)
+    return out
+
+
+def _idle_at_prompt(log: str) -> bool:
+    """The agent finished its last submitted line (its log's last phase change is to idle)."""
+    phases = [e for e in _events(log) if e["event"] == "phase"]
+    return not phases or phases[-1]["text"] == "idle"
+
+
+def idle_rounds(d: Daemon, rounds: int) -> dict[str, object]:
+    log = d.create("idle")
+    time.sleep(1.0)
+    samples: list[float] = []
+    for i in range(rounds):
+        before = len(_lines(log))
+        filed = d.file("idle", f"round {i}")
+        _wait(lambda n=before: len(_lines(log)) > n, 30, f"the wake of idle round {i}")
+        line = _lines(log)[before]
+        samples.append(float(line["t"]) - filed)
+        _wait(lambda: _idle_at_prompt(log), 10, "the agent to finish the wake's line")
+        time.sleep(1.0 + 0.5 * (i % 4))
+    time.sleep(4.5)  # two more ticks: nothing is typed again
+    return {
+        "latency_s": common.summary(samples),
+        "samples_s": [round(x, 3) for x in samples],
+        "wakes": len(_lines(log)),
+        "batches": rounds,
+        "false_wakes": len(_false_keys(log)),
+    }
+
+
+def busy_rounds(d: Daemon, rounds: int) -> dict[str, object]:
+    log = d.create("busy", *BUSY_ARGS)
+    latencies: list[float] = []
+    flashes_pending = 0
+    for i in range(rounds):
+        seen = len(_events(log))
+
+        def busy_started(seen: int = seen) -> float | None:
+            new = _events(log)[seen:]
+            return next((float(e["t"]) for e in new if e["event"] == "phase" and e["text"] == "busy"), None)
+
+        _wait(busy_started, 30, f"a busy spell (round {i})")
+        before = len(_lines(log))
+        filed = d.file("busy", f"busy round {i}")
+        _wait(lambda n=before: len(_lines(log)) > n, 40, f"the wake of busy round {i}")
+        t_line = float(_lines(log)[before]["t"])
+        latencies.append(t_line - filed)
+        flashes_pending += sum(
+            1
+            for e in _events(log)
+            if e["event"] == "phase" and e["text"] == "flash" and filed < float(e["t"]) < t_line
+        )
+    time.sleep(4.5)
+    return {
+        "latency_s": common.summary(latencies),
+        "samples_s": [round(x, 3) for x in latencies],
+        "wakes": len(_lines(log)),
+        "batches": rounds,
+        "false_wakes": len(_false_keys(log)),
+        "false_keys": _false_keys(log)[:10],
+        "flashes_while_mail_waited": flashes_pending,
+    }
+
+
+def main() -> int:
+    ap = common.base_parser(__doc__ or "wake")
+    ap.add_argument("--rounds", type=int, default=None, help="idle rounds (default 15; quick 4)")
+    ap.add_argument("--busy-rounds", type=int, default=None, help="busy rounds (default 5; quick 2)")
+    args = ap.parse_args()
+    if shutil.which("tmux") is None:
+        return common.finish("wake", {"not_run": "tmux is not installed"}, args.no_write, args.quick)
+    n_idle = args.rounds or (4 if args.quick else 15)
+    n_busy = args.busy_rounds or (2 if args.quick else 5)
+    from sotd.terminal.decide import HOLD_SECS, TICK_SECS
+
+    d = Daemon()
+    try:
+        result: dict[str, object] = {"machine": common.machine(d.work)}
+        result["params"] = {
+            "idle_rounds": n_idle,
+            "busy_rounds": n_busy,
+            "hold_s": HOLD_SECS,
+            "tick_s": TICK_SECS,
+            "busy_agent": " ".join(BUSY_ARGS),
+            "target_median_s": TARGET_MEDIAN_S,
+        }
+        idle = idle_rounds(d, n_idle)
+        busy = busy_rounds(d, n_busy)
+    finally:
+        d.close()
+    result["machine"]["load_avg_end"] = common.load_avg()  # type: ignore[index]
+    result["idle"] = idle
+    result["busy"] = busy
+    med = idle["latency_s"]["median"]  # type: ignore[index]
+    result["pass_median"] = med < TARGET_MEDIAN_S
+    result["pass_false_wakes"] = idle["false_wakes"] == 0 and busy["false_wakes"] == 0
+    result["pass_once_per_batch"] = idle["wakes"] == n_idle and busy["wakes"] == n_busy
+    result["pass"] = bool(
+        result["pass_median"] and result["pass_false_wakes"] and result["pass_once_per_batch"]
+    )
+    return common.finish("wake", result, args.no_write, args.quick)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
