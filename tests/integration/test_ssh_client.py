@@ -204,12 +204,9 @@ def test_send_to_an_unlisted_handle_goes_over_ssh(world, tmp_path):
         env={**extra, "SOT_SOCKET": fd.path, "SOT_RELAY_ENDPOINT": "ssh:boxa/boxb"},
     )
     assert (r.code, r.out, r.err) == (0, "filed -> @remote\n", "")
-    assert fd.received[1]["payload"] == {
-        "from": "alpha",
-        "to": "remote",
-        "text": "over ssh",
-        "broadcast": False,
-    }
+    payload = dict(fd.received[1]["payload"])
+    assert 0 < payload.pop("expires") - time.time() <= 5.0  # when the send stops waiting (D6)
+    assert payload == {"from": "alpha", "to": "remote", "text": "over ssh", "broadcast": False}
     env["FAKE_SSH_MODE"] = "refused"
     r = a.run(
         "send",
