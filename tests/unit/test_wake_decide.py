@@ -261,3 +261,21 @@ def test_streak_line_names_handle_reason_border() -> None:
     text = streak_line("alpha", "input not empty", "─── fix ───")
     assert text.startswith("comm wake: a row with unread mail keeps refusing the wake")
     assert "@alpha" in text and "input not empty" in text and "─── fix ───" in text
+
+
+def test_scan_from_a_hinted_base_counts_what_a_full_scan_counts() -> None:
+    """3.2 scan with the read hint: the lines the cursor showed are not read again, the counts are the same."""
+    full = [
+        b'{"from":"x","to":"me","msg":"1"}',
+        b'{"from":"x","to":"me","msg":"2"}',
+        b'{"from":"x","to":"me","msg":"3"}',
+        b'{"from":"x","to":"","msg":"b"}',
+        b'{"from":"x","to":"me","msg":"4"}',
+    ]
+
+    def shown_two(text: str, lines: list[bytes], handle: str) -> int:
+        return 2
+
+    for woken in (None, 0, 3, 4, 5, 9):
+        want = scan(full, "2 x", "me", woken, offset=shown_two)
+        assert scan(full[2:], "2 x", "me", woken, offset=shown_two, base=2) == want

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from sotd import _clock
 from sotd.errors import RegistryUnreadable, SotdError
-from sotd.formats import cursor, inbox, registry
+from sotd.formats import cursor, readhint, registry
 from sotd.terminal import decide
 from sotd.terminal import wake as attempt
 
@@ -127,13 +127,16 @@ class Facts:
 def read_facts(layout: Layout, handle: str, woken_line: int | None) -> Facts | None:
     """What the decision needs (blocking): the inbox scan and the registry (for ``stop_at``). Reads only."""
     try:
-        data = inbox.read_all(layout, handle)
         cursor_text = cursor.read(layout, handle)
+        # from the cursor's byte offset when the reader's hint checks out: a tick costs what is new
+        view = readhint.read(layout, handle, cursor_text)
     except SotdError as e:
         log.info("wake: @%s skipped: %s", handle, e.message)
         return None
-    lines = inbox.complete_lines(data or b"")
-    total, unread, fresh = decide.scan(lines, cursor_text, handle, woken_line, offset=cursor.offset)
+    lines, base = (view.lines, view.base) if view is not None else ([], 0)
+    total, unread, fresh = decide.scan(
+        lines, cursor_text, handle, woken_line, offset=cursor.offset, base=base
+    )
     doc: object = None
     if unread:
         with contextlib.suppress(RegistryUnreadable, OSError):

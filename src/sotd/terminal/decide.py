@@ -79,6 +79,7 @@ def scan(
     *,
     offset: Callable[[str, list[bytes], str], int],
     counts: Callable[[bytes, str], bool] = directed,
+    base: int = 0,
 ) -> tuple[int, int, int]:
     """``(total, unread, fresh)`` over the inbox's complete lines (newlines removed).
 
@@ -86,13 +87,19 @@ def scan(
     ``sotd.formats.cursor.offset``). ``unread`` counts lines past it that ``counts``; ``fresh`` those also
     at or past ``woken_line``, the total recorded at the last wake — a recorded total beyond the current
     one (the file shrank) is read as 0, as is ``None`` (never woken).
+
+    ``base`` > 0: ``lines`` are only those after the first ``base`` lines, which the cursor (checked by
+    the read hint) has already shown; the offset is then ``base`` itself.
     """
-    total = len(lines)
-    start = max(0, min(offset(cursor_text, lines, handle), total))
+    total = base + len(lines)
+    if base:
+        start = base
+    else:
+        start = max(0, min(offset(cursor_text, lines, handle), total))
     since = woken_line if woken_line is not None and 0 <= woken_line <= total else 0
     unread = fresh = 0
     for i in range(start, total):
-        if counts(lines[i], handle):
+        if counts(lines[i - base], handle):
             unread += 1
             if i >= since:
                 fresh += 1
