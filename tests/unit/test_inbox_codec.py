@@ -151,15 +151,19 @@ def _l(frm: object, to: object) -> bytes:
     return json.dumps({"from": frm, "to": to, "msg": "x", "ts": "t"}).encode()
 
 
-def test_unread_count() -> None:
+def test_unread_counts_directed_lines_past_the_cursor() -> None:
     lines = [_l("b", "a"), _l("a", "a"), _l("b", ""), _l("b", "c"), b"junk", _l("c", "a"), _l(1, "a")]
     data = b"\n".join(lines) + b"\n" + _l("b", "a")[:10]  # a torn tail never counts
-    assert inbox.unread_count(data, "a", "") == 3
-    assert inbox.unread_count(data, "a", cursor.encode(1, lines[0])) == 2
-    assert inbox.unread_count(data, "a", cursor.encode(7, lines[6])) == 0
-    assert inbox.unread_count(data, "a", "99") == 3  # past the end reads from 0
-    assert inbox.unread_count(None, "a", "") == 0
-    assert inbox.unread_count(b"", "a", "") == 0
+
+    def unread(cursor_text: str) -> int:
+        complete = inbox.complete_lines(data)
+        return inbox.count_directed(complete[cursor.offset(cursor_text, complete, "a", None) :], "a")
+
+    assert unread("") == 3
+    assert unread(cursor.encode(1, lines[0])) == 2
+    assert unread(cursor.encode(7, lines[6])) == 0
+    assert unread("99") == 3  # past the end reads from 0
+    assert inbox.count_directed([], "a") == 0
 
 
 # ----------------------------------------------------------------------------------- append in-process
@@ -352,12 +356,12 @@ def test_no_inbox_folder(tmp_path: os.PathLike[str]) -> None:
 # -------------------------------------------------------------------------------------- reader in-process
 
 
-def test_read_all_and_snapshot(lay: Layout) -> None:
+def test_read_all(lay: Layout) -> None:
     assert inbox.read_all(lay, "a") is None
     _put(lay, b"x\n")
     assert inbox.read_all(lay, "a") == b"x\n"
-    assert inbox.snapshot(lay, "a", locked=True, nfs=False, bound=1, warn=print) == b"x\n"
-    assert inbox.snapshot(lay, "a", locked=False, nfs=False, bound=1, warn=print) == b"x\n"
+    with inbox.ReadLock(lay, "a", nfs=False, bound=1, warn=print):
+        assert inbox.read_all(lay, "a") == b"x\n"
 
 
 def test_read_lock_cannot_open_warns_and_reads(lay: Layout) -> None:

@@ -160,10 +160,7 @@ def mail_gate(ctx: Context, key: str, stop_hook_active: bool) -> str | None:
                 return prefix.rstrip("\n")
     if batch is None:
         return None
-    unread = sum(
-        1 for raw in batch.new if (obj := inbox.decode_line(raw)) is not None and inbox.is_directed(obj, name)
-    )
-    if unread <= 0:
+    if inbox.count_directed(batch.new, name) <= 0:
         return prefix.rstrip("\n") or None
     tick = ctx.layout.state(f"mail-{key}.tick")
     total = str(batch.total)

@@ -33,10 +33,5 @@ def run(argv: list[str]) -> int:
     if batch is None:
         out("0")
         return 0
-    count = 0
-    for raw in batch.new:
-        obj = inbox.decode_line(raw)
-        if obj is not None and inbox.is_directed(obj, handle):
-            count += 1
-    out(str(count))
+    out(str(inbox.count_directed(batch.new, handle)))
     return 0

@@ -37,7 +37,7 @@ from sotd.errors import AppendFailed, InboxBusy, SotdError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from types import TracebackType
     from typing import Any
 
@@ -528,36 +528,10 @@ def read_all(layout: Layout, handle: str) -> bytes | None:
         ) from e
 
 
-def snapshot(
-    layout: Layout,
-    handle: str,
-    *,
-    locked: bool,
-    nfs: bool,
-    bound: float,
-    warn: Callable[[str], None],
-) -> bytes | None:
-    """``read_all``, under the reader's shared lock when ``locked`` (a box that appends itself)."""
-    if not locked:
-        return read_all(layout, handle)
-    with ReadLock(layout, handle, nfs=nfs, bound=bound, warn=warn):
-        return read_all(layout, handle)
-
-
-def unread_count(
-    data: bytes | None,
-    handle: str,
-    cursor_text: str,
-    note: Callable[[str], None] | None = None,
-) -> int:
-    """Directed lines (``is_directed``) among the complete lines past the cursor's offset (behaviour 1.6)."""
-    from sotd.formats import cursor
-
-    if not data:
-        return 0
-    lines = complete_lines(data)
+def count_directed(lines: Iterable[bytes], handle: str) -> int:
+    """How many of ``lines`` are directed mail for ``handle`` (``is_directed``): what ``unread`` counts."""
     n = 0
-    for raw in lines[cursor.offset(cursor_text, lines, handle, note) :]:
+    for raw in lines:
         obj = decode_line(raw)
         if obj is not None and is_directed(obj, handle):
             n += 1
