@@ -25,8 +25,8 @@ as one row running ``prlimit … setpriv … bwrap … COMMAND``. Posts from a `
 wake wakes it) and mirrored into ``$$workspace$$/inbox.jsonl``; ``deliveries`` is ``start``, ``new`` or
 ``none``. Files the session writes into ``$$workspace$$/outbox/`` are posted as OCX messages answering the
 run. A permitted ``stop`` despawns the row (``ended stopped``); the wall limit too (``timed_out``). Without
-a host (``sotd ocx node``), sessions end ``refused``. After a restart, a session is ended ``lost`` and its
-row despawned.
+a host (``sotd ocx node``), sessions end ``refused``. After a restart, a session whose row still lives is
+adopted (``Session.adopt``: deliveries, outbox, stop and wall resume); one whose row is gone ends ``lost``.
 
 Settings come from the node's policy file (``RunSettings``, ``load_settings``): ``$SOT_OCX_POLICY``, else
 ``ocx-policy.toml`` beside the node's ``ocx.toml``. No file: the node runs nothing (every run addressed to
@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import stat
 import threading
 import time
@@ -49,7 +50,9 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sotd import _clock
 from sotd.errors import SotdError
+from sotd.jobs import limits as lim
 from sotd.jobs import runner, spec
 from sotd.jobs import sandbox as sbx
 from sotd.jobs import steps as stp
@@ -72,6 +75,10 @@ READER_STOP = "sotd.ocxrun.stop"
 ADMIN_CAPS = frozenset("as")
 PHASES = ("accepted", "started", "ended", "done")
 PRLIMIT = "/usr/bin/prlimit"
+SH = "/bin/sh"
+# a session row's first command: join the run's cgroups (each cgroup.procs named before `--`), then exec
+# the rest; everything the session starts afterwards is born inside them
+JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; exec "$@"'
 SESSION_POLL_S = 0.3
 SESSION_INBOX = "inbox.jsonl"
 SESSION_OUTBOX = "outbox"
@@ -460,13 +467,10 @@ class Runs:
         d = os.path.join(self.jobs_dir, a.run_hash)
         has_state = os.path.exists(os.path.join(d, "state.json"))
         rec = _read_json(os.path.join(d, SESSION_RECORD))
-        if rec is not None and phase != "ended":  # a session's terminal is not adopted: end it
-            row = rec.get("session_id")
-            if isinstance(row, str) and row and self.sessions is not None:
-                try:
-                    self.sessions.close(row)
-                except Exception as e:
-                    log.warning("ocx: run %s: session row %s not despawned: %s", a.run_hash[:12], row, e)
+        if rec is not None and phase != "ended":  # a session: adopt its row if it still lives
+            if self.sessions is not None:
+                Session.adopt(self, a, self.sessions, rec, phase)
+                return
             self._finish(a, runner.Ended("lost", why="the node restarted during the session"), phase)
             return
         if phase == "ended":
@@ -498,6 +502,7 @@ class Runs:
 # --------------------------------------------------------------------------------------------- sessions
 
 SESSION_RECORD = "session.json"
+SESSION_SEEN = "seen"  # one thread message hash a line: looked at (delivered, passed by, or skipped by `new`)
 
 
 class SessionHost(Protocol):
@@ -567,10 +572,12 @@ class SessionRun(runner.Run):
         if "workspace" not in self.values:
             raise Refused("a session needs a directory step: its inbox and outbox live in $$workspace$$")
         self.limits = spec.cap_limits(resolved.limits, self.node.policy)
+        facts = self.node.facts if self.node.facts is not None else lim.read_facts()
+        self.plan = lim.plan(self.limits, facts, resolved.sandbox.uid)
         return resolved
 
     def _spawn(self, run: spec.Run) -> None:
-        """Prepare the session's folders and its argv (the row starts it; see ``Session``)."""
+        """Prepare the session's folders, its cgroups and its argv (the row starts it; see ``Session``)."""
         os.makedirs(self.dir, mode=0o700, exist_ok=False)
         ws = self.values["workspace"]
         uid, gid = run.sandbox.uid, run.sandbox.gid
@@ -583,17 +590,18 @@ class SessionRun(runner.Run):
                 os.chown(p, uid, gid, follow_symlinks=False)
         except OSError as e:
             raise Refused(f"this node could not prepare the session's inbox and outbox: {e}") from None
-        rl = []
-        if self.limits.cpu is not None:
-            rl.append(f"--cpu={self.limits.cpu}")
-        if self.limits.file_size is not None:
-            rl.append(f"--fsize={self.limits.file_size}")
-        if self.limits.processes is not None:
-            rl.append(f"--nproc={self.limits.processes}")
+        assert self.plan is not None
+        names = {resource.RLIMIT_CPU: "cpu", resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NPROC: "nproc"}
+        rl = [f"--{names[res]}={soft}:{hard}" for res, soft, hard in lim.rlimits_for(self.limits, self.plan)]
         pre = [PRLIMIT, *rl, "--"] if rl else []
-        self.argv = [*pre, *sbx.bwrap_argv(run.sandbox, run.process, usr_links=self._usr_links())]
-        if not all(self.argv):  # a row's command is a list of non-empty words
+        argv = [*pre, *sbx.bwrap_argv(run.sandbox, run.process, usr_links=self._usr_links())]
+        if not all(argv):  # a row's command is a list of non-empty words
             raise Refused("a session's command line cannot carry an empty word (an empty env value?)")
+        cg = lim.Cgroups(self.plan, "sotd-job-" + self.run_hash[:16])
+        cg.create(self.limits.processes)
+        self.cgroups = cg
+        procs = cg.procs_files()
+        self.argv = [SH, "-c", JOIN_CGROUPS, "sotd-join", *procs, "--", *argv] if procs else argv
         self.started_at = time.monotonic()
         if self.limits.wall is not None:
             self.deadline = self.started_at + self.limits.wall
@@ -616,8 +624,89 @@ class Session:
         self.ws = r.values["workspace"]
         self.outbox = os.path.join(self.ws, SESSION_OUTBOX)
         self.record = os.path.join(r.dir, SESSION_RECORD)
+        self.seen_path = os.path.join(r.dir, SESSION_SEEN)
         self.seen: set[str] = set()  # thread messages looked at (delivered, passed by, or skipped by `new`)
         self.row = ""
+        self.ready = False
+
+    def _save(self) -> None:
+        """``session.json``: what a restarted node needs to adopt the session (``Session.adopt``)."""
+        r = self.r
+        deadline = None if r.deadline is None else _clock.now() + (r.deadline - time.monotonic())
+        _write_json(self.record, {
+            "run": self.a.run_hash, "session_id": self.row, "handle": self.handle, "body": r.body,
+            "repository_name": r.repository_name, "hash_name": r.hash_name, "values": r.values,
+            "deadline": deadline, "started": self.started, "ready": self.ready, "cpu": r.limits.cpu,
+            "cgroups": r.cgroups.dirs if r.cgroups else {},
+            "plan": None if r.plan is None else {"pids": r.plan.pids, "cpu": r.plan.cpu, "kill": r.plan.kill},
+        })  # fmt: skip
+
+    def _see(self, hashes: list[str]) -> None:
+        new = [h for h in hashes if h not in self.seen]
+        if not new:
+            return
+        self.seen.update(new)
+        try:
+            with open(self.seen_path, "a", encoding="utf-8") as f:
+                f.write("".join(h + "\n" for h in new))
+        except OSError as e:
+            log.warning("ocx: run %s: %s not written: %s", self.a.run_hash[:12], self.seen_path, e)
+
+    @classmethod
+    def adopt(cls, runs: Runs, a: Active, host: SessionHost, rec: Mapping[str, object], phase: str) -> None:
+        """After a node restart: take up a session whose row still lives (deliveries, outbox, stop and
+        wall resume); a session whose row is gone ends ``lost``."""
+        row = rec.get("session_id")
+        row = row if isinstance(row, str) else ""
+        why = "the session's row was gone after the node restarted"
+        r: SessionRun | None = None
+        try:
+            body, values = rec["body"], rec["values"]
+            assert isinstance(values, dict)
+            r = SessionRun(body, run_hash=a.run_hash, repository_name=str(rec["repository_name"]),
+                           target=stp.Target(""), node=runs.jobs,
+                           hash_name=str(rec.get("hash_name") or "sha3_256"))  # fmt: skip
+            r.values = {str(k): str(v) for k, v in values.items()}
+            keys = ("root", "repository_name", "run", "release")
+            base: dict[str, str] = {k: r.values[k] for k in keys if k in r.values}
+            r.run, _ = spec.resolve(spec.parse_run(body), base)
+            dl = rec.get("deadline")
+            if isinstance(dl, (int, float)):
+                r.deadline = time.monotonic() + max(0.0, float(dl) - _clock.now())
+            cpu, pl, dirs = rec.get("cpu"), rec.get("plan"), rec.get("cgroups")
+            r.limits = spec.Limits(cpu=cpu if isinstance(cpu, int) else None)
+            if isinstance(pl, dict) and isinstance(dirs, dict) and dirs:
+                r.plan = lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={},
+                                  how={})  # fmt: skip
+                r.cgroups = lim.Cgroups.existing({str(k): str(v) for k, v in dirs.items()}, r.plan)
+        except (KeyError, TypeError, AssertionError, Refused):
+            r, why = None, "the node restarted during the session and its record cannot be adopted"
+        if r is None or not row or host.phase(row) == "ended":
+            if row:
+                try:
+                    host.close(row)
+                except Exception as e:
+                    log.warning("ocx: run %s: session row %s not despawned: %s", a.run_hash[:12], row, e)
+            if r is not None and r.cgroups is not None:
+                r.cgroups.kill()
+                r.cgroups.remove()
+            runs._finish(a, runner.Ended("lost", why=why), phase)
+            return
+        s = cls(runs, a, r, host, rec.get("started"))
+        s.row = row
+        s.ready = rec.get("ready") is True
+        try:
+            with open(s.seen_path, encoding="utf-8") as f:
+                s.seen = {x for x in f.read().split() if x}
+        except OSError:
+            pass
+        with runs._lock:
+            a.run = r
+        log.info("ocx: run %s: session @%s in row %s adopted after a restart", a.run_hash[:12], s.handle, row)
+        if phase == "accepted":  # the node died between the row's start and `started`
+            runs._answer(a, "started", s.started)
+            runs._record(a, "started")
+        s._supervise()
 
     def drive(self) -> None:
         a, r = self.a, self.r
@@ -628,37 +717,56 @@ class Session:
             )
         except Exception as e:
             what = e.message if isinstance(e, SotdError) else f"{type(e).__name__}: {e}"
+            if r.cgroups is not None:
+                r.cgroups.kill()
+                r.cgroups.remove()
             self.runs._finish(
                 a, runner.Ended("error", why=f"the session's row could not start: {what}"), "accepted"
             )
             return
-        _write_json(self.record, {"run": a.run_hash, "session_id": self.row, "handle": self.handle})
+        self._save()
         log.info("ocx: run %s: session @%s in row %s", a.run_hash[:12], self.handle, self.row)
         self.runs._answer(a, "started", self.started)
         self.runs._record(a, "started")
+        self._supervise()
+
+    def _supervise(self) -> None:
+        a = self.a
         outcome, why = self._loop()
         try:
             self.host.close(self.row)
         except Exception as e:
             log.warning("ocx: run %s: row %s not despawned: %s", a.run_hash[:12], self.row, e)
+        cg, limit = self.r.cgroups, None
+        if cg is not None:
+            if outcome == "exited" and lim.over_budget(cg.cpu_seconds(), self.r.limits.cpu):
+                outcome, why = "limit", None
+            cg.kill()  # nothing of the session outlives it, whatever it left behind
+            cg.remove()
+        if outcome == "limit":
+            limit = "cpu"
         self._post_outbox()  # what the session wrote before it ended still goes out
-        self.runs._finish(a, runner.Ended(outcome, why=why), "started")
+        self.runs._finish(a, runner.Ended(outcome, limit=limit, why=why), "started")
 
     def _loop(self) -> tuple[str, str | None]:
-        ready = False
         while True:
             if self.a.stop_asked:
                 return "stopped", None
             if self.r.deadline is not None and time.monotonic() >= self.r.deadline:
                 return "timed_out", None
+            if self.r.cgroups is not None and lim.over_budget(
+                self.r.cgroups.cpu_seconds(), self.r.limits.cpu
+            ):
+                return "limit", None  # the whole session's CPU budget
             phase = self.host.phase(self.row)
             if phase == "ended":
                 return "exited", "the session's process ended"
-            if phase == "ready" and not ready:
-                ready = True
+            if phase == "ready" and not self.ready:
+                self.ready = True
                 if self.proc.deliveries == "new":
-                    self.seen.update(self._thread())  # only what arrives from now on
-            if ready and self.proc.deliveries != "none":
+                    self._see(list(self._thread()))  # only what arrives from now on
+                self._save()
+            if self.ready and self.proc.deliveries != "none":
                 self._deliver()
             self._post_outbox()
             self.a.stopped.wait(SESSION_POLL_S)
@@ -688,14 +796,14 @@ class Session:
             if not sender:
                 continue  # the sender is not known yet: look again later
             if sender not in self.proc.hears or kind in NODE_KINDS:
-                self.seen.add(h)
+                self._see([h])
                 continue
             clone = self.runs.node.config.clone(self.a.repo)
             data = self.runs.node._bytes(clone, name)
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
-                self.seen.add(h)
+                self._see([h])
                 continue
             line = {"hash": h, "from": sender, "kind": kind, "re": re, "message": json.loads(text)}
             mail = f"OCX {kind} {h} from {sender}, answering {re}: {text}"
@@ -706,7 +814,7 @@ class Session:
                 )
                 return  # in order: try again at the next pass
             self._mirror(line)
-            self.seen.add(h)
+            self._see([h])
             log.info(
                 "ocx: run %s: %s from %s delivered to @%s", self.a.run_hash[:12], h[:12], sender, self.handle
             )

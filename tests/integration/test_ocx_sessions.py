@@ -123,14 +123,18 @@ class Daemon:
             [rk.SOTD, "comm", "install"], env=self.env, check=True, capture_output=True, timeout=60
         )
         self.log_path = os.path.join(lab.top, "daemon.log")
-        with open(self.log_path, "w") as log:
+        self.start()
+
+    def start(self) -> None:
+        with open(self.log_path, "a") as log:
             self.proc = subprocess.Popen([rk.SOTD, "daemon", "run"], env=self.env, stdout=log, stderr=log)
 
     def log(self) -> str:
         with open(self.log_path, encoding="utf-8", errors="replace") as f:
             return f.read()
 
-    def stop(self) -> int | None:
+    def stop(self, *, rows_too: bool = True) -> int | None:
+        """SIGTERM the daemon; with ``rows_too`` also end its tmux server (else the rows run on)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -139,7 +143,7 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         sock = os.path.join(self.state, "tmux", "tmux.sock")
-        if os.path.exists(sock):
+        if rows_too and os.path.exists(sock):
             subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True, timeout=10, check=False)
         return self.proc.returncode
 
@@ -261,3 +265,131 @@ def test_session_refused_without_a_daemon(lab: rk.Lab) -> None:
     rk.node_once(lab, "b")
     ((k, b, _),) = rk.answers(lab, "a", h)
     assert (k, b["outcome"]) == ("ended", "refused") and "inside the daemon" in b["why"], b
+
+
+def _session_up(lab: rk.Lab, d: Daemon, limits: dict[str, Any] | None = None) -> tuple[str, str, str]:
+    """Post the session run to B; (RUN-HASH, workspace, row id) once the agent drew its first frame."""
+    body = session_body(lab.server_code("b"), "/usr/bin/python3")
+    if limits is not None:
+        body["limits"] = limits
+    h = rk.post_run(lab, "a", body, to="lab-user")
+    ws = rk.wait_answer(lab, "a", h, "started", bound=60)["values"]["workspace"]
+    handle = session_handle(h)
+    wait_for(lambda: f"session @{handle} in row" in d.log(), 30, "the session's row")
+    wait_for(lambda: os.path.exists(os.path.join(ws, "agent.log")), 30, "the agent's first frame")
+    (row,) = os.listdir(os.path.join(d.state, "workspaces"))
+    return h, ws, row
+
+
+def _tmux(d: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
+    sock = os.path.join(d.state, "tmux", "tmux.sock")
+    return subprocess.run(
+        ["tmux", "-S", sock, *args], capture_output=True, text=True, timeout=10, check=False
+    )
+
+
+def _session_cgroups(lab: rk.Lab, h: str) -> dict[str, str]:
+    with open(os.path.join(lab.state["b"], "jobs", h, "session.json"), encoding="utf-8") as f:
+        dirs: dict[str, str] = json.load(f)["cgroups"]
+    return dirs
+
+
+def _agent_in(cgroup_dir: str) -> bool:
+    """True when a process of ``cgroup_dir`` is the session's agent (demo_agent.py inside bwrap)."""
+    with open(os.path.join(cgroup_dir, "cgroup.procs")) as f:
+        pids = f.read().split()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"demo_agent.py" in f.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def test_session_adopted_after_a_daemon_restart(lab: rk.Lab) -> None:
+    """O10 across a restart: the daemon stops (its tmux server and the session's row run on), a post arrives
+    meanwhile; the next daemon adopts the session: both posts reach it, both answers arrive, stop ends it.
+    The session runs in the run's cgroup (pids.max = its processes limit), kept across the restart and
+    removed at the end."""
+    d = Daemon(lab)
+    try:
+        h, ws, row = _session_up(lab, d, {"wall": "8h", "processes": 64, "cpu": "1h"})
+        handle = session_handle(h)
+        dirs = _session_cgroups(lab, h)
+        assert dirs and all(os.path.basename(p) == f"sotd-job-{h[:16]}" for p in dirs.values()), dirs
+        pids_dir = dirs.get("pids") or dirs["v2"]
+        with open(os.path.join(pids_dir, "pids.max")) as f:
+            assert f.read().strip() == "64"
+        assert all(_agent_in(p) for p in dirs.values()), dirs
+        assert d.stop(rows_too=False) == 0, d.log()[-3000:]
+        panes = _tmux(d, "list-panes", "-a", "-F", "#{pane_dead}")
+        assert panes.returncode == 0 and panes.stdout.split() == ["0"], panes  # the row outlived the daemon
+
+        h1 = rk.post(lab, "a", {"ocx": 2, "re": h, "post": {"text": "sent while the node was down"}})
+        d.start()
+        wait_for(lambda: f"session @{handle} in row {row} adopted" in d.log(), 60, "the adoption")
+        assert all(_agent_in(p) for p in dirs.values()), dirs
+        h2 = rk.post(lab, "a", {"ocx": 2, "re": h, "post": {"text": "sent after the restart"}})
+
+        def replies() -> list[dict[str, Any]]:
+            got = [b for k, b, s in rk.answers(lab, "a", h) if k == "said" and s == "lab-user"]
+            return got if len(got) >= 2 else []
+
+        got = wait_for(replies, 120, "the session's two replies")
+        assert sorted((b["to_post"], b["text"]) for b in got) == sorted(
+            [(h1, "read: sent while the node was down"), (h2, "read: sent after the restart")]
+        )
+        with open(os.path.join(ws, "inbox.jsonl"), encoding="utf-8") as f:
+            assert [json.loads(x)["hash"] for x in f] == [h1, h2]  # each delivered once
+
+        rk.post_stop(lab, "a", h)
+        ended = rk.wait_answer(lab, "a", h, "ended", bound=60)
+        assert ended["outcome"] == "stopped", ended
+        kinds = [k for k, _, _ in rk.answers(lab, "a", h)]
+        assert kinds.count("started") == 1 and kinds.count("ended") == 1 and kinds[-1] == "ended"
+        wait_for(lambda: not any(os.path.exists(p) for p in dirs.values()), 20, "the cgroups' removal")
+        wait_for(lambda: not os.listdir(os.path.join(d.state, "workspaces")), 20, "the row's removal")
+        with open(os.path.join(d.home, "registry.json"), encoding="utf-8") as f:
+            assert handle not in json.load(f).get("agents", {})
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log()[-3000:]
+
+
+def test_session_lost_when_its_row_died_during_the_restart(lab: rk.Lab) -> None:
+    """The row's window is killed while the daemon is down: the next daemon ends the run ``lost``."""
+    d = Daemon(lab)
+    try:
+        h, _ws, row = _session_up(lab, d)
+        assert d.stop(rows_too=False) == 0, d.log()[-3000:]
+        with open(os.path.join(d.state, "workspaces", row, "row.json"), encoding="utf-8") as f:
+            pane = json.load(f)["pane"]
+        assert _tmux(d, "kill-pane", "-t", pane).returncode == 0
+        d.start()
+        ended = rk.wait_answer(lab, "a", h, "ended", bound=60)
+        assert ended["outcome"] == "lost" and "row was gone" in ended["why"], ended
+        wait_for(lambda: not os.listdir(os.path.join(d.state, "workspaces")), 20, "the row's removal")
+        with open(os.path.join(d.home, "registry.json"), encoding="utf-8") as f:
+            assert session_handle(h) not in json.load(f).get("agents", {})
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log()[-3000:]
+
+
+def test_session_cpu_is_a_whole_run_budget(lab: rk.Lab) -> None:
+    """Two busy processes share a 3 s budget: the cgroup's total ends the session ``limit cpu`` while each
+    process is still under its own RLIMIT_CPU."""
+    d = Daemon(lab)
+    try:
+        body = session_body(lab.server_code("b"), "/usr/bin/python3")
+        body["limits"] = {"wall": "2m", "cpu": "3s"}
+        body["process"]["command"] = ["/bin/sh", "-c", "yes >/dev/null & yes >/dev/null & wait"]
+        h = rk.post_run(lab, "a", body, to="lab-user")
+        assert rk.wait_answer(lab, "a", h, "started", bound=60)["limits"] == {"wall": "2m", "cpu": "3s"}
+        ended = rk.wait_answer(lab, "a", h, "ended", bound=90)
+        assert (ended["outcome"], ended.get("limit")) == ("limit", "cpu"), ended
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log()[-3000:]
