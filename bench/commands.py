@@ -41,20 +41,6 @@ TARGETED = ("send", "unread")
 INBOX_LINES = 100
 
 
-def clean_env() -> dict[str, str]:
-    """This process's environment without anything that points at a real comm folder, tmux or bytecode."""
-    drop = (
-        "SOT_",
-        "SOTD_",
-        "TMUX",
-        "CLAUDE",
-        "COMM_STATUS_",
-        "PYTHONDONTWRITEBYTECODE",
-        "PYTHONPYCACHEPREFIX",
-    )
-    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-
-
 class Bench:
     """The comm folder, the two sessions' environments, and the cases."""
 
@@ -69,7 +55,7 @@ class Bench:
         for name in ("alpha", "beta"):
             root = os.path.realpath(os.path.join(work, name))
             os.makedirs(root)
-            env = clean_env()
+            env = common.clean_env()
             env.update(
                 SOT_COMM_HOME=self.layout.home,
                 SOT_SELF_HOST=HOST,

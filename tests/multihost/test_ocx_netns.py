@@ -7,13 +7,20 @@ namespace.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 
 import pytest
 
-from tests.ocx.fossilkit import USERS, base_env, make_hub, need_fossil, two_node_scenario, wait_port
+from tests.ocx.fossilkit import (
+    USERS,
+    base_env,
+    bridge_namespaces,
+    make_hub,
+    need_fossil,
+    two_node_scenario,
+    wait_port,
+)
 
 pytestmark = [pytest.mark.multihost, pytest.mark.serial, pytest.mark.root]
 
@@ -22,45 +29,11 @@ NODE_ADDRS = {"alice": "10.78.0.2", "bob": "10.78.0.3", "viewer": "10.78.0.4"}
 PORT = 8080
 
 
-def ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=20)
-
-
 @pytest.fixture
 def namespaces() -> Iterator[dict[str, str]]:
-    """hub + one namespace per node, joined by a bridge in the hub namespace; torn down even on failure."""
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("needs root and iproute2 for network namespaces")
     need_fossil()
-    tag = str(os.getpid() % 100000)
-    hub = f"ocxhub{tag}"
-    names = {who: f"ocx{who[0]}{tag}" for who in NODE_ADDRS}
-    made: list[str] = []
-    try:
-        ip("netns", "add", hub)
-        made.append(hub)
-        ip("-n", hub, "link", "set", "lo", "up")
-        ip("-n", hub, "link", "add", "br0", "type", "bridge")
-        ip("-n", hub, "addr", "add", f"{HUB_ADDR}/24", "dev", "br0")
-        ip("-n", hub, "link", "set", "br0", "up")
-        for who, ns in names.items():
-            ip("netns", "add", ns)
-            made.append(ns)
-            inside, outside = f"ox{who[0]}{tag}", f"ox{who[0]}{tag}h"
-            ip("link", "add", inside, "type", "veth", "peer", "name", outside)
-            ip("link", "set", inside, "netns", ns)
-            ip("link", "set", outside, "netns", hub)
-            ip("-n", hub, "link", "set", outside, "master", "br0")
-            ip("-n", hub, "link", "set", outside, "up")
-            ip("-n", ns, "addr", "add", f"{NODE_ADDRS[who]}/24", "dev", inside)
-            ip("-n", ns, "link", "set", inside, "up")
-            ip("-n", ns, "link", "set", "lo", "up")
-        yield {"hub": hub, **names}
-    except subprocess.CalledProcessError as e:
-        pytest.skip(f"network namespaces are not available here: {e.stderr!r}")
-    finally:
-        for ns in reversed(made):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20, check=False)
+    with bridge_namespaces("ocx", HUB_ADDR, NODE_ADDRS) as names:
+        yield names
 
 
 def test_message_and_answer_cross_namespaces(namespaces: dict[str, str], tmp_path: str) -> None:

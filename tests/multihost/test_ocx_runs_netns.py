@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.ocx import runkit as rk
-from tests.ocx.fossilkit import base_env, need_fossil, wait_port
+from tests.ocx.fossilkit import base_env, bridge_namespaces, need_fossil, wait_port
 
 pytestmark = [pytest.mark.multihost, pytest.mark.serial, pytest.mark.root, pytest.mark.timeout(300)]
 
@@ -26,48 +26,13 @@ NODE_ADDRS = {"a": "10.78.1.2", "b": "10.78.1.3"}
 PORT = 8080
 
 
-def ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=20)
-
-
 @pytest.fixture
 def namespaces() -> Iterator[dict[str, str]]:
-    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("bwrap") is None:
-        pytest.skip("needs root, iproute2 and bubblewrap")
+    if shutil.which("bwrap") is None:
+        pytest.skip("needs bubblewrap")
     need_fossil()
-    tag = str(os.getpid() % 100000)
-    hub = f"oxrhub{tag}"
-    names = {who: f"oxr{who}{tag}" for who in NODE_ADDRS}
-    made: list[str] = []
-    try:
-        ip("netns", "add", hub)
-        made.append(hub)
-        ip("-n", hub, "link", "set", "lo", "up")
-        ip("-n", hub, "link", "add", "br0", "type", "bridge")
-        ip("-n", hub, "addr", "add", f"{HUB_ADDR}/24", "dev", "br0")
-        ip("-n", hub, "link", "set", "br0", "up")
-        for who, ns in names.items():
-            ip("netns", "add", ns)
-            made.append(ns)
-            inside, outside = f"oxr{who}{tag}", f"oxr{who}{tag}h"
-            ip("link", "add", inside, "type", "veth", "peer", "name", outside)
-            ip("link", "set", inside, "netns", ns)
-            ip("link", "set", outside, "netns", hub)
-            ip("-n", hub, "link", "set", outside, "master", "br0")
-            ip("-n", hub, "link", "set", outside, "up")
-            ip("-n", ns, "addr", "add", f"{NODE_ADDRS[who]}/24", "dev", inside)
-            ip("-n", ns, "link", "set", inside, "up")
-            ip("-n", ns, "link", "set", "lo", "up")
-        yield {"hub": hub, **names}
-    except subprocess.CalledProcessError as e:
-        pytest.skip(f"network namespaces are not available here: {e.stderr!r}")
-    finally:
-        for ns in reversed(made):  # whatever still runs in them (a node, a sandbox) goes first
-            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=20,
-                                  check=False).stdout.split()  # fmt: skip
-            for pid in pids:
-                subprocess.run(["kill", "-9", pid], capture_output=True, timeout=10, check=False)
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20, check=False)
+    with bridge_namespaces("oxr", HUB_ADDR, NODE_ADDRS) as names:
+        yield names
 
 
 def test_build_and_stop_across_namespaces(namespaces: dict[str, str]) -> None:

@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -172,3 +174,50 @@ def two_node_scenario(home: str, host: str, port: int, prefixes: dict[str, list[
     )
     assert rj.code == 3 and json.loads(rj.out)["delivered"] is False
     assert "NOT DELIVERED" in sotd("ocx", "list", env=envs["viewer"], prefix=prefixes.get("viewer")).out
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=20)
+
+
+@contextmanager
+def bridge_namespaces(prefix: str, hub_addr: str, node_addrs: dict[str, str]) -> Iterator[dict[str, str]]:
+    """A hub namespace holding a bridge at ``hub_addr``, and one namespace per node joined to it by a veth
+    pair (addresses exist only inside these namespaces). Yields {"hub": ns, <node>: ns, …}. Skips when
+    namespaces cannot be made here; on exit kills whatever still runs in them and deletes them."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and iproute2 for network namespaces")
+    tag = str(os.getpid() % 100000)
+    hub = f"{prefix}hub{tag}"
+    names = {who: f"{prefix}{i}n{tag}" for i, who in enumerate(node_addrs)}
+    made: list[str] = []
+    try:
+        _ip("netns", "add", hub)
+        made.append(hub)
+        _ip("-n", hub, "link", "set", "lo", "up")
+        _ip("-n", hub, "link", "add", "br0", "type", "bridge")
+        _ip("-n", hub, "addr", "add", f"{hub_addr}/24", "dev", "br0")
+        _ip("-n", hub, "link", "set", "br0", "up")
+        for i, (who, ns) in enumerate(names.items()):
+            _ip("netns", "add", ns)
+            made.append(ns)
+            inside, outside = f"{prefix}{i}v{tag}", f"{prefix}{i}v{tag}h"
+            _ip("link", "add", inside, "type", "veth", "peer", "name", outside)
+            _ip("link", "set", inside, "netns", ns)
+            _ip("link", "set", outside, "netns", hub)
+            _ip("-n", hub, "link", "set", outside, "master", "br0")
+            _ip("-n", hub, "link", "set", outside, "up")
+            _ip("-n", ns, "addr", "add", f"{node_addrs[who]}/24", "dev", inside)
+            _ip("-n", ns, "link", "set", inside, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+        yield {"hub": hub, **names}
+    except subprocess.CalledProcessError as e:
+        pytest.skip(f"network namespaces are not available here: {e.stderr!r}")
+    finally:
+        for ns in reversed(made):  # whatever still runs in them (a server, a node, a sandbox) goes first
+            pids = subprocess.run(
+                ["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=20, check=False
+            ).stdout.split()
+            for pid in pids:
+                subprocess.run(["kill", "-9", pid], capture_output=True, timeout=10, check=False)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20, check=False)
