@@ -100,8 +100,10 @@ class World:
         return [json.loads(x) for x in self.comms[box].inbox_bytes(handle).splitlines()]
 
 
-@pytest.fixture(scope="module")
-def world() -> Iterator[World]:
+def linked_world() -> Iterator[World]:
+    """Three boxes (boxa the hub, boxb and boxc linked to it), each with a joined session; stopped after.
+
+    ``stop`` is harmless on a daemon a test already killed."""
     for net in build_net(["boxa", "boxb", "boxc"]):
         w = World(net)
         try:
@@ -117,6 +119,11 @@ def world() -> Iterator[World]:
         finally:
             for box in list(w.daemons):
                 w.stop(box)
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    yield from linked_world()
 
 
 def test_guests_hold_links_and_the_hub_none(world: World) -> None:

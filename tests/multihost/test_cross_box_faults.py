@@ -24,8 +24,7 @@ from collections.abc import Iterator
 import pytest
 
 from sotd.formats.layout import Layout
-from tests.multihost.conftest import build_net
-from tests.multihost.test_cross_box import LINK_UP, World
+from tests.multihost.test_cross_box import LINK_UP, World, linked_world
 
 pytestmark = [pytest.mark.multihost, pytest.mark.serial, pytest.mark.root, pytest.mark.timeout(180)]
 
@@ -34,25 +33,7 @@ LOCK_WAIT_S = 2  # the inbox append's default bound (behaviour 2.7)
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
-    for net in build_net(["boxa", "boxb", "boxc"]):
-        w = World(net)
-        try:
-            w.start("boxa")
-            w.start("boxb")
-            w.start("boxc")
-            w.wait_link("boxb")
-            w.wait_link("boxc")
-            for box, name in (("boxa", "hank"), ("boxb", "bob"), ("boxc", "cora")):
-                r = w.comm(box, name, "join", "--name", name)
-                assert r.code == 0, r
-            yield w
-        finally:
-            for box in list(w.daemons):
-                p = w.daemons[box]
-                if p.poll() is None:
-                    w.stop(box)
-                else:
-                    w.daemons.pop(box)
+    yield from linked_world()
 
 
 def msgs(world: World, box: str, handle: str) -> list[str]:
