@@ -442,7 +442,13 @@ def test_one_row_per_handle_and_activate(box: Box) -> None:
     box.restart()
     assert box.row(w1)["handle"] == "" and box.row(w2)["handle"] == "one"
     set_entry(box.layout, "one", state="done", done="shipped it", summary="s")
-    assert box.request("workspace.activate", {"workspace_id": w2, "read": True}) == {"ok": True}
-    entry = box.agents()["one"]
+    # activate is best effort under a 1 s registry-lock bound (behaviour 2.6): on a loaded machine the
+    # restarted daemon's stamping pass or the row's agent may hold the lock that long, and the op still
+    # answers ok. Viewing the row again is what a user does; a bounded number of views must clear it.
+    for _ in range(5):
+        assert box.request("workspace.activate", {"workspace_id": w2, "read": True}) == {"ok": True}
+        entry = box.agents()["one"]
+        if entry["state"] != "done":
+            break
     assert entry["state"] == "idle" and "done" not in entry and entry["summary"] == "s"
     assert log2
