@@ -399,8 +399,19 @@ class Runs:
         self._record(a, "started")
         self._finish(a, r.wait(), "started")
 
+    def _hold_password(self, a: Active, run: spec.Run | None) -> None:
+        """An adopted run takes again the password claim its ``password`` step made (``PasswordClaims``)."""
+        if run is None:
+            return
+        try:
+            repository = self.node.config.clone(a.repo).repository
+            stp.claim_password(self.jobs.passwords, run, repository, a.run_hash)
+        except (OcxError, Refused) as e:
+            log.warning("ocx: run %s: password claim not taken again: %s", a.run_hash[:12], e.message)
+
     def _finish(self, a: Active, ended: runner.Ended, phase: str) -> None:
         """Write ``ended`` (unless already written), then store the outputs and logs, then sync."""
+        self.jobs.passwords.release(a.run_hash)
         if PHASES.index(phase) < PHASES.index("ended"):
             self._answer(a, "ended", ended.body())
             self._record(a, "ended")
@@ -488,6 +499,7 @@ class Runs:
             self._finish(a, got, phase)
             return
         log.info("ocx: run %s found alive after a restart: adopted", a.run_hash[:12])
+        self._hold_password(a, got.run)
         with self._lock:
             a.run = got
             if a.stop_asked:
@@ -510,9 +522,12 @@ class SessionHost(Protocol):
 
     Every method blocks and may be called from any thread."""
 
-    def open(self, *, run_hash: str, label: str, root: str, argv: list[str], handle: str) -> str:
+    def open(
+        self, *, run_hash: str, label: str, root: str, argv: list[str], handle: str, before: list[str]
+    ) -> str:
         """Register ``handle`` and start one row running ``argv`` in ``root``; the row's id (a
-        ``SotdError`` when it cannot)."""
+        ``SotdError`` when it cannot). ``before`` (may be empty) runs first and execs the row's
+        ``sot-capsule``: it puts the whole row, capsule included, in the run's cgroups."""
         ...
 
     def phase(self, session_id: str) -> str:
@@ -601,12 +616,14 @@ class SessionRun(runner.Run):
         cg.create(self.limits.processes)
         self.cgroups = cg
         procs = cg.procs_files()
-        self.argv = [SH, "-c", JOIN_CGROUPS, "sotd-join", *procs, "--", *argv] if procs else argv
+        self.argv = argv
+        self.before = [SH, "-c", JOIN_CGROUPS, "sotd-join", *procs, "--"] if procs else []
         self.started_at = time.monotonic()
         if self.limits.wall is not None:
             self.deadline = self.started_at + self.limits.wall
 
     argv: list[str]
+    before: list[str]
 
 
 class Session:
@@ -700,6 +717,7 @@ class Session:
                 s.seen = {x for x in f.read().split() if x}
         except OSError:
             pass
+        runs._hold_password(a, r.run)
         with runs._lock:
             a.run = r
         log.info("ocx: run %s: session @%s in row %s adopted after a restart", a.run_hash[:12], s.handle, row)
@@ -713,8 +731,9 @@ class Session:
         cwd = self.proc.cwd if self.proc.cwd and os.path.isdir(self.proc.cwd) else self.ws
         try:
             self.row = self.host.open(
-                run_hash=a.run_hash, label=f"ocx-{a.run_hash[:12]}", root=cwd, argv=r.argv, handle=self.handle
-            )
+                run_hash=a.run_hash, label=f"ocx-{a.run_hash[:12]}", root=cwd, argv=r.argv, handle=self.handle,
+                before=r.before,
+            )  # fmt: skip
         except Exception as e:
             what = e.message if isinstance(e, SotdError) else f"{type(e).__name__}: {e}"
             if r.cgroups is not None:
@@ -766,7 +785,7 @@ class Session:
                 if self.proc.deliveries == "new":
                     self._see(list(self._thread()))  # only what arrives from now on
                 self._save()
-            if self.ready and self.proc.deliveries != "none":
+            if self.ready:
                 self._deliver()
             self._post_outbox()
             self.a.stopped.wait(SESSION_POLL_S)
@@ -797,6 +816,13 @@ class Session:
                 continue  # the sender is not known yet: look again later
             if sender not in self.proc.hears or kind in NODE_KINDS:
                 self._see([h])
+                continue
+            if self.proc.deliveries == "none":
+                self._see([h])
+                log.info(
+                    "ocx: run %s: %s from %s kept from the session: deliveries is none",
+                    self.a.run_hash[:12], h[:12], sender,
+                )  # fmt: skip
                 continue
             clone = self.runs.node.config.clone(self.a.repo)
             data = self.runs.node._bytes(clone, name)

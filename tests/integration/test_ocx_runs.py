@@ -254,3 +254,66 @@ def test_daemon_runs_the_node_when_an_ocx_config_exists(lab: rk.Lab) -> None:
     with open(os.path.join(lab.top, "daemon.log")) as f:
         text = f.read()
     assert "ocx: serving 1 clone(s) of" in text and "ended: passed" in text, text
+
+
+def test_password_step_one_run_at_a_time_per_login(lab: rk.Lab) -> None:
+    """The real password, clone and checkout steps through node B, whose clone is served for its runs'
+    clone steps. While run 1 holds build-user's password (its clone syncs with it), run 2's password step
+    is refused naming run 1, and run 1's clone still syncs; once run 1 ends, run 3 rotates it and builds."""
+    from sotd.ocx import fossil as fx
+
+    clone_b = lab.clones["b"]
+    rk.fossil(
+        "user", "new", "build-user", "b@example.invalid", "unused", "-R", clone_b, env=base_env(lab.top)
+    )
+    rk.fossil("user", "capabilities", "build-user", "gioy", "-R", clone_b, env=base_env(lab.top))
+    port = free_port()
+    srv = subprocess.Popen(["fossil", "server", "--localhost", "--port", str(port), clone_b],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=base_env(lab.top))  # fmt: skip
+    node = None
+    try:
+        wait_port("127.0.0.1", port)
+        with open(lab.envs["b"]["SOT_OCX_POLICY"], "a") as f:
+            f.write(f'\n[runs.clone_urls]\nproj = "http://127.0.0.1:{port}/"\n')
+
+        def body(command: list[str]) -> dict[str, object]:
+            b = rk.run_body(lab.server_code("b"), command, limits={"wall": "5m"})
+            b["workspace"] = [
+                b["workspace"][0],
+                {"step": "password"},
+                {"step": "clone", "into": "$$workspace$$/clone.fossil"},
+                {"step": "checkout", "of": "trunk", "into": "$$workspace$$/tree"},
+            ]
+            return b
+
+        node = rk.start_node(lab, "b", interval=0.3)
+        h1 = rk.post_run(lab, "a", body(["sleep", "120"]))
+        ws1 = rk.wait_answer(lab, "a", h1, "started")["values"]["workspace"]
+        h2 = rk.post_run(lab, "a", body(["true"]))
+        ended2 = rk.wait_answer(lab, "a", h2, "ended")
+        assert ended2 == {
+            "outcome": "refused",
+            "why": f"the password of the login 'build-user' on this repository belongs to run {h1[:12]} until"
+            " it ends: another password step now would break that run's clone",
+        }
+
+        def pushes_as_build_user(name: str) -> bool:
+            """Run 1's clone writes an unversioned file and syncs: only an authenticated build-user (cap y)
+            gets it onto the server; with a wrong password fossil falls back to nobody without a word."""
+            c1 = os.path.join(ws1, "clone.fossil")
+            fx.uv_add(c1, name, name.encode(), "build-user")
+            fx.uv_sync(c1, None)
+            return fx.uv_hash(clone_b, name) is not None
+
+        assert pushes_as_build_user("probe/1")  # run 1's saved password still works
+        rk.post_stop(lab, "a", h1)
+        assert rk.wait_answer(lab, "a", h1, "ended")["outcome"] == "stopped"
+        h3 = rk.post_run(lab, "a", body(["make", "-C", "$$tree$$", "image"]))
+        ended3 = rk.wait_answer(lab, "a", h3, "ended")
+        assert ended3["outcome"] == "passed", ended3
+        assert not pushes_as_build_user("probe/2")  # run 3 rotated it: run 1's clone is locked out now
+    finally:
+        if node is not None:
+            rk.stop_node(node)
+        srv.terminate()
+        srv.wait(timeout=10)

@@ -294,18 +294,23 @@ def _session_cgroups(lab: rk.Lab, h: str) -> dict[str, str]:
     return dirs
 
 
-def _agent_in(cgroup_dir: str) -> bool:
-    """True when a process of ``cgroup_dir`` is the session's agent (demo_agent.py inside bwrap)."""
+def _runs_in(cgroup_dir: str, marker: bytes) -> bool:
+    """True when a process of ``cgroup_dir`` has ``marker`` in its command line."""
     with open(os.path.join(cgroup_dir, "cgroup.procs")) as f:
         pids = f.read().split()
     for pid in pids:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"demo_agent.py" in f.read():
+                if marker in f.read():
                     return True
         except OSError:
             continue
     return False
+
+
+def _agent_in(cgroup_dir: str) -> bool:
+    """The session's agent (demo_agent.py inside bwrap) and the row's ``sot-capsule`` both run in it."""
+    return _runs_in(cgroup_dir, b"demo_agent.py") and _runs_in(cgroup_dir, b"sot-capsule\x00supervise")
 
 
 def test_session_adopted_after_a_daemon_restart(lab: rk.Lab) -> None:
@@ -390,6 +395,87 @@ def test_session_cpu_is_a_whole_run_budget(lab: rk.Lab) -> None:
         assert rk.wait_answer(lab, "a", h, "started", bound=60)["limits"] == {"wall": "2m", "cpu": "3s"}
         ended = rk.wait_answer(lab, "a", h, "ended", bound=90)
         assert (ended["outcome"], ended.get("limit")) == ("limit", "cpu"), ended
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log()[-3000:]
+
+
+def _replies(lab: rk.Lab, h: str) -> list[dict[str, Any]]:
+    return [b for k, b, s in rk.answers(lab, "a", h) if k == "said" and s == "lab-user"]
+
+
+def _mirror_hashes(ws: str) -> list[str]:
+    path = os.path.join(ws, "inbox.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(x)["hash"] for x in f]
+
+
+def test_session_deliveries_new_skips_what_came_before_ready(lab: rk.Lab) -> None:
+    """``deliveries: "new"``: a post made before the node even saw the run is in the thread when the row
+    becomes ready, so it is never delivered; a post made after ready is delivered, woken and answered."""
+    body = session_body(lab.server_code("b"), "/usr/bin/python3")
+    body["process"]["deliveries"] = "new"
+    h = rk.post_run(lab, "a", body, to="lab-user")
+    h_early = rk.post(lab, "a", {"ocx": 2, "re": h, "post": {"text": "before the session was up"}})
+    d = Daemon(lab)  # B syncs the run and the early post together
+    try:
+        ws = rk.wait_answer(lab, "a", h, "started", bound=60)["values"]["workspace"]
+        handle = session_handle(h)
+        wait_for(lambda: f"session @{handle} in row" in d.log(), 30, "the session's row")
+        wait_for(lambda: os.path.exists(os.path.join(ws, "agent.log")), 30, "the agent's first frame")
+        seen = os.path.join(lab.state["b"], "jobs", h, "seen")
+
+        def early_seen() -> bool:
+            if not os.path.exists(seen):
+                return False
+            with open(seen, encoding="utf-8") as f:
+                return h_early in f.read().split()
+
+        wait_for(early_seen, 30, "the early post marked looked-at when the row became ready")
+        h_late = rk.post(lab, "a", {"ocx": 2, "re": h, "post": {"text": "after ready"}})
+        got = wait_for(lambda: _replies(lab, h), 90, "the session's reply")
+        assert got == [{"to_post": h_late, "text": "read: after ready"}]
+        assert _mirror_hashes(ws) == [h_late]
+        with open(os.path.join(d.home, "inbox", f"{handle}.jsonl"), encoding="utf-8") as f:
+            mail = f.read()
+        assert h_late in mail and h_early not in mail
+        rk.post_stop(lab, "a", h)
+        assert rk.wait_answer(lab, "a", h, "ended", bound=60)["outcome"] == "stopped"
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log()[-3000:]
+
+
+def test_session_deliveries_none_files_nothing_and_never_wakes(lab: rk.Lab) -> None:
+    """``deliveries: "none"``: a heard post is logged as kept from the session and marked looked-at; no mail
+    is filed, nothing is mirrored, the agent is never woken, and the run still stops cleanly."""
+    d = Daemon(lab)
+    try:
+        body = session_body(lab.server_code("b"), "/usr/bin/python3")
+        body["process"]["deliveries"] = "none"
+        h = rk.post_run(lab, "a", body, to="lab-user")
+        ws = rk.wait_answer(lab, "a", h, "started", bound=60)["values"]["workspace"]
+        handle = session_handle(h)
+        wait_for(lambda: f"session @{handle} in row" in d.log(), 30, "the session's row")
+        agent_log = os.path.join(ws, "agent.log")
+        wait_for(lambda: os.path.exists(agent_log), 30, "the agent's first frame")
+        h_post = rk.post(lab, "a", {"ocx": 2, "re": h, "post": {"text": "nobody should hear this"}})
+        kept = f"{h_post[:12]} from alice kept from the session: deliveries is none"
+        wait_for(lambda: kept in d.log(), 60, "the node passing the post by")
+        time.sleep(3)  # several node passes and wake ticks after it was passed by
+        assert d.log().count(kept) == 1
+        assert _mirror_hashes(ws) == []
+        inbox = os.path.join(d.home, "inbox", f"{handle}.jsonl")
+        if os.path.exists(inbox):
+            with open(inbox, encoding="utf-8") as f:
+                assert h_post not in f.read()
+        with open(agent_log, encoding="utf-8") as f:
+            assert [e for e in map(json.loads, f) if e["event"] == "line"] == []  # never woken
+        assert _replies(lab, h) == []
+        rk.post_stop(lab, "a", h)
+        assert rk.wait_answer(lab, "a", h, "ended", bound=60)["outcome"] == "stopped"
     finally:
         rc = d.stop()
     assert rc == 0, d.log()[-3000:]

@@ -65,7 +65,9 @@ class RowSessions:
         registry.ensure(self.rows.layout)
         registry.update(self.rows.layout, self.rows.host, change, bound=REGISTRY_BOUND_S)
 
-    def open(self, *, run_hash: str, label: str, root: str, argv: list[str], handle: str) -> str:
+    def open(
+        self, *, run_hash: str, label: str, root: str, argv: list[str], handle: str, before: list[str]
+    ) -> str:
         payload = {
             "project_root": root,
             "agent": "claude",
@@ -73,7 +75,7 @@ class RowSessions:
             "label": label,
             "command": argv,
         }
-        ans = self._on_loop(self.rows.create(payload))
+        ans = self._on_loop(self.rows.create(payload, before=before))
         if not ans.get("ok"):
             raise SotdError(str(ans.get("message") or ans.get("error") or ans))
         row_id = str(ans["workspace_id"])

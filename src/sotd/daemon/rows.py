@@ -464,7 +464,9 @@ class Rows:
             return refusal("unknown_workspace", f"unknown workspace: {quoted(wid)}")
         return row
 
-    async def create(self, payload: dict[str, Any]) -> dict[str, Any]:
+    async def create(self, payload: dict[str, Any], *, before: list[str] | None = None) -> dict[str, Any]:
+        """``workspace.create``. ``before`` (in-process callers only, never from the wire) is a command
+        prefix that execs the row's ``sot-capsule`` in place: an OCX session joins its cgroups with it."""
         root_in = payload.get("project_root")
         if not isinstance(root_in, str) or not os.path.isabs(root_in):
             return refusal("bad_request", f"project_root must be an absolute path, not {quoted(root_in)}")
@@ -515,7 +517,7 @@ class Rows:
             created=_clock.stamp() + f".{os.urandom(2).hex()}",
         )
         ws = self.ws_dir(row_id)
-        row.argv = [capsule, "supervise", ws, "--start", "--", *argv]
+        row.argv = [*(before or ()), capsule, "supervise", ws, "--start", "--", *argv]
         self.rows[row_id] = row  # reserved now: a concurrent create for the same root is refused
         try:
             await asyncio.to_thread(self._start, row)

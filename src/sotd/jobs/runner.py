@@ -97,6 +97,7 @@ class Node:
     release: str | None = None
     facts: lim.CgroupFacts | None = None
     usr_links: Mapping[str, str] | None = None
+    passwords: stp.PasswordClaims = field(default_factory=stp.PasswordClaims)
 
 
 def classify(
@@ -273,6 +274,7 @@ class Run:
 
     def _end_early(self, e: Ended) -> None:
         self.result = e
+        self.node.passwords.release(self.run_hash)
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
         _write_json(os.path.join(self.dir, "ended.json"), e.to_json())
 
@@ -282,6 +284,7 @@ class Run:
             run = self._decide()
             self.run = run
             self._check_sources(run, before_steps=True)
+            stp.claim_password(self.node.passwords, run, self.target.repository, self.run_hash)
             stp.run_steps(run, self.node.root, self.target, self.node.carrier)
             self._check_sources(run, before_steps=False)
             assert self.values.get("workspace")
@@ -438,6 +441,7 @@ class Run:
                 pids_refused=pids_refused,
             )
             self.result = self._collect(Ended(outcome, exit=exit_status, limit=limit))
+            self.node.passwords.release(self.run_hash)
             _write_json(os.path.join(self.dir, "ended.json"), self.result.to_json())
             return self.result
 

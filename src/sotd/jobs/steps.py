@@ -7,6 +7,10 @@ own server-code, with that password saved), ``checkout`` (a working checkout of 
 step writes is then handed to the sandbox uid/gid. Fossil work goes through a ``Carrier`` so tests can
 inject one; ``FossilCarrier`` shells out to ``fossil``.
 
+A ``password`` step leaves the login's password changed (the run's clone keeps syncing with it), so a
+node lets one run at a time rotate a given login on a given repository: ``PasswordClaims`` records the
+holder until the run ends, and a second run asking for the same rotation meanwhile is ``Refused``.
+
 Guarantee: a step failure raises ``StepFailed(index, kind, why)`` and leaves the workspace in place for
 inspection; a path that ``realpath`` puts outside ``$$root$$`` is ``Refused`` before it is written.
 What would break it: a symlink placed under ``$$root$$`` by an earlier run -- ``directory`` refuses a
@@ -19,6 +23,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +35,53 @@ if TYPE_CHECKING:
     from sotd.jobs.spec import Run
 
 FOSSIL_TIMEOUT = 600.0
+
+
+class PasswordClaims:
+    """Which run holds the password it set for a login on a repository, until that run ends.
+
+    A second ``password`` step for the same login and repository would change the password under the
+    first run's clone, whose syncs would then fail: ``claim`` names the holder instead. Thread-safe; kept
+    in memory and taken again by a restarted node for each run it adopts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, str], str] = {}
+
+    @staticmethod
+    def _key(repository: str, login: str) -> tuple[str, str]:
+        return os.path.realpath(repository), login
+
+    def claim(self, repository: str, login: str, run_hash: str) -> str | None:
+        """Hold ``login`` on ``repository`` for ``run_hash``: None when held now (or already by this run),
+        else the RUN-HASH that holds it."""
+        key = self._key(repository, login)
+        with self._lock:
+            holder = self._held.setdefault(key, run_hash)
+        return None if holder == run_hash else holder
+
+    def release(self, run_hash: str) -> None:
+        """Drop every claim of ``run_hash`` (idempotent)."""
+        with self._lock:
+            for key in [k for k, v in self._held.items() if v == run_hash]:
+                del self._held[key]
+
+    def holder(self, repository: str, login: str) -> str | None:
+        with self._lock:
+            return self._held.get(self._key(repository, login))
+
+
+def claim_password(claims: PasswordClaims, run: Run, repository: str, run_hash: str) -> None:
+    """Before the steps: take the claim a ``password`` step needs, or ``Refused`` naming its holder."""
+    if not any(s.kind == "password" for s in run.workspace):
+        return
+    login = run.process.user
+    other = claims.claim(repository, login, run_hash)
+    if other is not None:
+        raise Refused(
+            f"the password of the login {login!r} on this repository belongs to run {other[:12]} until it"
+            " ends: another password step now would break that run's clone"
+        )
 
 
 class Carrier(Protocol):
