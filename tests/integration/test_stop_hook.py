@@ -468,7 +468,8 @@ def test_prompt_origin(ab, text: str, origin: str) -> None:
 def test_user_turn_ends_done_machine_turn_ends_idle(ab) -> None:
     comm, a, _ = ab
     prompt(a, "please fix the build")
-    stop(a)
+    assert nudged(stop(a)) == HUMAN_NUDGE  # no marker: held once to add one
+    stop(a, active=True)
     assert (row(comm)["state"], row(comm).get("done")) == ("done", True)
     prompt(a, "[sot-comm] you have mail: run comm-poll.sh")
     assert row(comm)["state"] == "working" and row(comm).get("done") is True
@@ -573,7 +574,115 @@ def test_status_hooks_of_a_child_agent_change_nothing(ab, tmp_path, script: str)
         "tool_input": {"questions": [{"question": "q?"}]},
         "tool_use_id": "toolu_9",
     }
+    with open(comm.layout.state(f"calls-{SID}.count"), "w") as f:
+        f.write("...")  # neither emptied by a refused prompt nor grown by a refused tool call
     before = snapshot(comm.home)
     r = tree.run(a, [os.path.join(comm.layout.bin_dir, f"comm-{script}.sh")], stdin=json.dumps(doc))
     assert (r.code, r.out, r.err) == (0, "", ""), r
     assert snapshot(comm.home) == before
+
+
+# ------------------------------------------------------------------------------------------ nudges
+
+HUMAN_NUDGE = (
+    "This turn answered a person and ended without a closing line. End it with one line the dashboard can"
+    " show: `SITREP: <what is done>`, `SITREP-QUESTION: <what you need from them>` or `SITREP-WAITING:"
+    " <what you wait for>`."
+)
+
+
+def nudged(r: Result) -> str | None:
+    """The reason of a nudge block (not the mail gate's), or None when the turn was let go."""
+    if not r.out.strip():
+        return None
+    got = json.loads(r.out)
+    assert got["decision"] == "block" and "sot-comm mail" not in got["reason"], got
+    return str(got["reason"])
+
+
+def post_tool(s: Session, n: int) -> None:
+    doc = json.dumps({"session_id": SID, "hook_event_name": "PostToolUse", "tool_name": "Bash",
+                      "tool_input": {"command": "ls"}, "tool_response": {}, "tool_use_id": "toolu_x"})  # fmt: skip
+    for _ in range(n):
+        r = s.run("status-posttool", stdin=doc)
+        assert (r.code, r.out) == (0, ""), r
+
+
+def test_a_human_turn_without_a_marker_is_held_once_per_turn(ab) -> None:
+    comm, a, _ = ab
+    prompt(a, "please fix the build")
+    assert nudged(stop(a, last="Fixed it.")) == HUMAN_NUDGE
+    assert row(comm)["state"] == "working"  # held: the turn goes on
+    assert nudged(stop(a, active=True, last="Fixed it.")) is None  # once per turn
+    assert row(comm)["state"] == "done"
+    with open(comm.layout.state(f"stop-feedback-{SID}.jsonl")) as f:
+        assert [json.loads(x)["reason"] for x in f] == [HUMAN_NUDGE]
+    prompt(a, "and the docs too")  # a new turn: held again
+    assert nudged(stop(a, last="Done.")) == HUMAN_NUDGE
+    prompt(a, "one more")
+    assert nudged(stop(a, last="SITREP: docs updated")) is None  # a marker needs no nudge
+    assert (row(comm)["state"], row(comm)["summary"]) == ("done", "docs updated")
+    prompt(a, "a question")
+    assert nudged(stop(a, last="SITREP-QUESTION: which branch?")) is None
+    assert row(comm)["state"] == "blocked"
+
+
+def test_a_machine_turn_is_nudged_softly_only_after_real_effort(ab) -> None:
+    comm, a, _ = ab
+    prompt(a, "[sot-comm] you have mail: run comm-poll.sh")
+    post_tool(a, 7)
+    assert nudged(stop(a, last="ok")) is None  # 7 calls, seconds old: not effort
+    prompt(a, "[sot-comm] you have mail: run comm-poll.sh")  # a new turn empties the count
+    assert not os.path.exists(comm.layout.state(f"calls-{SID}.count"))
+    post_tool(a, 8)
+    reason = nudged(stop(a, last="ok"))
+    assert reason == (
+        "This turn did real work (8 tool calls, 0 min) and ended without a closing line. If it finished"
+        " something, end with `SITREP: <headline>` so the others can see it; if not, just end the turn again."
+    )
+    assert nudged(stop(a, active=True, last="ok")) is None and row(comm)["state"] == "idle"
+    # a long turn with few calls: the turn id's stamp says it began 6 minutes ago
+    prompt(a, "[sot-comm] you have mail: run comm-poll.sh")
+    with open(comm.layout.registry) as f:
+        doc = json.load(f)
+    doc["agents"]["alpha"]["floor_prompt"] = "p1:" + time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 360)
+    )
+    with open(comm.layout.registry, "w") as f:
+        f.write(json.dumps(doc, indent=2) + "\n")
+    got = nudged(stop(a, last="ok"))
+    assert got is not None and "(0 tool calls, 6 min)" in got
+
+
+def test_a_sitrep_naming_missing_files_is_held_once(ab) -> None:
+    comm, a, _ = ab
+    os.makedirs(os.path.join(a.root, "src"), exist_ok=True)
+    with open(os.path.join(a.root, "src", "parser.py"), "w") as f:
+        f.write("")
+    text = "SITREP: fixed `src/parser.py:12`, wrote `docs/parser.md` and `notes/x.txt` (see `https://x.invalid/a`)"
+    prompt(a, "fix the parser")
+    assert nudged(stop(a, last=text)) == (
+        "The SITREP names files that are not there: `docs/parser.md`, `notes/x.txt`. Create them or correct"
+        " the SITREP, then end the turn."
+    )
+    assert nudged(stop(a, active=True, last=text)) is None  # once per turn and text
+    prompt(a, "again")
+    os.makedirs(os.path.join(a.root, "docs"))
+    os.makedirs(os.path.join(a.root, "notes"))
+    for p in ("docs/parser.md", "notes/x.txt"):
+        with open(os.path.join(a.root, p), "w") as f:
+            f.write("")
+    assert nudged(stop(a, last=text)) is None  # every named file exists
+    assert row(comm)["state"] == "done"
+
+
+def test_nudges_off_and_fail_open(ab) -> None:
+    comm, a, _ = ab
+    prompt(a, "please fix the build")
+    assert nudged(stop(a, last="Fixed.", env={"SOT_COMM_NUDGES": "off"})) is None
+    assert row(comm)["state"] == "done"
+    prompt(a, "next")
+    tick = comm.layout.state(f"nudge-{SID}.tick")
+    os.mkdir(tick)  # the tick cannot be written: no hold it could not remember
+    assert nudged(stop(a, last="Fixed.")) is None
+    assert row(comm)["state"] == "done"

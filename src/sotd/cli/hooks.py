@@ -3,6 +3,14 @@
 Behaviour 3.4 (the Stop hook) and 4.3 (the status hooks). A hook never fails its agent: it always exits 0,
 and holds a turn only by printing ``{"decision":"block","reason":...}``. Every path that cannot do its
 job falls open (no block) rather than trap a session.
+
+After the mail gate and the closing markers, the Stop hook nudges (docs/agents.md, "Nudges"): a turn a
+person started that ends without a marker is held once to add one; a machine turn of real effort (at
+least ``EFFORT_CALLS`` tool calls or ``EFFORT_SECONDS``) gets one softly worded hold; a ``SITREP:`` that
+names files (backticked paths with a ``/``) which do not exist is held once. Each is once per turn (a tick
+holding the turn id), fails open when its tick cannot be written, and stands down with
+``SOT_COMM_NUDGES=off``. Tool calls are counted by the PostToolUse hook, one byte each appended to
+``state/calls-<key>.count``, which the prompt hook empties.
 """
 
 from __future__ import annotations
@@ -19,6 +27,10 @@ from sotd.formats.layout import safe_component
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+EFFORT_CALLS = 8
+EFFORT_SECONDS = 300
+MAX_AUDITED = 20  # paths named in one SITREP that the audit looks at
 
 MACHINE_PREFIXES = (
     "[SYSTEM NOTIFICATION",
@@ -263,8 +275,94 @@ def stop(environ: Mapping[str, str]) -> int:
             _status("done", text or None)
         elif text:
             _status(verb, text)
+    if row is not None and environ.get("SOT_COMM_NUDGES") != "off":
+        nudge = _nudge(ctx, key, row, marker, hook)
+        if nudge:
+            _block(nudge)
+            _record_feedback(ctx, key, nudge)
+            return 0
     _status("stop")
     return 0
+
+
+def turn_started(floor_prompt: object) -> float | None:
+    """When the turn began: the stamp that ends its id (``<prompt id>:<stamp>``), else None."""
+    import calendar
+    import time
+
+    if not isinstance(floor_prompt, str) or not _clock.is_stamp(floor_prompt[-20:]):
+        return None
+    return float(calendar.timegm(time.strptime(floor_prompt[-20:], "%Y-%m-%dT%H:%M:%SZ")))
+
+
+def named_paths(text: str) -> list[str]:
+    """The file paths a SITREP names: backticked words with a ``/`` (not URLs, options or globs), with a
+    trailing ``:LINE`` or ``:LINE:COL`` dropped; in order, each once, at most ``MAX_AUDITED``."""
+    import re
+
+    out: list[str] = []
+    for word in re.findall(r"`([^`\s]+)`", text):
+        if "/" not in word or "://" in word or word.startswith("-") or any(c in word for c in "*?$<>|{}~"):
+            continue
+        path = re.sub(r"(:\d+){1,2}$", "", word)
+        if path and path not in out:
+            out.append(path)
+    return out[:MAX_AUDITED]
+
+
+def missing_paths(paths: list[str], cwd: str) -> list[str]:
+    return [p for p in paths if not os.path.lexists(os.path.join(cwd, p))]
+
+
+def _once(ctx: Context, name: str, key: str, value: str) -> bool:
+    """True when ``value`` is new for this tick and was recorded (a tick that cannot be written: False)."""
+    tick = ctx.layout.state(f"{name}-{key}.tick")
+    return _read_tick(tick) != value and _write_tick(tick, value)
+
+
+def _calls(ctx: Context, key: str) -> int:
+    try:
+        return os.stat(ctx.layout.state(f"calls-{key}.count")).st_size
+    except OSError:
+        return 0
+
+
+def _nudge(
+    ctx: Context, key: str, row: dict[str, object], marker: tuple[str, str] | None, hook: dict[str, object]
+) -> str | None:
+    """The nudge that holds this turn end, or None (see the module docstring)."""
+    turn = str(row.get("floor_prompt") or "")
+    floor = row.get("floor")
+    if marker is None and turn:
+        if floor == "user":
+            if _once(ctx, "nudge", key, turn):
+                return (
+                    "This turn answered a person and ended without a closing line. End it with one line the"
+                    " dashboard can show: `SITREP: <what is done>`, `SITREP-QUESTION: <what you need from"
+                    " them>` or `SITREP-WAITING: <what you wait for>`."
+                )
+            return None
+        calls = _calls(ctx, key)
+        began = turn_started(turn)
+        seconds = 0 if began is None else max(0, int(_clock.now() - began))
+        if (calls >= EFFORT_CALLS or seconds >= EFFORT_SECONDS) and _once(ctx, "nudge", key, turn):
+            return (
+                f"This turn did real work ({calls} tool calls, {seconds // 60} min) and ended without a closing"
+                " line. If it finished something, end with `SITREP: <headline>` so the others can see it;"
+                " if not, just end the turn again."
+            )
+        return None
+    if marker is not None and marker[0] == "done":
+        cwd = hook.get("cwd")
+        here = cwd if isinstance(cwd, str) and os.path.isdir(cwd) else os.getcwd()
+        missing = missing_paths(named_paths(marker[1]), here)
+        if missing and _once(ctx, "audit", key, turn + "|" + marker[1]):
+            return (
+                "The SITREP names files that are not there: "
+                + ", ".join(f"`{p}`" for p in missing)
+                + ". Create them or correct the SITREP, then end the turn."
+            )
+    return None
 
 
 def _record_feedback(ctx: Context, key: str, reason: str) -> None:
@@ -293,10 +391,18 @@ def prompt(environ: Mapping[str, str]) -> int:
         return 0
     text = hook.get("prompt")
     origin = classify_origin(text if isinstance(text, str) else "")
-    turn = str(hook.get("prompt_id") or hook.get("session_id") or "") + ":" + _clock.stamp()
+    # the turn id: unique even for two prompts in one second; its last 20 characters are its start stamp
+    turn = f"{hook.get('prompt_id') or hook.get('session_id') or ''}:{os.urandom(4).hex()}:{_clock.stamp()}"
     extra = {"COMM_STATUS_ORIGIN": origin, "COMM_STATUS_PROMPT_ID": turn}
     if isinstance(hook.get("transcript_path"), str):
         extra["COMM_STATUS_TRANSCRIPT"] = str(hook["transcript_path"])
+    if _identity()[0] == 0:  # a refused process changes nothing, not even the tool-call count
+        from sotd.formats.layout import Layout
+
+        try:
+            os.unlink(Layout.from_env(dict(environ)).state(f"calls-{session_key(environ, hook)}.count"))
+        except OSError:
+            pass
     _status("prompt", extra_env=extra)
     return 0
 
@@ -311,6 +417,7 @@ def tool(environ: Mapping[str, str], phase: str) -> int:
         return 0
     key = session_key(environ, hook)
     if not ask and _hb_fresh(environ, key):
+        _count_call(environ, key)  # this session passed the identity check under 10 s ago
         return 0  # the heartbeat short-circuits before anything else (4.3: tick < 10 s old)
     # A refused process changes nothing under the comm folder, not even a tick or a marker (behaviour 5.1).
     status, why = _identity()
@@ -323,6 +430,7 @@ def tool(environ: Mapping[str, str], phase: str) -> int:
     except SotdError:
         return 0
     if not ask:
+        _count_call(environ, key)
         _heartbeat(ctx, key)
         return 0
     tool_id = safe_component(str(hook.get("tool_use_id") or "none"))
@@ -339,6 +447,26 @@ def tool(environ: Mapping[str, str], phase: str) -> int:
         except OSError:
             pass
     return 0
+
+
+def _count_call(environ: Mapping[str, str], key: str) -> None:
+    """One byte appended to ``state/calls-<key>.count`` (best effort): the Stop hook's effort measure."""
+    from sotd.formats.layout import Layout
+
+    try:
+        fd = os.open(
+            Layout.from_env(dict(environ)).state(f"calls-{key}.count"),
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+            0o600,
+        )
+    except OSError:
+        return
+    try:
+        os.write(fd, b".")
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _hb_fresh(environ: Mapping[str, str], key: str) -> bool:
