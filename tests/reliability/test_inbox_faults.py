@@ -1,4 +1,6 @@
-"""Faults at the syscall boundary: a full file system, a file-size limit, fsync EIO (strace), a short write.
+"""Faults at the syscall boundary: a full file system (a 64 KiB tmpfs), a file-size limit (RLIMIT_FSIZE, a
+real partial write by the kernel), fsync EIO (strace ``-e inject``), and a short write followed by ENOSPC
+(an LD_PRELOAD shim the test builds with the C compiler; also against the cursor's temp).
 
 Each failed append must leave the inbox byte-identical and answer with the spec's sentence.
 """
@@ -217,3 +219,111 @@ def test_short_write_then_enospc_in_process(
     with pytest.raises(AppendFailed, match=r"^the append failed: No space left on device$"):
         inbox.append(lay, H, LINE.encode(), nfs=False, bound=2)
     assert _read(lay) == BEFORE
+
+
+# ---------------------------------------------------------------------------------- short write, for real
+
+# An LD_PRELOAD shim built by the test: on the first write(2) to a file whose path contains $SHIM_MATCH it
+# writes only half the bytes for real and returns that short count; every later write to such a file fails
+# ENOSPC. Every other write passes through. So the process sees what a filling disk does to it.
+SHIM_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int calls;
+
+static int targeted(int fd) {
+    const char *match = getenv("SHIM_MATCH");
+    char link[64], path[4096];
+    if (!match || !*match) return 0;
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n <= 0) return 0;
+    path[n] = 0;
+    return strstr(path, match) != NULL;
+}
+
+ssize_t write(int fd, const void *buf, size_t count) {
+    if (count > 1 && targeted(fd)) {
+        if (calls++ == 0) return syscall(SYS_write, fd, buf, count / 2);
+        errno = ENOSPC;
+        return -1;
+    }
+    return syscall(SYS_write, fd, buf, count);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def short_write_shim(tmp_path_factory: pytest.TempPathFactory) -> str:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the short-write shim (scripts/setup installs gcc)")
+    d = str(tmp_path_factory.mktemp("shim"))
+    src, so = os.path.join(d, "shim.c"), os.path.join(d, "shortwrite.so")
+    with open(src, "w") as f:
+        f.write(SHIM_C)
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", so, src, "-ldl"], check=True, capture_output=True)
+    return so
+
+
+def test_short_write_then_enospc_in_a_real_process(tmp_path: os.PathLike[str], short_write_shim: str) -> None:
+    """The kernel-facing write returns short (half the line really reached the file), then ENOSPC: the
+    append fails with the spec's sentence and the inbox is cut back to its exact bytes."""
+    lay = _prepare(str(tmp_path))
+    env = {**os.environ, "LD_PRELOAD": short_write_shim, "SHIM_MATCH": lay.inbox(H)}
+    r = subprocess.run([PY, "-c", APPEND_ONE, SRC, lay.home, LINE], check=False, capture_output=True,
+                       text=True, timeout=30, env=env)  # fmt: skip
+    assert (r.returncode, r.stdout) == (3, "the append failed: No space left on device\n"), r
+    assert _read(lay) == BEFORE
+    # the shim really fires: the same child without it appends
+    r = subprocess.run([PY, "-c", APPEND_ONE, SRC, lay.home, LINE], check=False, capture_output=True,
+                       text=True, timeout=30)  # fmt: skip
+    assert (r.returncode, r.stdout) == (0, "ok\n"), r
+    assert _read(lay) == BEFORE + LINE.encode() + b"\n"
+
+
+CURSOR_ONE = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from sotd.errors import SotdError
+from sotd.formats import cursor
+from sotd.formats.layout import Layout
+try:
+    cursor.write(Layout(sys.argv[2]), "a", 7, b'{"n":7}')
+except SotdError as e:
+    print(e.message)
+    sys.exit(3)
+print("ok")
+"""
+
+
+def test_short_write_to_the_cursor_temp_leaves_the_cursor(
+    tmp_path: os.PathLike[str], short_write_shim: str
+) -> None:
+    """The cursor's temp gets half its bytes, then ENOSPC: the cursor keeps its exact bytes, the temp is
+    removed, and the reader is told which file could not be written and why."""
+    from sotd.formats import cursor
+
+    lay = _prepare(str(tmp_path))
+    os.makedirs(lay.read_dir, exist_ok=True)
+    cursor.write(lay, H, 1, BEFORE.rstrip(b"\n"))
+    with open(lay.cursor(H), "rb") as f:
+        before = f.read()
+    temps = lay.cursor_tmp(H, 0, 0).rsplit(".", 2)[0] + "."  # read/a.cursor.tmp.<pid>.<n>: the temps only
+    env = {**os.environ, "LD_PRELOAD": short_write_shim, "SHIM_MATCH": temps}
+    r = subprocess.run([PY, "-c", CURSOR_ONE, SRC, lay.home], check=False, capture_output=True, text=True,
+                       timeout=30, env=env)  # fmt: skip
+    assert (r.returncode, r.stdout) == (
+        3,
+        f"the read cursor {lay.cursor(H)} could not be written: No space left on device\n",
+    ), r
+    with open(lay.cursor(H), "rb") as f:
+        assert f.read() == before
+    assert os.listdir(lay.read_dir) == [os.path.basename(lay.cursor(H))]

@@ -378,3 +378,75 @@ def test_random_frames_at_a_real_daemon(tmp_path: object) -> None:
         assert _tree(comm.home) == before
     finally:
         d.stop()
+
+
+# Typed fuzz: well-formed requests for the ops that write (comm.file, agent.*, workspace.*), with payloads
+# that hold the op's own keys with random values. An empty comm folder lists nobody and no project root
+# given is an existing absolute folder, so none may succeed in writing: every answer is a clear refusal.
+WRITING_OPS = ("comm.file", "agent.join", "agent.send", "workspace.create", "workspace.destroy",
+               "workspace.activate")  # fmt: skip
+OP_KEYS = {
+    "comm.file": ("from", "to", "text", "broadcast", "forwarded", "expires"),
+    "agent.join": ("workspace_id", "handle"),
+    "agent.send": ("to", "text", "workspace_id"),
+    "workspace.create": ("project_root", "agent", "agent_name", "label", "command", "account"),
+    "workspace.destroy": ("workspace_id", "slug", "name"),
+    "workspace.activate": ("workspace_id", "read"),
+}
+FINITE_JSONV = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+NOT_A_ROOT = st.text(max_size=20).filter(lambda t: not t.startswith("/")) | FINITE_JSONV
+
+
+@st.composite
+def typed_request(draw: st.DrawFn) -> tuple[str, dict[str, object]]:
+    op = draw(st.sampled_from(WRITING_OPS))
+    keys = draw(st.lists(st.sampled_from(OP_KEYS[op]), unique=True))
+    payload: dict[str, object] = {k: draw(NOT_A_ROOT if k == "project_root" else FINITE_JSONV) for k in keys}
+    if draw(st.booleans()):
+        payload.update(draw(st.dictionaries(st.text(max_size=8), FINITE_JSONV, max_size=3)))
+    if op == "workspace.create" and isinstance(payload.get("project_root"), str):
+        assert not str(payload["project_root"]).startswith("/")
+    return op, payload
+
+
+@pytest.mark.serial
+def test_typed_requests_for_writing_ops_get_clear_refusals_and_write_nothing(tmp_path: object) -> None:
+    work = str(tmp_path)
+    comm = Comm(work)
+    d = _daemon(work, comm.home)
+    try:
+        before = _tree(comm.home)
+        pid = d.proc.pid
+        seen_codes: set[str] = set()
+
+        @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @given(req=typed_request())
+        def one(req: tuple[str, dict[str, object]]) -> None:
+            op, payload = req
+            got = d.request(op, payload, deadline_s=15)
+            assert isinstance(got, dict), (op, payload, got)
+            if got.get("ok") is True:
+                # only answers that write nothing may be ok: an activate of nothing, a join with no row
+                # that nobody holds (D5), a window notification that names no handle
+                assert op in ("agent.join", "agent.send", "workspace.activate"), (op, payload, got)
+            else:
+                why = got.get("error")
+                assert isinstance(why, str) and why.strip(), (op, payload, got)
+                code = got.get("code")
+                assert code is None or (isinstance(code, str) and code), (op, payload, got)
+                if code:
+                    seen_codes.add(code)
+            assert d.proc.poll() is None, d.logtext()[-2000:]
+
+        one()
+        assert d.request("version.query", {}, deadline_s=10)["daemon"]["pid"] == pid
+        assert d.request("workspace.list", {}, deadline_s=10).get("workspaces", []) == []
+        assert _tree(comm.home) == before
+        assert {"bad_request", "bad_handle"} & seen_codes, seen_codes  # the refusals were the checks
+    finally:
+        d.stop()

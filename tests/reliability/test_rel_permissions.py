@@ -89,7 +89,16 @@ def test_every_entry_is_private_after_every_command(open_work: str, wide_umask: 
         ("leave", lambda: b.run("leave")),
         ("install", lambda: a.run("install", wrapper=False)),
         ("poll after install", lambda: a.run("poll")),
-    ]
+        ("context", lambda: a.run("context")),
+        ("hook prompt", lambda: a.run("status-prompt", stdin=_hook("UserPromptSubmit", prompt="fix it"))),
+        ("hook post-tool", lambda: a.run("status-posttool", stdin=_hook("PostToolUse", tool_name="Bash"))),
+        ("hook pre-tool", lambda: a.run("status-pretool", stdin=_hook("PreToolUse", tool_name="AskUserQuestion",
+                                                                      tool_input={"question": "q?"},
+                                                                      tool_use_id="toolu_p"))),
+        ("send to alpha again", lambda: b.run("join", "beta") and b.run("send", "@alpha", "more")),
+        ("hook stop (mail gate)", lambda: a.run("status-idle", stdin=_hook("Stop", stop_hook_active=False))),
+        ("hook stop (marker)", lambda: a.run("status-idle", stdin=_hook("Stop", last_assistant_message="SITREP: ok"))),
+    ]  # fmt: skip
     problems: dict[str, list[str]] = {}
     for name, step in steps:
         r = step()
@@ -99,6 +108,47 @@ def test_every_entry_is_private_after_every_command(open_work: str, wide_umask: 
             problems[name] = bad
     assert problems == {}, problems
     assert os.path.exists(comm.layout.cursor("alpha")) and os.path.exists(comm.layout.inbox("alpha"))
+
+
+def _hook(event: str, **fields: object) -> str:
+    import json
+
+    return json.dumps({"session_id": "perm-session", "hook_event_name": event, **fields})
+
+
+@needs_root
+def test_every_entry_is_private_after_daemon_rows_spawn_and_despawn(wide_umask: None) -> None:
+    """The daemon's writers too: a spawned row (registry row, self file, inbox, the wake's reads), mail filed
+    by the daemon, the row's despawn; and the daemon's own socket and state folders are private."""
+    import shlex
+
+    from tests.integration.test_rows import Box, wait_for, wakes
+
+    box = Box({"SOTD_TEST_HEARTBEAT_SECS": "2"})
+    try:
+        log = os.path.join(box.work, "alpha.agent.log")
+        root = box.project("alpha")
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("spawner join", lambda: box.spawner("join", "--name", "boss")),
+            ("spawn", lambda: box.spawner("spawn", root, "--name", "alpha", "--task", "look",
+                                          "--command", shlex.join(box.agent_argv(log)))),
+            ("daemon files", lambda: box.file("alpha", "from the daemon")),
+            ("the wake", lambda: wait_for(lambda: wakes(log) >= 1, 60, "the row's wake")),
+            ("despawn", lambda: box.spawner("despawn", "alpha")),
+        ]  # fmt: skip
+        problems: dict[str, list[str]] = {}
+        for name, step in steps:
+            r = step()
+            rc = getattr(r, "returncode", 0)
+            assert rc == 0, (name, r)
+            bad = _bad_modes(box.home)
+            if bad:
+                problems[name] = bad
+        assert problems == {}, problems
+        for folder in (os.path.dirname(box.sock), box.state):
+            assert stat.S_IMODE(os.stat(folder).st_mode) & 0o077 == 0, folder
+    finally:
+        box.close()
 
 
 # ----------------------------------------------------------------------------------- another account
