@@ -21,10 +21,12 @@ class SotdError(Exception):
         hint: str | None = None,
         code: str | None = None,
         exit_status: int | None = None,
+        reason: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = hint  # printed after the message
+        self.reason = reason  # printed before it: the message says "see the reason above"
         if code is not None:
             self.code = code
         if exit_status is not None:

@@ -129,10 +129,16 @@ CASES = [
     (["join.sh", "--name", "alpha"], f"comm-join.sh: REFUSING to bind: {SECOND}"),
     (["status.sh", "working", "on it"], f"comm-status.sh: {SECOND}"),
     (["sotd", "unread", "alpha"], f"sotd comm unread: {SECOND}"),
+    (["leave.sh"], f"comm-leave.sh: {SECOND}"),
+    (["leave.sh", "--name", "beta"], f"comm-leave.sh: {SECOND}"),
+    (["list.sh"], f"comm-list.sh: {SECOND}"),
+    (["context.sh"], f"comm-context: {SECOND}"),
+    (["sotd", "leave"], f"sotd comm leave: {SECOND}"),
+    (["sotd", "list"], f"sotd comm list: {SECOND}"),
 ]
 
 
-@pytest.mark.parametrize(("cmd", "text"), CASES, ids=[c[0][0] for c in CASES])
+@pytest.mark.parametrize(("cmd", "text"), CASES, ids=[" ".join(c[0]) for c in CASES])
 def test_second_agent_is_refused_and_changes_nothing(two, tree, cmd: list[str], text: str) -> None:
     comm, a, _ = two
     if cmd[0] == "sotd":
@@ -178,6 +184,9 @@ def test_row_named_by_env_outside_its_capsule_is_refused(comm: Comm, tree: Tree)
     assert (r.code, r.out, r.err_lines) == (1, "", [f"FAILED -> @beta: {why}"]), r
     r = tree.run(a, [wrapper(comm, "poll")], **kw)
     assert (r.code, r.out, r.err_lines) == (1, "", [f"comm-poll: {why}"]), r
+    for verb, prefix in (("leave", "comm-leave.sh"), ("list", "comm-list.sh"), ("context", "comm-context")):
+        r = tree.run(a, [wrapper(comm, verb)], **kw)
+        assert (r.code, r.out, r.err_lines) == (1, "", [f"{prefix}: {why}"]), r
     assert snapshot(comm.home) == before
 
 

@@ -260,3 +260,59 @@ def test_6_0_ensure_home_tightens_an_old_open_folder(home: str, env: dict[str, s
     lay = build_open_home(home)
     assert ensure_home(lay, env) == []
     assert mode(home) == 0o700 and mode(lay.inbox("a")) == 0o600
+
+
+# ----------------------------------------------------------------------------- relative SOT_COMM_HOME
+
+
+@pytest.mark.parametrize(
+    ("given", "want"),
+    [
+        ("comm", "work/comm"),
+        ("./comm/", "work/comm"),
+        ("a/../comm", "work/comm"),
+        ("../comm", "comm"),
+        (".", "work"),
+    ],
+)
+def test_1_13_relative_home_made_absolute_against_pwd(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch, given: str, want: str
+) -> None:
+    base = os.path.realpath(str(tmp_path))
+    work = os.path.join(base, "work")
+    os.makedirs(work)
+    monkeypatch.chdir(work)
+    got = L.comm_home({"SOT_COMM_HOME": given, "PWD": work})
+    assert got == os.path.join(base, want)
+    assert os.path.isabs(got)
+    assert Layout.from_env({"SOT_COMM_HOME": given, "PWD": work}).registry == os.path.join(
+        base, want, "registry.json"
+    )
+
+
+def test_1_13_relative_home_keeps_the_pwd_spelling_through_a_symlink(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = os.path.realpath(str(tmp_path))
+    real = os.path.join(base, "real")
+    os.makedirs(real)
+    link = os.path.join(base, "link")
+    os.symlink(real, link)
+    monkeypatch.chdir(link)
+    assert L.comm_home({"SOT_COMM_HOME": "c", "PWD": link}) == os.path.join(link, "c")
+
+
+@pytest.mark.parametrize("pwd", [None, "", "relative/pwd", "/somewhere/else/entirely"])
+def test_1_13_relative_home_with_a_pwd_that_is_not_the_working_folder(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch, pwd: str | None
+) -> None:
+    work = os.path.realpath(str(tmp_path))
+    monkeypatch.chdir(work)
+    env = {"SOT_COMM_HOME": "c"} if pwd is None else {"SOT_COMM_HOME": "c", "PWD": pwd}
+    assert L.comm_home(env) == os.path.join(work, "c")
+
+
+def test_1_13_absolute_and_default_home(tmp_path: object) -> None:
+    assert L.comm_home({"SOT_COMM_HOME": "/x/./y/", "PWD": "/p"}) == "/x/y"
+    assert L.comm_home({"HOME": "/home/u"}) == "/home/u/.sot-comm"
+    assert L.comm_home({"SOT_COMM_HOME": "", "HOME": "/home/u"}) == "/home/u/.sot-comm"

@@ -7,6 +7,8 @@ import stat
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sotd.errors import SotdError
 from sotd.formats import lockmanager as lm
@@ -324,3 +326,64 @@ def test_appends_itself_bare_none_never(lay: Layout, monkeypatch: pytest.MonkeyP
 def test_appends_itself_unreadable_record(lay: Layout) -> None:
     os.makedirs(lay.lock_manager)
     assert lm.appends_itself(lay) is False
+
+
+# ------------------------------------------------------------------------------------- record properties
+
+# A record's line holds any text but a line break (a CR at a line's end is read as part of the break).
+_line_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=80)
+_identities = st.one_of(
+    _line_text,
+    st.builds(lambda m: f"local {m}", _line_text),
+    st.builds(lambda s: f"nfs4 {s}", _line_text),
+    st.builds(lambda m: f"none@{m}", _line_text),
+    st.just("none"),
+)
+_machine_ids = st.one_of(st.none(), st.just("-"), st.just("uninitialized"), st.just(""), _line_text)
+
+
+@settings(max_examples=300)
+@given(_identities, _machine_ids)
+def test_6_4_record_parse_encode_roundtrip(identity: str, mid: str | None) -> None:
+    data = lm.encode_record(identity, mid)
+    assert data.endswith(b"\n") and data.count(b"\n") in (1, 2)
+    assert lm.parse_record(data) == (identity, lm._mid(mid))
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=300))
+def test_6_4_any_record_bytes_parse_to_two_lines_never_raise(data: bytes) -> None:
+    first, second = lm.parse_record(data)
+    assert isinstance(first, str) and isinstance(second, str)
+    assert "\n" not in first and "\n" not in second
+    for verdict in (lm.decide((first, second), OWN, MID, True), lm.decide((first, second), OWN, MID, False)):
+        assert verdict in (lm.GUEST, lm.CURRENT, lm.REPLACE, lm.FOREIGN)
+    where, text = lm.route((first, second), OWN, MID, True, False, path=P, self_host="box")
+    assert where in (lm.LOCAL, lm.REFUSE) and (where == lm.LOCAL) == (text == "")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=300) | _identities.map(lambda i: lm.encode_record(i, MID)))
+def test_6_4_hub_on_any_existing_record_decides_or_fails_clearly(data: bytes) -> None:
+    """A hub starting over whatever bytes are at the record path: a verdict, and it writes only its own
+    record over one its machine wrote (else the bytes stay); never an exception other than ``SotdError``."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        lay = Layout(d)
+        os.makedirs(lay.inbox_dir)
+        with open(lay.lock_manager, "wb") as f:
+            f.write(data)
+        try:
+            verdict = lm.write_for_hub(lay, OWN, MID)
+        except SotdError as e:
+            assert e.code == "lock_record_failed"
+            return
+        assert verdict in (lm.CURRENT, lm.REPLACE, lm.FOREIGN)
+        after = _record_bytes(lay)
+        if verdict == lm.REPLACE:
+            assert after == lm.encode_record(OWN, MID)
+        else:
+            assert after == data
+        assert _leftovers(lay) == []
+        assert (lm.read_record(lay) or ("", ""))[0] == lm.parse_record(after)[0]

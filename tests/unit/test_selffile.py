@@ -7,6 +7,8 @@ import os
 import stat
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sotd.errors import HandleError, SelfFileError
 from sotd.formats import atomic, selffile
@@ -166,3 +168,56 @@ def test_6_7_guard_exempt_nopane_or_repin(path: str) -> None:
 )
 def test_6_7_nopane_slot(leaf: str, want: bool) -> None:
     assert selffile.slot_is_nopane("/c/self/" + leaf) is want
+
+
+# ----------------------------------------------------------------------------------------- properties
+
+_handles = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}", fullmatch=True).filter(lambda h: ".." not in h)
+# repo= and root= hold any text but a line break; a root worth naming is not empty
+_field = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=120)
+
+
+@settings(max_examples=300)
+@given(_handles, _field, _field)
+def test_6_7_format_parse_roundtrip(handle: str, repo: str, root: str) -> None:
+    rec = selffile.parse(selffile.format_record(handle, repo, root))
+    assert rec is not None
+    assert (rec.handle, rec.repo, rec.root) == (handle, repo, root)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_handles, _field, _field.filter(bool))
+def test_6_7_write_read_roundtrip(handle: str, repo: str, root: str) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "box__ws.txt")
+        selffile.write(path, handle, repo, root)
+        assert selffile.read_handle(path, root) == handle
+        assert selffile.read_handle(path, root, repo=repo) == handle
+        assert selffile.read_handle(path, root + "/x") is None
+        assert selffile.guard(path, repo, root) is None  # the same project may always write its slot
+        assert os.listdir(d) == ["box__ws.txt"]
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=300))
+def test_6_7_any_bytes_parse_or_none_never_raise(data: bytes) -> None:
+    rec = selffile.parse(data)
+    assert rec is None or isinstance(rec.handle, str)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=300))
+def test_6_7_any_bytes_in_a_slot_name_a_valid_handle_or_nobody(data: bytes) -> None:
+    import tempfile
+
+    from sotd.handles import is_valid
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "box__ws.txt")
+        put(path, data)
+        got = selffile.read_handle(path, ROOT)
+        assert got is None or (is_valid(got) and data.startswith(got.encode()))
+        refusal = selffile.guard(path, "proj", ROOT)
+        assert refusal is None or refusal.startswith(f"the identity slot '{path}' already names @")

@@ -46,7 +46,7 @@ def declared_host(environ: Mapping[str, str]) -> str:
         raise SotdError(
             "comm-context: could not establish this box's declared host (see the reason above); aborting "
             "rather than proceeding with an unknown identity",
-            hint="sot_host: no SOT_SELF_HOST override and hostname failed -- cannot declare an identity",
+            reason="sot_host: no SOT_SELF_HOST override and hostname failed -- cannot declare an identity",
         )
     return host
 
@@ -98,13 +98,14 @@ class Context:
         self.host = declared_host(env)
         self.handle_host = handle_host(env)
         self.workspace_id = env.get("SOT_WORKSPACE_ID", "")
-        cwd = env.get("PWD") or os.getcwd()
         try:
-            if os.path.realpath(cwd) != os.path.realpath(os.getcwd()):
-                cwd = os.getcwd()
+            here: str | None = os.getcwd()
         except OSError:
-            cwd = os.getcwd()
-        raw = raw_root(cwd)
+            here = None  # the working folder was removed: only $PWD names it, and it cannot be resolved
+        cwd = env.get("PWD") or here or ""
+        if here is not None and os.path.realpath(cwd) != os.path.realpath(here):
+            cwd = here
+        raw = raw_root(cwd) if cwd else "."
         self.repo = os.path.basename(raw.rstrip("/")) or "/"
         try:
             self.project_root = os.path.realpath(raw, strict=True)
@@ -112,7 +113,7 @@ class Context:
             raise SotdError(
                 f"comm-context: could not establish a canonical project root for '{raw}' — see the reason "
                 "above; aborting rather than proceeding with an unknown identity",
-                hint=f"sot_canonical_path: could not resolve a canonical path for '{raw}' ({e.strerror})",
+                reason=f"sot_canonical_path: could not resolve a canonical path for '{raw}' ({e.strerror})",
             ) from None
         pinned = env.get("SOT_COMM_SELF_FILE", "")
         self.self_pinned = bool(pinned)

@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         run = _import(module).run  # type: ignore[attr-defined]
         status: int = run(rest)
     except SotdError as e:
+        if e.reason:
+            sys.stderr.write(e.reason + "\n")
         sys.stderr.write(e.message + "\n")
         if e.hint:
             sys.stderr.write(e.hint + "\n")

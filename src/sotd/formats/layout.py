@@ -21,13 +21,30 @@ def safe_component(s: str) -> str:
 
 
 def comm_home(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
-    """``$SOT_COMM_HOME`` made absolute against the working folder, else ``$HOME/.sot-comm``."""
+    """``$SOT_COMM_HOME`` (a relative one made absolute against ``$PWD``, behaviour 1.13), else
+    ``$HOME/.sot-comm``."""
     env = os.environ if environ is None else environ
     home = env.get("SOT_COMM_HOME", "")
     if home:
-        return os.path.abspath(home)
+        if os.path.isabs(home):
+            return os.path.abspath(home)
+        return os.path.normpath(os.path.join(_working_folder(env), home))
     base = env.get("HOME") or os.path.expanduser("~")
     return os.path.join(base, ".sot-comm")
+
+
+def _working_folder(env: dict[str, str] | os._Environ[str]) -> str:
+    """``$PWD`` when it names the working folder (it may spell it through a symlink), else ``getcwd()``."""
+    pwd = env.get("PWD", "")
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        if os.path.isabs(pwd):
+            return pwd
+        raise
+    if os.path.isabs(pwd) and (pwd == cwd or os.path.realpath(pwd) == cwd):
+        return pwd
+    return cwd
 
 
 class Layout:
