@@ -22,7 +22,13 @@ pytestmark = pytest.mark.integration
 WRAPPERS = [
     f"comm-{v}.sh" for v in ("send", "poll", "join", "leave", "list", "status", "context", "spawn", "despawn")
 ]
-HOOKS = ["comm-status-idle.sh", "comm-status-prompt.sh", "comm-status-pretool.sh", "comm-status-posttool.sh"]
+HOOKS = [
+    "comm-status-idle.sh",
+    "comm-status-prompt.sh",
+    "comm-status-pretool.sh",
+    "comm-status-posttool.sh",
+    "comm-status-permission.sh",
+]
 SHIPPED = [*WRAPPERS, *HOOKS, "comm-relay.sh"]
 BRIDGE = "comm-relay: bridge retired in 0.6.6; this leftover loop now sleeps (a reboot clears it)"
 
@@ -73,11 +79,47 @@ def test_writes_every_script_version_and_record(fresh: Comm) -> None:
     assert mode(fresh.layout.version_file) == 0o644
     with open(bin_path(fresh, ".installed")) as f:
         assert f.read().splitlines() == SHIPPED
-    # without --agent-settings it prints the settings block for Claude Code
-    block = r.out[r.out.index("{") : r.out.rindex("}") + 1]
-    hooks = json.loads(block)["hooks"]
-    assert set(hooks) == {"Stop", "UserPromptSubmit", "PreToolUse", "PostToolUse"}
+    # without --agent-settings it prints the settings block for Claude Code, then the one for Codex
+    claude, codex = printed_blocks(r)
+    hooks = claude["hooks"]
+    assert set(hooks) == {"Stop", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest"}
     assert hooks["Stop"][0]["hooks"][0]["command"] == bin_path(fresh, "comm-status-idle.sh")
+    assert hooks["PermissionRequest"] == [
+        {
+            "matcher": "*",
+            "hooks": [{"type": "command", "command": bin_path(fresh, "comm-status-permission.sh")}],
+        }
+    ]
+    assert codex == {
+        "hooks": {
+            "Stop": [{"hooks": [{"type": "command", "command": bin_path(fresh, "comm-status-idle.sh")}]}],
+            "UserPromptSubmit": [
+                {"hooks": [{"type": "command", "command": bin_path(fresh, "comm-status-prompt.sh")}]}
+            ],
+            "PermissionRequest": [
+                {
+                    "matcher": "*",
+                    "hooks": [{"type": "command", "command": bin_path(fresh, "comm-status-permission.sh")}],
+                }
+            ],
+        }
+    }
+    assert "Codex has no Stop hook" not in r.out
+    assert f"('run {fresh.layout.bin_dir}/comm-poll.sh after each task')." in r.out_lines
+
+
+def printed_blocks(r: Result) -> list[dict]:
+    """The JSON blocks ``install`` prints (each indented two spaces, from a ``  {`` line to a ``  }`` line)."""
+    blocks, cur = [], None
+    for ln in r.out_lines:
+        if ln == "  {":
+            cur = [ln]
+        elif cur is not None:
+            cur.append(ln)
+            if ln == "  }":
+                blocks.append(json.loads("\n".join(cur)))
+                cur = None
+    return blocks
 
 
 def test_wrappers_run_sotd(fresh: Comm) -> None:
@@ -223,6 +265,7 @@ def test_agent_settings_merge_keeps_everything_and_is_idempotent(comm: Comm) -> 
         }
     ]
     assert _commands(hooks["PostToolUse"]) == [bin_path(comm, "comm-status-posttool.sh")]
+    assert _commands(hooks["PermissionRequest"]) == [bin_path(comm, "comm-status-permission.sh")]
     r = install(comm, f"--agent-settings={path}")
     assert r.code == 0, r
     assert r.out_lines[-1] == f"The hooks were already registered in {path}"
@@ -234,7 +277,13 @@ def test_agent_settings_creates_a_missing_file(comm: Comm) -> None:
     path = os.path.join(comm.work, "new", "settings.json")
     assert install(comm, f"--agent-settings={path}").code == 0
     with open(path) as f:
-        assert set(json.load(f)["hooks"]) == {"Stop", "UserPromptSubmit", "PreToolUse", "PostToolUse"}
+        assert set(json.load(f)["hooks"]) == {
+            "Stop",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PostToolUse",
+            "PermissionRequest",
+        }
 
 
 def test_agent_settings_default_path_is_under_home(comm: Comm) -> None:

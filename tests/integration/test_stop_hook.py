@@ -230,6 +230,10 @@ def test_hooks_off_stands_down(ab) -> None:
             {"hook_event_name": "PreToolUse", "tool_name": "AskUserQuestion", "tool_use_id": "t1"},
         ),
         ("status-posttool", {"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_use_id": "t2"}),
+        (
+            "status-permission",
+            {"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "ls"}},
+        ),
     ):
         r = a.run(script, stdin=json.dumps({"session_id": SID, **doc}), env={"SOT_COMM_HOOKS": "off"})
         assert (r.code, r.out, r.err) == (0, "", "")
@@ -562,7 +566,9 @@ def test_an_unreadable_registry_still_goes_through_the_mail_gate(ab) -> None:
     assert not blocked(stop(a))
 
 
-@pytest.mark.parametrize("script", ["status-prompt", "status-pretool", "status-posttool"])
+@pytest.mark.parametrize(
+    "script", ["status-prompt", "status-pretool", "status-posttool", "status-permission"]
+)
 def test_status_hooks_of_a_child_agent_change_nothing(ab, tmp_path, script: str) -> None:
     comm, a, _ = ab
     tree = Tree(os.path.join(str(tmp_path), "tree"))
@@ -686,3 +692,206 @@ def test_nudges_off_and_fail_open(ab) -> None:
     os.mkdir(tick)  # the tick cannot be written: no hold it could not remember
     assert nudged(stop(a, last="Fixed.")) is None
     assert row(comm)["state"] == "done"
+
+
+# ------------------------------------------------------------------------------------------ lock faults
+
+
+def lock_open_fault(name: str = "alpha") -> str:
+    return (
+        f"WARNING: the inbox lock for @{name} failed (cannot open its lock file) — reading without it; a line"
+        " may show twice, none is lost"
+    )
+
+
+def block_reason(r: Result) -> str | None:
+    if not r.out.strip():
+        return None
+    got = json.loads(r.out)
+    assert got["decision"] == "block", got
+    return str(got["reason"])
+
+
+def test_a_lock_fault_warns_once_per_fault_and_never_in_a_continuation(ab) -> None:
+    comm, a, _ = ab
+    tick = comm.layout.state(f"lock-fault-{SID}.tick")
+    # A real fault that is not "busy": the lock file's name is taken by a folder, so it will not open
+    # read-write (root included); the read goes on without the lock.
+    os.mkdir(comm.layout.inbox_lock("alpha"))
+    raw(comm, "alpha", line("beta", "alpha", "one"))
+    # inside a stop_hook_active continuation: the mail gate blocks for the mail, with no warning and no tick
+    assert block_reason(stop(a, active=True)) == reason("alpha")
+    assert not os.path.exists(tick)
+    # the next turn end announces the fault once, on its own (the mail was already announced)
+    assert block_reason(stop(a)) == lock_open_fault()
+    with open(tick) as f:
+        assert f.read().strip() == lock_open_fault()
+    assert block_reason(stop(a)) is None
+    # the same fault with new mail: the mail block only, the warning is not repeated
+    raw(comm, "alpha", line("beta", "alpha", "two"))
+    assert block_reason(stop(a)) == reason("alpha")
+    assert block_reason(stop(a)) is None
+    # a different fault is announced once: the inbox itself cannot be read, so nothing can be counted
+    os.rmdir(comm.layout.inbox_lock("alpha"))
+    os.unlink(comm.layout.inbox("alpha"))
+    os.mkdir(comm.layout.inbox("alpha"))
+    first = block_reason(stop(a))
+    assert first is not None and first.startswith("WARNING: the unread count for @alpha failed (")
+    assert first.endswith("); run comm-poll.sh to check by hand")
+    assert block_reason(stop(a)) is None
+    assert block_reason(stop(a, active=True)) is None
+    with open(comm.layout.state(f"stop-feedback-{SID}.jsonl")) as f:
+        assert [json.loads(x)["reason"] for x in f] == [
+            reason("alpha"),
+            lock_open_fault(),
+            reason("alpha"),
+            first,
+        ]
+
+
+def test_a_lock_fault_with_new_mail_prefixes_the_warning(ab) -> None:
+    comm, a, _ = ab
+    os.mkdir(comm.layout.inbox_lock("alpha"))
+    raw(comm, "alpha", line("beta", "alpha"))
+    assert block_reason(stop(a)) == lock_open_fault() + "\n" + reason("alpha")
+    assert block_reason(stop(a)) is None
+
+
+# ------------------------------------------------------------------------------------------ the dialog (D3)
+
+CLAUDE_PERMISSION = {
+    "session_id": SID,
+    "permission_mode": "default",
+    "hook_event_name": "PermissionRequest",
+    "tool_name": "Bash",
+    "tool_input": {"command": "rm -rf build", "description": "Remove the build folder"},
+    "permission_suggestions": [
+        {
+            "type": "addRules",
+            "rules": [{"toolName": "Bash", "ruleContent": "rm -rf build"}],
+            "behavior": "allow",
+        }
+    ],
+}
+CODEX_PERMISSION = {
+    "session_id": "019a3c1e-5b2f-7d40-8e11-2f6a7b8c9d0e",
+    "turn_id": "7",
+    "transcript_path": None,
+    "hook_event_name": "PermissionRequest",
+    "model": "gpt-5-codex",
+    "permission_mode": "default",
+    "tool_name": "Bash",
+    "tool_input": {"command": "cargo test --workspace", "description": "Run the test suite"},
+}
+
+
+def permission(s: Session, doc: dict) -> Result:
+    r = s.run("status-permission", stdin=json.dumps({"cwd": s.root, **doc}))
+    assert (r.code, r.out, r.err) == (0, "", ""), r
+    return r
+
+
+def test_a_permission_dialog_blocks_the_turn_until_the_next_prompt(ab) -> None:
+    comm, a, _ = ab
+    prompt(a, "please clean up")
+    turn = row(comm)["floor_prompt"]
+    permission(a, {**CLAUDE_PERMISSION, "transcript_path": os.path.join(comm.work, f"{SID}.jsonl")})
+    got = row(comm)
+    text = "permission for Bash: rm -rf build"
+    assert (got["state"], got["summary"], got["dialog"], got["dialog_prompt"]) == (
+        "blocked",
+        text,
+        text,
+        turn,
+    )
+    assert got["floor"] == "user"  # the turn goes on: the dialog outranks its floor
+    prompt(a, "yes, go ahead")
+    got = row(comm)
+    assert "dialog" not in got and "dialog_prompt" not in got
+    assert (got["state"], got["summary"]) == ("working", "")
+
+
+def test_a_permission_dialog_is_cleared_by_the_turn_end(ab) -> None:
+    comm, a, _ = ab
+    prompt(a, "[sot-comm] you have mail: run comm-poll.sh")
+    permission(a, CLAUDE_PERMISSION)
+    assert row(comm)["state"] == "blocked"
+    stop(a, last="SITREP: cleaned")
+    got = row(comm)
+    assert "dialog" not in got and (got["state"], got["summary"]) == ("done", "cleaned")
+
+
+def test_a_permission_dialog_is_cleared_by_an_interrupt_of_its_turn_only(ab) -> None:
+    comm, a, _ = ab
+    prompt(a, "go")
+    turn = row(comm)["floor_prompt"]
+    permission(a, CLAUDE_PERMISSION)
+    r = a.run("status", "interrupted", env={"COMM_STATUS_PROMPT_ID": "another turn"})
+    assert r.code == 0 and row(comm)["state"] == "blocked"
+    r = a.run("status", "interrupted", env={"COMM_STATUS_PROMPT_ID": turn})
+    assert r.code == 0
+    got = row(comm)
+    assert "dialog" not in got and "floor" not in got and got["state"] == "idle"
+
+
+def test_a_codex_approval_prompt_blocks_then_its_stop_hook_clears_it(ab) -> None:
+    comm, a, _ = ab
+    codex_prompt = {k: v for k, v in CODEX_PERMISSION.items() if k not in ("tool_name", "tool_input")}
+    r = a.run(
+        "status-prompt",
+        stdin=json.dumps(
+            {**codex_prompt, "cwd": a.root, "hook_event_name": "UserPromptSubmit", "prompt": "run the tests"}
+        ),
+    )
+    assert (r.code, r.out) == (0, ""), r
+    permission(a, CODEX_PERMISSION)
+    got = row(comm)
+    assert (got["state"], got["summary"]) == ("blocked", "permission for Bash: cargo test --workspace")
+    codex_stop = {
+        **codex_prompt,
+        "cwd": a.root,
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+        "last_assistant_message": "All tests pass.\n\nSITREP: the suite is green",
+    }
+    r = a.run("status-idle", stdin=json.dumps(codex_stop))
+    assert (r.code, r.out) == (0, ""), r
+    got = row(comm)
+    assert "dialog" not in got and (got["state"], got["summary"]) == ("done", "the suite is green")
+
+
+def test_a_permission_notification_is_a_dialog_other_notifications_are_not(ab) -> None:
+    comm, a, _ = ab
+    prompt(a, "go")
+    note = {"session_id": SID, "hook_event_name": "Notification"}
+    before = row(comm)
+    permission(a, {**note, "message": "Claude is waiting for your input", "notification_type": "idle_prompt"})
+    assert row(comm) == before
+    permission(
+        a,
+        {
+            **note,
+            "message": "Claude needs your permission to use  Bash\n",
+            "notification_type": "permission_prompt",
+        },
+    )
+    got = row(comm)
+    assert (got["state"], got["summary"]) == ("blocked", "Claude needs your permission to use Bash")
+
+
+def test_a_dialog_text_is_one_bounded_line(ab) -> None:
+    comm, a, _ = ab
+    prompt(a, "go")
+    long = "echo " + "x" * 300 + "\n  && ls"
+    permission(a, {**CLAUDE_PERMISSION, "tool_input": {"command": long}})
+    summary = row(comm)["summary"]
+    assert len(summary) == 160 and summary.endswith("…") and "\n" not in summary
+    permission(a, {**CLAUDE_PERMISSION, "tool_name": "mcp__db__drop", "tool_input": {"table": "users"}})
+    assert row(comm)["summary"] == "permission for mcp__db__drop"
+
+
+def test_a_permission_hook_of_a_session_that_has_not_joined_changes_nothing(comm: Comm) -> None:
+    a = comm.session("alpha")
+    before = snapshot(comm.home)
+    permission(a, CLAUDE_PERMISSION)
+    assert snapshot(comm.home) == before

@@ -1,8 +1,10 @@
-"""``sotd comm hook <event>``: the agent hooks (Claude Code Stop, UserPromptSubmit, Pre/PostToolUse).
+"""``sotd comm hook <event>``: the agent hooks (Stop, UserPromptSubmit, Pre/PostToolUse, PermissionRequest).
 
-Behaviour 3.4 (the Stop hook) and 4.3 (the status hooks). A hook never fails its agent: it always exits 0,
-and holds a turn only by printing ``{"decision":"block","reason":...}``. Every path that cannot do its
-job falls open (no block) rather than trap a session.
+Behaviour 3.4 (the Stop hook), 4.3 (the status hooks) and decision D3 (the permission hook's ``dialog``).
+Claude Code runs all of them; Codex runs the Stop, prompt and permission hooks (the same JSON on stdin).
+A hook never fails its agent: it always exits 0, and holds a turn only by printing
+``{"decision":"block","reason":...}``. Every path that cannot do its job falls open (no block) rather
+than trap a session.
 
 After the mail gate and the closing markers, the Stop hook nudges (docs/agents.md, "Nudges"): a turn a
 person started that ends without a marker is held once to add one; a machine turn of real effort (at
@@ -503,6 +505,99 @@ def _heartbeat(ctx: Context, key: str) -> None:
         pass
 
 
+DIALOG_MAX = 160  # characters of a dialog's text kept for the summary
+_DETAIL_KEYS = ("command", "file_path", "path", "url", "description")
+_DIALOG_NOTIFICATIONS = ("permission_prompt", "elicitation_dialog")
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= DIALOG_MAX else flat[: DIALOG_MAX - 1] + "…"
+
+
+def dialog_text(hook: dict[str, object]) -> str | None:
+    """The text of the dialog a permission hook reports (decision D3), or None when it shows none.
+
+    A ``PermissionRequest`` (Claude Code's, or Codex's approval prompt): ``permission for <tool>: <what>``,
+    ``<what>`` being the tool input's command, file path, path, URL or description, the first one given;
+    ``permission for <tool>`` without one. A Claude Code ``Notification`` counts only when it announces a
+    permission or choice dialog (``notification_type`` ``permission_prompt``/``elicitation_dialog``, or,
+    from a release that sends no type, a message that mentions permission): its message. Whitespace runs
+    become one space; at most ``DIALOG_MAX`` characters.
+    """
+    if hook.get("hook_event_name") == "Notification":
+        message = hook.get("message")
+        kind = hook.get("notification_type")
+        text = message if isinstance(message, str) else ""
+        if kind in _DIALOG_NOTIFICATIONS or (kind is None and "permission" in text.lower()):
+            return _one_line(text) or "a permission dialog"
+        return None
+    tool = hook.get("tool_name")
+    tool_s = " ".join(tool.split()) if isinstance(tool, str) else ""
+    detail = ""
+    tool_input = hook.get("tool_input")
+    if isinstance(tool_input, dict):
+        for k in _DETAIL_KEYS:
+            v = tool_input.get(k)
+            if isinstance(v, str) and v.strip():
+                detail = v
+                break
+    if not tool_s:
+        return _one_line(detail) if detail else "a permission dialog"
+    return _one_line(f"permission for {tool_s}: {detail}" if detail else f"permission for {tool_s}")
+
+
+def permission(environ: Mapping[str, str]) -> int:
+    """The agent's permission hook (Claude Code ``PermissionRequest``, Codex ``PermissionRequest``, or a
+    Claude Code permission ``Notification``): set the ``dialog`` fact of this session's entry (D3).
+
+    The dialog belongs to the running turn (``dialog_prompt`` = the entry's ``floor_prompt``) and keeps
+    the floor, so the entry reads ``blocked`` with the dialog's text until the next ``prompt``, ``stop``
+    or ``interrupted`` of that turn clears it. Prints nothing (an empty answer lets the agent show its
+    dialog as usual); a refused process, a session without a registry row, a registry lock not taken
+    within 1 s: nothing changes.
+    """
+    hook = _read_hook_json()
+    if environ.get("SOT_COMM_HOOKS") == "off":
+        return 0
+    text = dialog_text(hook)
+    if text is None:
+        return 0
+    if _identity()[0]:
+        return 0  # silent even for an unreadable ancestry: this hook's stdout is a permission decision
+    try:
+        ctx = Context()
+    except SotdError:
+        return 0
+    name = ctx.name
+    if not name:
+        return 0
+    from sotd import workstate
+    from sotd.formats import registry
+
+    def change(doc: dict[str, object]) -> tuple[bool, None]:
+        agents = doc["agents"]
+        entry = agents.get(name) if isinstance(agents, dict) else None
+        if not isinstance(agents, dict) or not isinstance(entry, dict):
+            return False, None
+        turn = entry.get("floor_prompt")
+        agents[name] = workstate.apply(
+            entry,
+            "dialog",
+            text=text,
+            origin="machine",
+            prompt_id=turn if isinstance(turn, str) else "",
+            now_stamp=_clock.stamp(),
+        )
+        return True, None
+
+    try:
+        registry.update(ctx.layout, ctx.host, change, bound=1.0)
+    except (SotdError, OSError):
+        pass
+    return 0
+
+
 def _first_question(tool_input: object) -> str:
     if isinstance(tool_input, dict):
         qs = tool_input.get("questions")
@@ -515,8 +610,11 @@ def _first_question(tool_input: object) -> str:
 
 
 def run(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("stop", "prompt", "pre-tool", "post-tool"):
-        err("usage: sotd comm hook stop|prompt|pre-tool|post-tool   (reads the agent's hook JSON on stdin)")
+    if not argv or argv[0] not in ("stop", "prompt", "pre-tool", "post-tool", "permission"):
+        err(
+            "usage: sotd comm hook stop|prompt|pre-tool|post-tool|permission   (reads the agent's hook JSON "
+            "on stdin)"
+        )
         return 0
     env = os.environ
     try:
@@ -524,6 +622,8 @@ def run(argv: list[str]) -> int:
             return stop(env)
         if argv[0] == "prompt":
             return prompt(env)
+        if argv[0] == "permission":
+            return permission(env)
         return tool(env, "pre" if argv[0] == "pre-tool" else "post")
     except Exception as e:  # a hook must never fail its agent
         err(f"sot-comm hook {argv[0]}: {type(e).__name__}: {e}")

@@ -4,6 +4,10 @@ Behaviour 1.12 and seed 000 "Upgrading to 0.7.0". Each wrapper is a two-line she
 installation's own ``sotd`` (the venv's console script, which runs the venv's interpreter directly, never
 a shim). Every file is written to a temp and renamed into place, so a session never runs half a script.
 What was installed is recorded in ``bin/.installed``; retired scripts are removed by name only.
+``comm-relay.sh`` is the one script that is not such a wrapper: its ``send`` runs ``sotd.cli.relay`` with
+this installation's interpreter, its ``bridge`` is the retired verb's sleeping stub. Without
+``--agent-settings`` the hook registrations are printed: Claude Code's settings block and Codex's
+``hooks.json`` block (``CODEX_EVENTS``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ HOOKS = {
     "comm-status-prompt.sh": "prompt",
     "comm-status-pretool.sh": "pre-tool",
     "comm-status-posttool.sh": "post-tool",
+    "comm-status-permission.sh": "permission",
 }
 RETIRED = (
     "comm-listen.sh",
@@ -53,6 +58,14 @@ CLAUDE_EVENTS = (
     ("UserPromptSubmit", None, "comm-status-prompt.sh"),
     ("PreToolUse", "AskUserQuestion", "comm-status-pretool.sh"),
     ("PostToolUse", "*", "comm-status-posttool.sh"),
+    ("PermissionRequest", "*", "comm-status-permission.sh"),
+)
+# Codex lifecycle hooks (hooks.json, the same shape as Claude Code's "hooks"): the turn end, the prompt, and
+# its approval prompts. Codex has no AskUserQuestion, so no tool hooks.
+CODEX_EVENTS = (
+    ("Stop", None, "comm-status-idle.sh"),
+    ("UserPromptSubmit", None, "comm-status-prompt.sh"),
+    ("PermissionRequest", "*", "comm-status-permission.sh"),
 )
 
 
@@ -80,15 +93,17 @@ def wrapper_text(sotd: str, name: str, argv: str) -> str:
 
 
 def relay_text(sotd: str) -> str:
+    """comm-relay.sh: ``send`` is ``sotd comm relay send`` (``sotd.cli.relay``); ``bridge`` is the sleeping
+    stub."""
     return (
         "#!/bin/sh\n"
-        f"# sot-comm {__version__}: comm-relay.sh. `send` is `sotd comm send`; `bridge` was retired in 0.6.6.\n"
+        f"# sot-comm {__version__}: comm-relay.sh. `send` is sotd comm relay; `bridge` was retired in 0.6.6.\n"
         'case "${1:-}" in\n'
         "  bridge)\n"
         "    echo 'comm-relay: bridge retired in 0.6.6; this leftover loop now sleeps (a reboot clears it)' >&2\n"
         "    while :; do sleep 3600; done ;;\n"
-        f'  send) shift; SOT_COMM_PROG=comm-relay.sh exec {_q(sotd)} comm send "$@" ;;\n'
-        "  *) echo 'usage: comm-relay.sh send @to \"msg\" | bridge' >&2; exit 1 ;;\n"
+        f'  send) SOT_COMM_PROG=comm-relay.sh exec {_q(sotd)} comm relay "$@" ;;\n'
+        '  *) echo \'usage: comm-relay.sh send @to "msg" | --all "msg" | bridge\' >&2; exit 1 ;;\n'
         "esac\n"
     )
 
@@ -155,13 +170,18 @@ def _read_record(lay: Layout) -> set[str]:
     return {n for n in names if n and "/" not in n and n not in (".", "..")}
 
 
-def merge_claude_settings(doc: dict[str, object], bin_dir: str) -> bool:
-    """Add our hook entries to a Claude Code settings document; True when anything changed."""
+def merge_claude_settings(
+    doc: dict[str, object],
+    bin_dir: str,
+    events: tuple[tuple[str, str | None, str], ...] = CLAUDE_EVENTS,
+) -> bool:
+    """Add our hook entries to a Claude Code settings document (or, with ``CODEX_EVENTS``, a Codex
+    ``hooks.json``: the same shape); True when anything changed."""
     hooks = doc.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise SotdError('the settings file\'s "hooks" is not an object; nothing was changed')
     changed = False
-    for event, matcher, script in CLAUDE_EVENTS:
+    for event, matcher, script in events:
         command = os.path.join(bin_dir, script)
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
@@ -216,10 +236,17 @@ def instructions(bin_dir: str) -> list[str]:
     snippet: dict[str, object] = {}
     merge_claude_settings(snippet, bin_dir)
     lines += ["  " + ln for ln in json.dumps(snippet, indent=2).splitlines()]
+    codex: dict[str, object] = {}
+    merge_claude_settings(codex, bin_dir, CODEX_EVENTS)
     lines += [
         "",
-        "Codex has no Stop hook: a Codex session reads its mail with comm-poll.sh at its own turn ends",
-        f"(tell it so in AGENTS.md: 'run {bin_dir}/comm-poll.sh after each task').",
+        "Register them with Codex in ~/.codex/hooks.json (or a project's .codex/hooks.json), then trust them",
+        "in Codex with /hooks:",
+    ]
+    lines += ["  " + ln for ln in json.dumps(codex, indent=2).splitlines()]
+    lines += [
+        "A Codex without lifecycle hooks reads its mail only when it polls: tell it so in AGENTS.md",
+        f"('run {bin_dir}/comm-poll.sh after each task').",
     ]
     return lines
 

@@ -10,6 +10,8 @@ from sotd.errors import HandleError, RegistryUnreadable, SotdError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from sotd.handles import Derived
 
 USAGE = """\
@@ -21,7 +23,7 @@ usage: comm-join.sh [NAME | --name NAME] [--expertise "a, b"] [--repin]
 class _Joined:
     """What the locked read-decide-write learned, for the lines printed after it."""
 
-    __slots__ = ("derived", "name", "others", "protocol", "tier1_live")
+    __slots__ = ("derived", "name", "others", "previous", "protocol", "tier1_live")
 
     def __init__(self) -> None:
         self.name = ""
@@ -29,6 +31,7 @@ class _Joined:
         self.others: list[str] = []
         self.protocol: object = None
         self.tier1_live = False
+        self.previous: object = None  # the entry this join replaced (None: there was none)
 
 
 class _Opts:
@@ -138,6 +141,7 @@ def run(argv: list[str]) -> int:
                 joined.tier1_live = isinstance(held, dict) and _clock.is_fresh(held.get("last_seen"))
         else:
             joined.name = name
+        joined.previous = agents.get(joined.name)
         agents[joined.name] = dict(entry)
         joined.others = sorted(k for k in agents if k != joined.name)
         return True, None
@@ -164,10 +168,24 @@ def run(argv: list[str]) -> int:
             "ShipTools.update_comm() on all machines"
         )
 
+    _test_pause(env)
+    guarded = not opts.repin and not ctx.is_nopane
     try:
-        selffile.write(ctx.self_file, chosen, ctx.repo, ctx.project_root)
+        if guarded:
+            selffile.write_guarded(ctx.self_file, chosen, ctx.repo, ctx.project_root)
+        else:
+            selffile.write(ctx.self_file, chosen, ctx.repo, ctx.project_root)
     except SotdError as e:
         err(e.message)
+        if e.code == selffile.SLOT_CLAIMED:
+            undone = _take_back(ctx, chosen, entry, joined.previous)
+            err(
+                f"{me}: REFUSING to put a '{ctx.repo}' identity in the slot '{ctx.self_file}' — it was claimed "
+                f"for another project while this join ran (reason above). {undone} Nothing was written to the "
+                f"slot; run {me} from the session that owns it, or re-run with --repin if this row really is "
+                f"'{ctx.repo}' now."
+            )
+            return 3
         err(
             f"{me}: FATAL — joined as @{chosen} in the registry, but could not write the local self-file at "
             f"'{ctx.self_file}' (see reason above). Commands in this shell will not know their handle; fix "
@@ -196,6 +214,58 @@ def run(argv: list[str]) -> int:
     out(f"  inbox: {lay.inbox_dir}/{chosen}.jsonl")
     out("Others registered: " + (", ".join(joined.others) if joined.others else "none"))
     return 0
+
+
+def _test_pause(env: Mapping[str, str]) -> None:
+    """Test seam ``SOT_COMM_TEST_JOIN_PAUSE=<path>``: between the registry write and the self-file write,
+    create ``<path>`` and wait until it is removed (at most 30 s), so a test can claim the slot in between.
+    Unset (always, outside tests): nothing happens."""
+    path = env.get("SOT_COMM_TEST_JOIN_PAUSE", "")
+    if not path:
+        return
+    import time
+
+    with open(path, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    deadline = time.monotonic() + 30.0
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _take_back(ctx: Context, handle: str, written: Mapping[str, object], previous: object) -> str:
+    """Undo this join's registry write after the slot was claimed under it; the sentence saying what became
+    of the entry. The entry goes back to what it was before the join (removed when there was none), but
+    only while it is still the one this join wrote (same host, row, root and ``joined`` stamp)."""
+    from sotd.formats import registry, reglock
+
+    mine = ("host", "workspace_id", "root", "joined")
+    outcome: list[str] = []
+
+    def change(doc: dict[str, object]) -> tuple[bool, None]:
+        agents = doc["agents"]
+        assert isinstance(agents, dict)
+        cur = agents.get(handle)
+        if not isinstance(cur, dict) or any(cur.get(k) != written.get(k) for k in mine):
+            outcome.append("changed")
+            return False, None
+        if isinstance(previous, dict):
+            agents[handle] = previous
+        else:
+            del agents[handle]
+        return True, None
+
+    try:
+        registry.update(ctx.layout, ctx.host, change, bound=reglock.wait_bound(dict(ctx.environ)))
+    except SotdError as e:
+        return (
+            f"The registry entry this join wrote for @{handle} could not be taken back ({e.message}); remove "
+            f"it with comm-leave.sh --name {handle}."
+        )
+    if outcome:
+        return f"The registry entry for @{handle} changed after this join wrote it, so it was left as it is."
+    if isinstance(previous, dict):
+        return f"The registry entry for @{handle} was put back as it was before this join."
+    return f"The registry entry this join wrote for @{handle} was removed again."
 
 
 def _touch_inbox(path: str) -> None:

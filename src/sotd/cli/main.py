@@ -24,6 +24,7 @@ COMM_VERBS = {
     "despawn": "sotd.cli.despawn",
     "install": "sotd.cli.install",
     "hook": "sotd.cli.hooks",
+    "relay": "sotd.cli.relay",  # comm-relay.sh send (behaviour 1.4)
 }
 
 # top-level command -> module with a ``run(argv: list[str]) -> int`` (``sotd <command> [args]``)
@@ -36,7 +37,7 @@ COMMANDS = {
 
 USAGE = """\
 usage: sotd comm <verb> [args]     the commands sessions type (comm-<verb>.sh wraps each)
-  verbs: context join leave send poll unread list status spawn despawn install hook
+  verbs: context join leave send poll unread list status spawn despawn install hook relay
        sotd stdio-bridge [--endpoint unix:<path>] [--host <h>]
        sotd daemon run|start|stop|status [--socket <path>]
        sotd topology relay-endpoint

@@ -269,8 +269,27 @@ def _release(lock_fd: int) -> None:
 # ------------------------------------------------------------------------------------------------- append
 
 
+def bound_text(bound: float) -> str:
+    """A wait bound in seconds as the busy sentence gives it: a whole bound as a bare integer (``2``), a
+    fraction (a daemon's bound trimmed to what is left of a send's deadline) to the millisecond, trailing
+    zeros dropped (``0.75``, ``1.5``), and a positive bound under a millisecond as ``0.001``, so it never
+    reads as ``0``. Rounding is to the nearest millisecond."""
+    import math
+
+    if not math.isfinite(bound):
+        return str(bound)
+    if bound == int(bound):
+        return str(int(bound))
+    ms = round(bound * 1000)
+    if ms == 0:
+        ms = 1 if bound > 0 else -1
+    if ms % 1000 == 0:
+        return str(ms // 1000)
+    return f"{ms / 1000:.3f}".rstrip("0")
+
+
 def busy_text(handle: str, bound: float) -> str:
-    return f"the inbox lock for @{handle} was held for {int(bound)}s — nothing was appended"
+    return f"the inbox lock for @{handle} was held for {bound_text(bound)}s — nothing was appended"
 
 
 def cut_note(n: int, handle: str) -> str:

@@ -5,7 +5,8 @@ File: ``self/<host>__<row>.txt``, ``self/<host>__nopane.txt`` or a pinned ``$SOT
 Spec: seed 000 "The self file"; behaviour 6.7 and 1.1/1.2 (how context and join use it).
 Guarantee: a self file names a handle only to a process in the root it records (a file without ``root=``
 names nobody), it is replaced whole (``<file>.tmp.XXXXXX`` then a rename), and a row's slot holding another
-project's identity is not overwritten without ``--repin``.
+project's identity is not overwritten without ``--repin`` — checked before a join writes anything and
+again just before its rename (``write_guarded``), so a claim that lands while the join runs is kept.
 What would break it: adopting a handle from a file whose root differs, or writing the slot in place.
 """
 
@@ -102,6 +103,55 @@ def write(path: str, handle: str, repo: str, root: str) -> None:
         atomic.write_atomic(path, format_record(handle, repo, root), mode=0o600)
     except OSError as e:
         raise SelfFileError(f"could not write the self file '{path}': {e.strerror or e}") from e
+
+
+SLOT_CLAIMED = "slot_claimed"
+
+
+def write_guarded(path: str, handle: str, repo: str, root: str) -> None:
+    """``write``, with the slot guard run again just before the rename (a join's compare-and-swap).
+
+    The new bytes go to ``<file>.tmp.XXXXXX`` and are synced; then the slot is read once more, and if it
+    now names a handle for another project the temp is removed and ``SelfFileError`` is raised with code
+    ``SLOT_CLAIMED``, exit status 3 and the guard's refusal as its message; otherwise the temp is renamed
+    over the slot. The window left is the one between that read and ``rename(2)``: a writer that does not
+    run this guard (an older script, a hand edit) can still land in it.
+    """
+    validate(handle)
+    for what, v in (("repo", repo), ("root", root)):
+        if "\n" in v or "\r" in v:
+            raise SelfFileError(f"could not write the self file '{path}': its {what} holds a line break")
+    data = format_record(handle, repo, root)
+    tmp = f"{path}.tmp.{os.urandom(3).hex()}"
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except OSError as e:
+        raise SelfFileError(f"could not write the self file '{path}': {e.strerror or e}") from e
+    renamed = False
+    try:
+        try:
+            atomic.write_all(fd, data)
+            atomic._fsync(fd)  # atomic's fault-test seams cover this write too
+        finally:
+            os.close(fd)
+        refusal = guard(path, repo, root)
+        if refusal:
+            raise SelfFileError(refusal, code=SLOT_CLAIMED, exit_status=3)
+        atomic._rename(tmp, path)
+        renamed = True
+    except OSError as e:
+        raise SelfFileError(f"could not write the self file '{path}': {e.strerror or e}") from e
+    finally:
+        if not renamed:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    try:
+        atomic.fsync_dir(os.path.dirname(path) or ".")
+    except OSError:
+        pass
 
 
 def guard(path: str, repo: str, root: str, *, exempt: bool = False) -> str | None:
