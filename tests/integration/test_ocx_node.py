@@ -12,7 +12,7 @@ import pytest
 
 from sotd.ocx import envelope as ev
 from sotd.ocx import fossil as fx
-from sotd.ocx.config import load_config
+from sotd.ocx.config import NodeConfig, load_config
 from sotd.ocx.errors import DuplicateServerCode, InvalidMessage, NotFossil
 from sotd.ocx.node import Delivery, Node
 from tests.ocx.fossilkit import (
@@ -22,6 +22,7 @@ from tests.ocx.fossilkit import (
     free_port,
     make_hub,
     need_fossil,
+    served,
     sotd,
     two_node_scenario,
     wait_port,
@@ -243,3 +244,137 @@ def test_unreachable_remote_is_reported_and_poll_loop_stops(
         assert not t.is_alive()
     finally:
         node.close()
+
+
+def leaf_node(home: str, name: str, clones: list[dict[str, object]]) -> Node:
+    """A node whose configuration ``NAME.toml`` lists ``clones`` (each made with fx.clone first)."""
+    cfg = os.path.join(home, f"{name}.toml")
+    write_config(cfg, os.path.join(home, f"{name}.sqlite"), clones)
+    config: NodeConfig = load_config({"SOT_OCX_CONFIG": cfg})
+    return Node(config)
+
+
+def test_sha1_repository_post_scan_and_names_end_to_end(home: str) -> None:
+    """A hub under the sha1 hash policy: 40-digit message names through post, sync, scan and check_name."""
+    hub = os.path.join(home, "hub.fossil")
+    make_hub(hub, USERS)
+    fossil("hash-policy", "sha1", "-R", hub)
+    assert fossil("hash-policy", "-R", hub).strip() == "sha1"
+    with served(hub, base_env(home)) as port:
+        nodes = {}
+        for who in ("alice", "bob"):
+            repo = os.path.join(home, f"{who}.fossil")
+            fx.clone(f"http://{who}:{USERS[who][0]}@127.0.0.1:{port}/", repo)
+            assert fossil("hash-policy", "-R", repo).strip() == "sha1"  # a clone takes the hub's policy
+            url = f"http://{who}@127.0.0.1:{port}/"
+            nodes[who] = leaf_node(home, who, [{"name": "p", "repository": repo, "login": who, "url": url}])
+        a, b = nodes["alice"], nodes["bob"]
+        try:
+            got: list[tuple[str, str]] = []
+            b.register("review", lambda d: got.append((d.hash, d.sender)), name="sha1-reader")
+            data = ev.encode("review", {"checkin": "sha1"}, to="bob")
+            res = a.post("p", data)
+            sha1 = hashlib.sha1(data, usedforsecurity=False).hexdigest()
+            assert (res.hash, res.name, res.delivered) == (sha1, f"ocx/m/{sha1}.json", True)
+            stored = fx.read_message(a.config.clones[0].repository, res.name)
+            assert stored is not None and stored.hash == sha1 and stored.data == data
+            assert ev.check_name(res.name, data) is None
+            # a misnamed 40-digit file and a 64-digit (SHA3) name, straight into the hub
+            misnamed = ev.encode("review", {"checkin": "misnamed"}, to="bob")
+            raw_add(hub, ev.message_name("1" * 40), misnamed, home)
+            sha3_msg = ev.encode("review", {"checkin": "sha3 name"}, to="bob")
+            sha3 = hashlib.sha3_256(sha3_msg).hexdigest()
+            raw_add(hub, ev.message_name(sha3), sha3_msg, home)
+            assert [r.error for r in b.sync_once()] == [None]
+            rows = {r["name"]: r for r in b.index.query(repo="p")}
+            ok = rows[res.name]
+            assert (ok["hash"], ok["valid"], ok["sender_login"], ok["to_login"]) == (sha1, 1, "alice", "bob")
+            bad = rows[ev.message_name("1" * 40)]
+            misnamed_sha1 = hashlib.sha1(misnamed, usedforsecurity=False).hexdigest()
+            assert (bad["valid"], bad["hash"]) == (0, misnamed_sha1)  # indexed under the policy's hash
+            assert (
+                bad["reason"] == f"the name is not the hash of the bytes: the bytes hash to {misnamed_sha1}"
+            )
+            assert rows[ev.message_name(sha3)]["valid"] == 1  # a 64-digit name is checked as SHA3-256
+            assert sorted(got) == sorted([(sha1, "alice"), (sha3, "admin")])
+            # the answer is a 40-digit message that names a 40-digit one
+            ans = b.answer("p", sha1, "reviewed", {"verdict": "pass"})
+            assert ans.delivered and len(ans.hash) == 40
+            assert (
+                ans.hash == hashlib.sha1(ev.encode_answer(sha1, "reviewed", {"verdict": "pass"})).hexdigest()
+            )
+            assert [r.error for r in a.sync_once()] == [None]
+            assert [(r["hash"], r["sender_login"]) for r in a.index.answers(sha1)] == [(ans.hash, "bob")]
+        finally:
+            a.close()
+            b.close()
+
+
+def test_each_clone_hands_what_arrived_in_it(home: str) -> None:
+    """Two clones of two projects on one node: each message is handed with the clone it arrived in."""
+    hubs = {}
+    for p in ("x", "y"):
+        hubs[p] = os.path.join(home, f"hub-{p}.fossil")
+        make_hub(hubs[p], {**USERS, "carol": ("carolpw", "oiy")})
+    env = base_env(home)
+    with served(hubs["x"], env) as px, served(hubs["y"], env) as py:
+        ports = {"x": px, "y": py}
+        poster_clones, reader_clones = [], []
+        for p in ("x", "y"):
+            pa = os.path.join(home, f"alice-{p}.fossil")
+            fx.clone(f"http://alice:alicepw@127.0.0.1:{ports[p]}/", pa)
+            poster_clones.append(
+                {
+                    "name": f"a{p}",
+                    "repository": pa,
+                    "login": "alice",
+                    "url": f"http://alice@127.0.0.1:{ports[p]}/",
+                }
+            )
+            # the reading node acts as bob on x and as carol on y
+            login, pw = ("bob", "bobpw") if p == "x" else ("carol", "carolpw")
+            pn = os.path.join(home, f"node-{p}.fossil")
+            fx.clone(f"http://{login}:{pw}@127.0.0.1:{ports[p]}/", pn)
+            reader_clones.append(
+                {"name": p, "repository": pn, "login": login, "url": f"http://{login}@127.0.0.1:{ports[p]}/"}
+            )
+        poster = leaf_node(home, "poster", poster_clones)
+        node = leaf_node(home, "reader", reader_clones)
+        try:
+            codes = node.server_codes()
+            assert codes["x"] != codes["y"]
+            seen: list[tuple[str, str, str, bool, object, bytes]] = []
+
+            def reader(d: Delivery) -> None:
+                seen.append((d.hash, d.clone.name, d.server_code, d.for_me, d.row["repo"], d.data))
+
+            node.register("review", reader, name="clones-reader")
+            only_x = ev.encode("review", {"n": "only in x"}, to="bob")
+            only_y = ev.encode("review", {"n": "only in y"}, to="bob")
+            both = ev.encode("review", {"n": "in both"}, to="carol")
+            h1 = poster.post("ax", only_x).hash
+            h2 = poster.post("ay", only_y).hash
+            h3 = poster.post("ax", both).hash
+            assert poster.post("ay", both).hash == h3  # the same bytes are the same message in each clone
+            assert [r.error for r in node.sync_once()] == [None, None]
+            assert sorted(seen) == sorted(
+                [
+                    (h1, "x", codes["x"], True, "x", only_x),
+                    (h2, "y", codes["y"], False, "y", only_y),
+                    (h3, "x", codes["x"], False, "x", both),
+                    (h3, "y", codes["y"], True, "y", both),
+                ]
+            )
+            assert not any(h == h1 and c == "y" for h, c, *_ in seen)
+            assert not any(h == h2 and c == "x" for h, c, *_ in seen)
+            assert [r["repo"] for r in node.index.show(h3)] == ["x", "y"]
+            assert [r["repo"] for r in node.index.show(h1)] == ["x"]
+            # nothing is handed again, after another sync or a rebuild of one clone
+            before = list(seen)
+            node.sync_once()
+            node.rebuild("y")
+            node.sync_once()
+            assert seen == before
+        finally:
+            poster.close()
+            node.close()

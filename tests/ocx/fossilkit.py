@@ -68,6 +68,28 @@ def wait_port(host: str, port: int, prefix: list[str] | None = None, bound: floa
     raise AssertionError(f"nothing listens on {host}:{port} after {bound}s")
 
 
+@contextmanager
+def served(repo: str, env: dict[str, str] | None = None) -> Iterator[int]:
+    """``fossil server --localhost`` on a free port for ``repo``; yields the port, stops it after."""
+    port = free_port()
+    srv = subprocess.Popen(
+        ["fossil", "server", "--localhost", "--port", str(port), repo],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        wait_port("127.0.0.1", port)
+        yield port
+    finally:
+        srv.terminate()
+        try:
+            srv.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            srv.wait(timeout=10)
+
+
 def write_config(path: str, index: str, clones: list[dict[str, object]]) -> None:
     lines = [f'index = "{index}"', "interval = 1", ""]
     for c in clones:

@@ -28,13 +28,13 @@ def test_defaults_and_relative_paths() -> None:
 def test_full_clone() -> None:
     text = (
         'index = "/var/i.sqlite"\ninterval = 2\n[[clone]]\nname = "p"\nrepository = "/x.fossil"\nlogin = "a"\n'
-        'logins = ["a", "b"]\nurl = "ssh://a@h//srv/x.fossil"\npassword_file = "pw"\n'
+        'logins = ["a", "b"]\nurl = "https://a@h/x"\npassword_file = "pw"\n'
     )
     cfg = parse_config(text, "/c/ocx.toml")
     (c,) = cfg.clones
     assert (c.logins, c.url, c.password_file, cfg.index, cfg.interval) == (
         ("a", "b"),
-        "ssh://a@h//srv/x.fossil",
+        "https://a@h/x",
         "/c/pw",
         "/var/i.sqlite",
         2.0,
@@ -67,6 +67,38 @@ def test_refusals(text: str, fragment: str) -> None:
     with pytest.raises(OcxConfigError) as e:
         parse_config(text, "/c/ocx.toml")
     assert fragment in e.value.message
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["ssh://a@h//srv/x.fossil", "ssh://h:2222/rel.fossil", "ssh://h//x.fossil?fossil=/usr/bin/fossil"],
+)
+def test_ssh_urls(url: str) -> None:
+    (c,) = parse_config(f'[[clone]]\nrepository = "r"\nlogin = "a"\nurl = "{url}"\n', "/c/ocx.toml").clones
+    assert c.url == url and c.password_file is None
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("ssh://h", "is not ssh://[user@]host[:port]/PATH"),
+        ("ssh://h/", "is not ssh://[user@]host[:port]/PATH"),
+        ("ssh:///x.fossil", "is not ssh://[user@]host[:port]/PATH"),
+        ("ssh://h:port//x.fossil", "is not ssh://[user@]host[:port]/PATH"),
+        ("ssh://u:pw@h//x.fossil", "is not ssh://[user@]host[:port]/PATH"),
+        ("ssh://h//x.fossil?other=1", "knows only 'fossil'"),
+    ],
+)
+def test_ssh_url_refusals(url: str, fragment: str) -> None:
+    with pytest.raises(OcxConfigError) as e:
+        parse_config(f'[[clone]]\nrepository = "r"\nlogin = "a"\nurl = "{url}"\n', "/c/ocx.toml")
+    assert fragment in e.value.message
+
+
+def test_ssh_url_takes_no_password_file() -> None:
+    text = '[[clone]]\nrepository = "r"\nlogin = "a"\nurl = "ssh://h//x.fossil"\npassword_file = "pw"\n'
+    with pytest.raises(OcxConfigError, match="'password_file' does not apply to an ssh:// url"):
+        parse_config(text, "/c/ocx.toml")
 
 
 def test_unknown_clone_names_the_known_ones() -> None:

@@ -279,17 +279,24 @@ def cmd_clone(argv: list[str]) -> int:
 
     fossil.clone(url, path)
     code = fossil.repo_info(path).server_code
-    # A fresh clone has a fresh server-code; make sure no clone this node serves has the same one.
+    # A fresh clone has a fresh server-code; make sure no other clone this node serves has the same one
+    # (O12). The configuration may already name PATH itself: that one is not another clone.
+    others: dict[str, str] = {}
     try:
         cfg = load_config(os.environ)
-        others = {
-            fossil.repo_info(c.repository).server_code for c in cfg.clones if os.path.exists(c.repository)
-        }
-    except Exception:
-        others = set()
-    if code in others:
+        here = os.path.realpath(path)
+        for c in cfg.clones:
+            if os.path.realpath(c.repository) != here and os.path.exists(c.repository):
+                others[fossil.repo_info(c.repository).server_code] = c.name
+    except Exception:  # no configuration, or a clone that cannot be read: nothing to compare with
+        others = {}
+    clash = others.get(code)
+    if clash is not None:
         code = fossil.new_server_code(path)
-    _out(f"cloned {fossil._redact(url)} into {path}; server-code {code}")
+    _out(
+        f"cloned {fossil._redact(url)} into {path}; server-code {code}"
+        + (f" (the clone's first server-code was the one of the clone {clash!r}: replaced)" if clash else "")
+    )
     return 0
 
 

@@ -10,7 +10,8 @@ File: ``$SOT_OCX_CONFIG``, else ``$SOT_COMM_HOME/ocx.toml``, else ``~/.sot-comm/
     repository = "/srv/ocx/proj.fossil"        # the clone (a Fossil repository file)
     login = "lab-user"                         # the login it syncs and posts as
     logins = ["lab-user", "build-user"]        # optional; the logins it acts as; default [login]
-    url = "http://lab-user@10.78.0.1:8080/"    # optional; http(s) URL of a fossil server, or ssh://...
+    url = "http://lab-user@10.78.0.1:8080/"    # optional; http(s) URL of a fossil server, or
+                                               # ssh://[user@]host[:port]//abs/path.fossil[?fossil=PROGRAM]
     password_file = "/etc/sotd/lab-user.pw"    # optional; else the password the clone saved
 
 A clone without ``url`` is a hub: it is served (``fossil server``) and others push to it; it never syncs.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+import urllib.parse
 
 from sotd.ocx.envelope import is_login
 from sotd.ocx.errors import DuplicateServerCode, OcxConfigError
@@ -157,6 +159,13 @@ def parse_config(text: str, path: str) -> NodeConfig:
         if url is not None and not url.startswith(("http://", "https://", "ssh://")):
             raise OcxConfigError(f"ocx: {where}: 'url' must be an http(s):// or ssh:// URL")
         pw = _str(c, "password_file", where, required=False)
+        if url is not None and url.startswith("ssh://"):
+            _check_ssh_url(url, where)
+            if pw is not None:
+                raise OcxConfigError(
+                    f"ocx: {where}: 'password_file' does not apply to an ssh:// url "
+                    "(ssh logs in with the node's ssh keys; Fossil asks no password over ssh)"
+                )
         names.add(name)
         files.add(real)
         clones.append(
@@ -170,6 +179,25 @@ def parse_config(text: str, path: str) -> NodeConfig:
             )
         )
     return NodeConfig(os.path.abspath(path), os.path.join(base, index), float(interval_v), tuple(clones))
+
+
+def _check_ssh_url(url: str, where: str) -> None:
+    """An ssh URL as fossil reads it: ``ssh://[user@]host[:port]/PATH[?fossil=PROGRAM]``."""
+    u = urllib.parse.urlsplit(url)
+    try:
+        port = u.port
+    except ValueError:
+        port = -1
+    if not u.hostname or port == -1 or u.password is not None or len(u.path) < 2:
+        raise OcxConfigError(
+            f"ocx: {where}: 'url' {url!r} is not ssh://[user@]host[:port]/PATH "
+            "(an absolute PATH takes two slashes: ssh://hub//srv/ocx/proj.fossil)"
+        )
+    extra = sorted(set(urllib.parse.parse_qs(u.query, keep_blank_values=True)) - {"fossil"})
+    if extra:
+        raise OcxConfigError(
+            f"ocx: {where}: 'url' has the query key {extra[0]!r}; an ssh URL knows only 'fossil'"
+        )
 
 
 def load_config(environ: Mapping[str, str]) -> NodeConfig:

@@ -7,7 +7,19 @@ there. The remote's listing comes from the server's ``/juvlist`` page, which nam
 each file at its first receipt; that is both the sender of a pulled message (O3) and the confirmation of
 a push (a login without capability ``y`` gets no error, its file is just not there).
 
-What would break it: a Fossil whose ``unversioned`` or ``rcvfrom`` tables change shape (checked: 2.21).
+Remotes are ``http(s)://`` fossil servers or ``ssh://[user@]host[:port]/PATH[?fossil=PROGRAM]``. Over
+ssh, fossil 2.21 runs the ssh command through a shell as ``SSH -p PORT -T -- user@host PROGRAM
+test-http PATH`` and speaks HTTP over that pipe (checked with a logging ssh command and a real sshd). OCX
+gives fossil the user's own OpenSSH with ``BatchMode=yes`` (no password prompt) and a connect timeout
+(``ssh_base``; ``$SOT_SSH_CONFIG`` adds ``-F FILE``, as for the rest of sotd), and reads the listing over
+the same kind of channel: one ``GET /juvlist`` sent through ``ssh … PROGRAM test-http PATH``. That is the
+very command fossil's own sync runs there, so whatever lets the sync in (a forced command in
+``authorized_keys``, the ``fossil=`` program, the remote ``PATH``) serves the listing too, and the page is
+the one an http remote gives: no SQL output to parse, no write access needed on the far side.
+
+What would break it: a Fossil whose ``unversioned`` or ``rcvfrom`` tables change shape (checked: 2.21);
+one whose ssh transport stops running ``test-http`` on the far side; one that, like 2.21, exits 0 when
+its ssh link fails but no longer prints ``server did not reply`` (``uv_sync`` turns that into an error).
 """
 
 from __future__ import annotations
@@ -15,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import sqlite3
 import subprocess
 import tempfile
@@ -28,6 +41,20 @@ from sotd.ocx.errors import FossilFailed, NotFossil, OcxError
 FOSSIL = "fossil"
 TIMEOUT = 60.0
 HTTP_TIMEOUT = 15.0
+SSH = "ssh"
+SSH_TIMEOUT = 30.0
+# BatchMode: never ask for a password or a host key (a node runs unattended); the rest bounds a dead link.
+SSH_OPTIONS = (
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "ConnectTimeout=10",
+    "-o",
+    "ServerAliveInterval=15",
+    "-o",
+    "ServerAliveCountMax=3",
+)
+NO_REPLY = "server did not reply"  # what fossil 2.21 prints (exiting 0) when its ssh link fails
 LOCAL_ADD = "#!fossil unversioned add"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -293,7 +320,14 @@ def uv_sync(repo: str, url: str | None) -> str:
     args = ["uv", "sync", "-R", repo]
     if url:
         args.insert(2, url)
+        if is_ssh(url):
+            args += ["--ssh-command", ssh_command()]
     p = run(args)
+    if NO_REPLY in p.stderr:
+        # fossil exits 0 when the far side never answered (an ssh link that failed): say what ssh said
+        said = "; ".join(line.strip() for line in p.stderr.splitlines() if line.strip())[-300:]
+        shown = _redact(url) if url else "the remembered remote"
+        raise FossilFailed(f"ocx: fossil uv sync {shown} failed: {said}")
     return p.stdout + p.stderr
 
 
@@ -309,9 +343,12 @@ def _base(url: str) -> str:
 def remote_listing(url: str, password: str | None = None) -> dict[str, tuple[str, str | None]] | None:
     """The remote's unversioned files: name -> (hash, login that pushed it at first receipt).
 
-    Reads ``URL/juvlist`` (capability o). Logs in first when a password is given. None for ssh URLs,
-    which have no such page. Raises OcxError when the server cannot be read.
+    Reads ``URL/juvlist`` (capability o), logging in first when a password is given; over ``ssh://`` the
+    same page through ``ssh … fossil test-http PATH`` (``ssh_listing``). None for any other URL.
+    Raises OcxError when the remote cannot be read.
     """
+    if is_ssh(url):
+        return ssh_listing(url)
     if not url.startswith(("http://", "https://")):
         return None
     base = _base(url)
@@ -325,10 +362,15 @@ def remote_listing(url: str, password: str | None = None) -> dict[str, tuple[str
             body = resp.read()
     except (urllib.error.URLError, OSError, ValueError) as e:
         raise OcxError(f"ocx: cannot read the remote listing at {base}/juvlist: {e}") from None
+    return _listing(body, f"{base}/juvlist")
+
+
+def _listing(body: bytes, where: str) -> dict[str, tuple[str, str | None]]:
+    """The ``/juvlist`` JSON array as name -> (hash, user)."""
     try:
         doc = json.loads(body.decode("utf-8") or "[]")
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise OcxError(f"ocx: {base}/juvlist did not answer with JSON (no read access?)") from None
+        raise OcxError(f"ocx: {where} did not answer with JSON (no read access?)") from None
     out: dict[str, tuple[str, str | None]] = {}
     if isinstance(doc, list):
         for item in doc:
@@ -342,11 +384,126 @@ def remote_listing(url: str, password: str | None = None) -> dict[str, tuple[str
     return out
 
 
+# --- ssh ---------------------------------------------------------------------------------------------
+
+
+def is_ssh(url: str | None) -> bool:
+    return bool(url) and str(url).startswith("ssh://")
+
+
+class SshRemote:
+    """What an ``ssh://[user@]host[:port]/PATH[?fossil=PROGRAM]`` URL names (fossil's own reading).
+
+    ``path`` is the URL's path less its first ``/``: ``ssh://h//srv/r.fossil`` is the absolute
+    ``/srv/r.fossil``, ``ssh://h/r.fossil`` is ``r.fossil`` in the remote login's home.
+    """
+
+    __slots__ = ("destination", "path", "port", "program")
+
+    def __init__(self, url: str) -> None:
+        u = urllib.parse.urlsplit(url)
+        if u.scheme != "ssh" or not u.hostname:
+            raise OcxError(f"ocx: {url!r} is not an ssh://[user@]host[:port]/PATH URL")
+        try:
+            self.port = u.port
+        except ValueError:
+            raise OcxError(f"ocx: {url!r} has a bad port") from None
+        host = u.hostname
+        user = urllib.parse.unquote(u.username or "")
+        self.destination = f"{user}@{host}" if user else host
+        self.path = urllib.parse.unquote(u.path[1:] if u.path.startswith("/") else u.path)
+        if not self.path:
+            raise OcxError(
+                f"ocx: {url!r} names no repository; write ssh://[user@]host[:port]//ABSOLUTE/PATH.fossil"
+            )
+        q = urllib.parse.parse_qs(u.query)
+        self.program = q.get("fossil", ["fossil"])[-1] or "fossil"
+
+
+def ssh_base() -> list[str]:
+    """``ssh [-F $SOT_SSH_CONFIG] -o BatchMode=yes …``: the user's OpenSSH, never asking for a password."""
+    argv = [SSH]
+    config = os.environ.get("SOT_SSH_CONFIG", "")
+    if config:
+        argv += ["-F", config]
+    return [*argv, *SSH_OPTIONS]
+
+
+def ssh_command() -> str:
+    """``ssh_base`` as the one string fossil's ``--ssh-command`` wants (fossil runs it through sh)."""
+    return " ".join(shlex.quote(a) for a in ssh_base())
+
+
+def ssh_listing(url: str) -> dict[str, tuple[str, str | None]]:
+    """The ``/juvlist`` of the repository an ssh URL names, read through ``ssh … PROGRAM test-http PATH``.
+
+    Lines before the HTTP status line (a login banner printed by the remote shell) are skipped.
+    """
+    r = SshRemote(url)
+    remote = " ".join(shlex.quote(w) for w in (r.program, "test-http", r.path))
+    argv = [*ssh_base(), "-T", *(["-p", str(r.port)] if r.port else []), "--", r.destination, remote]
+    where = f"{_redact(url)}/juvlist over ssh"
+    try:
+        p = subprocess.run(
+            argv,
+            input=b"GET /juvlist HTTP/1.0\r\nHost: ocx\r\n\r\n",
+            capture_output=True,
+            timeout=SSH_TIMEOUT,
+            check=False,
+            env=_env(),
+        )
+    except FileNotFoundError:
+        raise OcxError(
+            f"ocx: the ssh program ({SSH}) is not installed", hint="apt-get install openssh-client"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise OcxError(f"ocx: cannot read {where}: no answer within {SSH_TIMEOUT:.0f}s") from None
+    status, body = http_reply(p.stdout)
+    if status is None:
+        said = " ".join(p.stderr.decode("utf-8", "replace").split())[-300:]
+        raise OcxError(f"ocx: cannot read {where}: " + (said or f"no HTTP reply (ssh exited {p.returncode})"))
+    if status != 200:
+        raise OcxError(f"ocx: cannot read {where}: the far side answered HTTP {status}")
+    return _listing(body, where)
+
+
+def http_reply(raw: bytes) -> tuple[int | None, bytes]:
+    """(status, body) of the first HTTP/1.x reply in ``raw``; (None, b"") when there is none."""
+    at = 0
+    while True:
+        at = raw.find(b"HTTP/1.", at)
+        if at < 0:
+            return None, b""
+        if at == 0 or raw[at - 1 : at] == b"\n":
+            break
+        at += 1
+    head_end = raw.find(b"\r\n\r\n", at)
+    sep = 4
+    if head_end < 0:
+        head_end, sep = raw.find(b"\n\n", at), 2
+    if head_end < 0:
+        return None, b""
+    lines = raw[at:head_end].decode("latin-1").splitlines()
+    parts = lines[0].split()
+    if len(parts) < 2 or not parts[1].isdigit():
+        return None, b""
+    body = raw[head_end + sep :]
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length" and value.strip().isdigit():
+            body = body[: int(value.strip())]
+    return int(parts[1]), body
+
+
 def clone(url: str, path: str) -> None:
-    """``fossil clone -u --save-http-password --no-open URL PATH`` (a new clone gets a new server-code)."""
+    """``fossil clone -u --save-http-password --no-open URL PATH`` (a new clone gets a new server-code).
+
+    Over ``ssh://`` fossil is given ``ssh_command`` (BatchMode), as for every sync.
+    """
     if os.path.lexists(path):
         raise OcxError(f"ocx: {path} exists; a clone is made into a new file")
-    run(["clone", "-u", "--save-http-password", "--no-open", url, path], timeout=300.0)
+    ssh = ["--ssh-command", ssh_command()] if is_ssh(url) else []
+    run(["clone", "-u", "--save-http-password", "--no-open", *ssh, url, path], timeout=300.0)
 
 
 def new_server_code(path: str) -> str:

@@ -7,6 +7,7 @@ or scan is reported in the ``SyncReport`` and the next clone goes on; a reader t
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import urllib.parse
 
@@ -152,8 +153,22 @@ class Node:
         host = urllib.parse.urlsplit(clone.url or "").hostname or ""
         for h in self.index.unknown_senders(clone.name):
             got = listing.get(envelope.message_name(h))
-            if got and got[0] == h and got[1]:
+            if got and got[1] and self._same_bytes(clone, h, got[0]):
                 self.index.set_provenance(clone.name, h, got[1], None, f"remote {host}")
+
+    def _same_bytes(self, clone: CloneConfig, h: str, remote_hash: str) -> bool:
+        """True when the remote's file named for ``h`` holds the bytes this clone holds under that name.
+
+        Fossil lists the hash it stored, by the remote's hash policy: usually ``h`` itself, but a 64-digit
+        (SHA3) name in a repository whose policy is ``sha1`` is stored with its SHA1, so then the clone's
+        bytes are hashed the remote's way.
+        """
+        if remote_hash == h:
+            return True
+        if len(remote_hash) == len(h):
+            return False
+        row = fossil.read_message(clone.repository, envelope.message_name(h))
+        return row is not None and envelope.hash_by_length(row.data, len(remote_hash)) == remote_hash
 
     def rebuild(self, repo: str | None = None) -> None:
         """Forget the messages of ``repo`` (or every clone) and index them again from the clone."""
@@ -180,9 +195,12 @@ class Node:
         return None
 
     def _sync_clone(self, clone: CloneConfig) -> dict[str, tuple[str, str | None]] | None:
-        """Push and pull the clone's unversioned files; the remote's listing after (None: not http)."""
+        """Push and pull the clone's unversioned files; the remote's listing after (None: a hub)."""
         if clone.url is None:
             return None
+        if fossil.is_ssh(clone.url):  # ssh keys, no password: always name the URL (and the ssh command)
+            fossil.uv_sync(clone.repository, clone.url)
+            return fossil.remote_listing(clone.url)
         pw = self._password(clone)
         if clone.password_file:
             url: str | None = fossil.sync_url(clone.url, pw)
@@ -204,13 +222,20 @@ class Node:
         if clone.url is None:
             return "delivered", None  # a hub: the file is where others sync from
         if listing is None:
-            return "delivered", None  # ssh: full access; a sync without error delivered it
+            return "pending", "the remote could not be listed"
         got = listing.get(envelope.message_name(h))
-        if got and got[0] == h:
+        if got and self._same_bytes(clone, h, got[0]):
             return "delivered", None
+        name = envelope.message_name(h)
+        if fossil.is_ssh(clone.url):
+            return "not_delivered", (
+                f"the remote {fossil._redact(clone.url)} does not list {name} after the push; "
+                "the far side of the ssh link did not store it (does its fossil command grant write-"
+                "unversioned, y?)"
+            )
         user = urllib.parse.unquote(urllib.parse.urlsplit(clone.url).username or "") or clone.login
         return "not_delivered", (
-            f"the remote {fossil._base(clone.url)} does not list {envelope.message_name(h)} after the push; "
+            f"the remote {fossil._base(clone.url)} does not list {name} after the push; "
             f"the login {user!r} may lack the write-unversioned capability (y)"
         )
 
@@ -226,15 +251,21 @@ class Node:
                 return [r]
             for clone in self.config.clones:
                 rep = CloneReport(clone.name)
+                listing = None
                 try:
                     listing = self._sync_clone(clone)
                     self._confirm(clone, listing)
-                    rep.new = self.scan(clone, listing)
-                    rep.handed = self.hand_off(clone, codes[clone.name])
                 except OcxError as e:
                     rep.error = e.message
                 except Exception as e:  # never let one clone stop the others
                     rep.error = f"ocx: {type(e).__name__}: {e}"
+                try:  # what the clone holds is indexed and handed even when its remote failed
+                    rep.new = self.scan(clone, listing)
+                    rep.handed = self.hand_off(clone, codes[clone.name])
+                except OcxError as e:
+                    rep.error = rep.error or e.message
+                except Exception as e:
+                    rep.error = rep.error or f"ocx: {type(e).__name__}: {e}"
                 reports.append(rep)
             return reports
 
@@ -257,12 +288,16 @@ class Node:
         clone = self.config.clone(repo)
         rep = CloneReport(clone.name)
         with self._lock:
+            listing = None
             try:
                 listing = self._sync_clone(clone)
                 self._confirm(clone, listing)
-                rep.new = self.scan(clone, listing)
             except OcxError as e:
                 rep.error = e.message
+            try:
+                rep.new = self.scan(clone, listing)
+            except OcxError as e:
+                rep.error = rep.error or e.message
         return rep
 
     def poll_loop(self, stop: threading.Event, interval: float | None = None) -> None:
@@ -299,7 +334,13 @@ class Node:
             if not sync:
                 self.scan(clone)
                 return PostResult(clone.name, h, False, "not synced yet")
-            listing = self._sync_clone(clone)
+            try:
+                listing = self._sync_clone(clone)
+            except OcxError:
+                # the message stays in the clone and in the index as pending; a later sync sends it
+                with contextlib.suppress(OcxError):
+                    self.scan(clone)
+                raise
             state, reason = self._delivery_state(clone, h, listing)
             if state != "delivered":  # one more round: a concurrent sync may have raced the first
                 listing = self._sync_clone(clone)
