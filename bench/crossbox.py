@@ -1,16 +1,25 @@
-"""Cross-box (issue 6, W3): ``sotd comm send`` from a guest box to a handle on the hub, through the daemons.
+"""Cross-box (issue 6, W3): ``sotd comm send`` from a guest box to a handle on the hub.
 
 Two boxes in network namespaces with their own sshd (``tests/multihost/netns.py``, testing notes 2.8):
 ``boxa`` the hub (session ``hank``), ``boxb`` a guest (sessions ``bob`` and ``bea``), each with its own comm
-folder and ``sotd daemon run``; boxb's daemon holds its link to the hub over ssh. A cross-box send is
-``sotd comm send @hank`` on boxb: CLI -> boxb's daemon (unix socket) -> the ssh link -> the hub's daemon,
-which appends to hank's inbox and answers back the same way.
+folder and ``sotd daemon run`` (boxb's daemon holds its link to the hub, as a deployed guest's does).
+The timed cross-box send is ``sotd comm send @hank`` run by bob on boxb. boxb's folder does not list hank,
+so the send takes the relay route of behaviour 1.4: the CLI itself dials the relay endpoint that
+``hosts.toml`` names (``ssh:boxa/boxa``), i.e. ``ssh`` through this phase's ControlMaster into boxa, where
+``sotd stdio-bridge`` hands the one ``comm.file`` frame to the hub's daemon, which appends to hank's inbox
+and answers back the same way. boxb's daemon and its link are not on this route.
 
-Phases: the link with no added delay, then boxb's daemon restarted with an ssh config whose
-``ProxyCommand`` is ``tests/multihost/delay_relay.py`` holding every chunk 10 ms each way (this kernel has
-no netem). Every round runs, in rotated order and through the same ``ip netns exec ... unshare`` wrapper:
-the floor (``python -c "import json, socket, fcntl, os"`` in boxb), a local send on boxb (``@bea``, no
-daemon involved) and the cross-box send. Each cross send must be in hank's inbox exactly once.
+Phases: no added delay, then 10 ms each way: the CLI's ssh config (``SOT_SSH_CONFIG``) has a
+``ProxyCommand`` running ``tests/multihost/delay_relay.py``, which holds every chunk 10 ms in each
+direction (this kernel has no netem). Each phase has a fresh ControlPath folder (``XDG_RUNTIME_DIR``), so
+its ssh master is dialled through that phase's config; a shared folder would reuse the undelayed master of
+the first phase. Each phase records the delaying relay processes it found running in boxb and how much
+the cross-box send grew over the undelayed phase (cross minus local, medians): a delayed phase passes
+only when the relay was on the route and the send grew by at least one round trip (2 x delay).
+
+Every round runs, in rotated order and through the same ``ip netns exec ... unshare`` wrapper: the floor
+(``python -c "import json, socket, fcntl, os"`` in boxb), a local send on boxb (``@bea``, no daemon
+involved) and the cross-box send. Each cross send must be in hank's inbox exactly once.
 
 Needs root, ``ip``, ``unshare`` and sshd; otherwise the result says why it was not run.
 Usage: ``python -m bench.crossbox [--quick]``; writes ``bench/results/crossbox.json``.
@@ -111,21 +120,23 @@ def run(rounds: int, delays: tuple[int, ...]) -> dict[str, object]:
                 if r.returncode != 0:
                     raise RuntimeError(f"join {name} on {box}: {r.stdout} {r.stderr}")
             start("boxa")
-            for links, delay in enumerate(delays, 1):
-                if "boxb" in daemons:
-                    stop("boxb")
-                extra = {"SOT_SSH_CONFIG": net.proxy_config(delay)} if delay else {}
-                start("boxb", **extra)
-                wait_link(links)
-                env_b, root_b = sess["bob"]
+            start("boxb")
+            wait_link(1)
+            env_b, root_b = sess["bob"]
+            for delay in delays:
+                # a fresh ControlPath folder: this phase's ssh master is dialled through this phase's config
+                control = tempfile.mkdtemp(prefix="c", dir=base)
+                config = net.proxy_config(delay) if delay else net.ssh_config
+                env = dict(env_b, SOT_SSH_CONFIG=config, XDG_RUNTIME_DIR=control)
                 cases = {
                     "floor": net.in_box("boxb", [common.PYTHON, "-c", common.FLOOR_CODE]),
                     "local send": net.in_box("boxb", [common.SOTD, "comm", "send", "@bea", "local"]),
                     "cross-box send": net.in_box("boxb", [common.SOTD, "comm", "send", "@hank", f"x{delay}"]),
                 }
                 cases = {k: [ip, *v[1:]] for k, v in cases.items()}
-                for argv in cases.values():  # warm-up, untimed
-                    common.spawn_timed(argv, env_b, root_b)
+                for argv in cases.values():  # warm-up, untimed (the cross send starts this phase's master)
+                    common.spawn_timed(argv, env, root_b)
+                relays = _relays(net.pids("boxb"), delay)
                 hank = os.path.join(net.boxes["boxa"].comm_home, "inbox", "hank.jsonl")
                 before = _lines(hank, f"x{delay}")
                 wall: dict[str, list[float]] = {k: [] for k in cases}
@@ -133,22 +144,27 @@ def run(rounds: int, delays: tuple[int, ...]) -> dict[str, object]:
                 for r in range(rounds):
                     k = r % len(names)
                     for name in names[k:] + names[:k]:
-                        wall[name].append(common.spawn_timed(cases[name], env_b, root_b)[0])
+                        wall[name].append(common.spawn_timed(cases[name], env, root_b)[0])
                 got = _lines(hank, f"x{delay}") - before
+                cross_minus_local = (
+                    common.summary(wall["cross-box send"])["median"]
+                    - common.summary(wall["local send"])["median"]
+                ) * 1000
                 phases[f"{delay} ms"] = {
                     "delay_ms_each_way": delay,
+                    "route": "CLI -> ssh (ControlMaster, fresh folder)"
+                    + (f" -> delay_relay.py {delay} ms each way" if delay else "")
+                    + " -> boxa sshd -> sotd stdio-bridge -> hub daemon",
+                    "delaying_relays_seen": relays,
                     "cases": {k: common.summary(v, 1000) for k, v in wall.items()},
                     "ratio_cross_to_floor": common.ratio(wall["cross-box send"], wall["floor"]),
                     "ratio_cross_to_local": common.ratio(wall["cross-box send"], wall["local send"]),
-                    "cross_minus_local_ms": (
-                        common.summary(wall["cross-box send"])["median"]
-                        - common.summary(wall["local send"])["median"]
-                    )
-                    * 1000,
+                    "cross_minus_local_ms": cross_minus_local,
                     "delivered": got,
                     "sent": rounds,
                     "pass": got == rounds,
                 }
+            _observe_delay(phases)
             for box in list(daemons):
                 stop(box)
     finally:
@@ -157,6 +173,47 @@ def run(rounds: int, delays: tuple[int, ...]) -> dict[str, object]:
         shutil.rmtree(base, ignore_errors=True)
     facts["load_avg_end"] = common.load_avg()
     return {"workload": "crossbox", "machine": facts, "params": {"rounds": rounds}, "phases": phases}
+
+
+def _relays(pids: list[int], delay: int) -> int:
+    """How many ``delay_relay.py … <delay>`` processes run among ``pids`` (the ProxyCommand of a master)."""
+    if not delay:
+        return 0
+    n = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().rstrip(b"\0").split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"delay_relay.py") for a in argv) and argv[-1] == str(delay).encode():
+            n += 1
+    return n
+
+
+def _observe_delay(phases: dict[str, dict[str, object]]) -> None:
+    """For each delayed phase: how much the cross-box send grew over the undelayed phase (cross minus local,
+    medians, so load common to both cancels), the least a crossing of the relay adds (one round trip,
+    2 x delay), and whether both that and a running relay were seen. Printed on stderr and kept."""
+    base = phases.get("0 ms")
+    for name, ph in phases.items():
+        delay = ph["delay_ms_each_way"]
+        assert isinstance(delay, int)
+        if not delay or base is None:
+            continue
+        added = float(ph["cross_minus_local_ms"]) - float(base["cross_minus_local_ms"])  # type: ignore[arg-type]
+        least = 2 * delay
+        seen = bool(ph["delaying_relays_seen"]) and added >= least
+        ph["observed_added_ms"] = added
+        ph["least_added_ms"] = least
+        ph["delay_seen"] = seen
+        ph["pass"] = bool(ph["pass"]) and seen
+        print(
+            f"crossbox: {name} each way: the cross-box send took {added:.0f} ms more than with no delay "
+            f"(at least {least} ms expected); delaying relays running: {ph['delaying_relays_seen']}"
+            f"{'' if seen else ' -- THE DELAY WAS NOT SEEN'}",
+            file=sys.stderr,
+        )
 
 
 def _lines(path: str, tag: str) -> int:

@@ -13,7 +13,12 @@ File: ``$SOT_HOSTS_TOML``, else ``<comm folder>/hosts.toml`` (``$SOT_COMM_HOME``
 A box may carry ``endpoint = "unix:<path>"`` (or ``"ssh:<target>/<host>"``) instead of ``ssh``: the hub
 endpoint used as is (tests run a hub and a guest on one machine this way).
 
-Spec: behaviour 2.2 (endpoints: plain host names ``[a-z0-9][a-z0-9._-]*``), 2.4 (hub and guests).
+Spec: behaviour 2.2 (endpoints: plain host names ``[a-z0-9][a-z0-9._-]*``), 2.4 (hub and guests), 1.4
+(the relay endpoint) and D4 (the hub offers a handle its folder does not list to the linked boxes).
+Relay endpoint (``sotd topology relay-endpoint``): a guest's is the hub's endpoint; the hub's own is its
+daemon's socket, because that daemon is where D4's offer happens (a hub session's send to a guest's handle
+is filed there with one answer). It is named by the file, never a silent stand-in: a box with no file, or
+an unreadable one, has none.
 Guarantee: ``load`` gives a validated ``Topology``, ``None`` when there is no file, or ``TopologyError``
 (the reason, for ``this box's hosts.toml cannot be read, so it names no hub: <err>``) — never a half-read.
 What would break it: treating an unreadable file as absent (an absent file makes a box its own hub).
@@ -141,7 +146,8 @@ def load(environ: Mapping[str, str]) -> Topology | None:
 
 
 def relay_endpoint(topo: Topology, self_host: str) -> str | None:
-    """The hub's endpoint for a box that is not the hub (``ssh:<target>/<hub>``); None on the hub."""
+    """The hub's endpoint for a box that is not the hub (``ssh:<target>/<hub>``); None on the hub (whose
+    daemon holds no link; its sessions' relay is ``hub_own_endpoint``)."""
     if self_host == topo.hub:
         return None
     box = topo.boxes.get(topo.hub) or Box(topo.hub)
@@ -150,8 +156,40 @@ def relay_endpoint(topo: Topology, self_host: str) -> str | None:
     return f"ssh:{box.ssh}/{topo.hub}"
 
 
-def relay_endpoint_or_reason(environ: Mapping[str, str], self_host: str) -> tuple[str | None, str]:
-    """``(endpoint, "")`` or ``(None, why there is none)`` — for ``sotd topology relay-endpoint``."""
+def _is_socket(p: str) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISSOCK(os.stat(p).st_mode)
+    except OSError:
+        return False
+
+
+def hub_own_endpoint(topo: Topology, self_host: str, own_socket: str | None) -> tuple[str | None, str]:
+    """The relay endpoint of the hub box itself: its own daemon, which files a handle its folder lists and
+    offers any other to the boxes linked to it (D4). The hub's ``unix:`` endpoint in the file names that
+    socket when given, else ``own_socket`` (``$SOT_SOCKET``, else the default socket); only a socket that
+    is there is named, so a hub whose daemon is not running has none (the send's "no sotd daemon found")."""
+    box = topo.boxes.get(topo.hub)
+    sock = (
+        box.endpoint[len("unix:") :] if box is not None and box.endpoint.startswith("unix:") else own_socket
+    )
+    if sock and _is_socket(sock):
+        return "unix:" + sock, ""
+    return None, (
+        f"this box ({self_host}) is the hub named by {topo.path}, and no daemon socket is at "
+        f"{sock or '(no socket path)'} to relay through"
+    )
+
+
+def relay_endpoint_or_reason(
+    environ: Mapping[str, str], self_host: str, own_socket: str | None = None
+) -> tuple[str | None, str]:
+    """``(endpoint, "")`` or ``(None, why there is none)`` — for ``sotd topology relay-endpoint``.
+
+    A box that is not the hub: the hub's endpoint. The hub itself: its own daemon's socket
+    (``hub_own_endpoint``; ``own_socket`` is this box's daemon socket). No file, or an unreadable one: none.
+    """
     try:
         topo = load(environ)
     except TopologyError as e:
@@ -160,5 +198,5 @@ def relay_endpoint_or_reason(environ: Mapping[str, str], self_host: str) -> tupl
         return None, NO_HUB
     ep = relay_endpoint(topo, self_host)
     if ep is None:
-        return None, f"this box ({self_host}) is the hub named by {topo.path}: it has no relay endpoint"
+        return hub_own_endpoint(topo, self_host, own_socket)
     return ep, ""

@@ -445,6 +445,29 @@ def test_hub_offer_reaches_the_guest_and_relay_send(tmp_path: Any, daemons: list
         "error": "no box knows that handle: zed (no link from: boxc)",
         "code": "not_here",
     }
+    # a session on the hub, no endpoint named: its relay is the hub's own daemon (hosts.toml), whose offer
+    # files gamma on the guest with one answer; a handle no box lists gets the offer's refusal
+    topo = {"SOT_HOSTS_TOML": os.path.join(work, "hosts.toml")}
+    h = hub_comm.session("alpha")
+    assert h.run("join", "--name", "alpha", env=topo).code == 0
+    r = h.run("send", "@gamma", "from", "the", "hub", env=topo)
+    assert (r.code, r.out, r.err) == (0, "filed -> @gamma\n", "")
+    assert [x["msg"] for x in inbox_lines(guest_comm.layout, "gamma")] == ["offered", "from the hub"]
+    r = h.run("send", "@zed", "anyone?", env=topo)
+    assert (r.code, r.out, r.err) == (
+        1,
+        "",
+        "FAILED -> @zed: no box knows that handle: zed (no link from: boxc)\n",
+    )
+    p = subprocess.run(
+        [SOTD, "topology", "relay-endpoint"],
+        check=False,
+        env={**h.env, **topo},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (p.returncode, p.stdout) == (0, f"unix:{hub.sock}\n")
     # the guest lists it but its session went stale: the guest's own refusal
     put_agents(guest_comm.layout, gamma={"host": "boxb", "last_seen": _clock.stamp(_clock.now() - 900)})
     assert hub.file("gamma") == {"error": "no live session holds @gamma", "code": "no_live_session"}
@@ -602,3 +625,53 @@ def test_sigterm_cleans_up(tmp_path: Any, daemons: list[Daemon]) -> None:
     assert not os.path.exists(d.sock)
     assert not os.path.exists(status_file)
     assert "stopped" in d.logtext()
+
+
+def test_installed_code_change_asks_for_a_restart(tmp_path: Any, daemons: list[Daemon]) -> None:
+    """The daemon runs a copy of the package (PYTHONPATH); touching one of its installed files makes
+    ``sotd daemon status`` report the restart request, once, and the daemon keeps serving."""
+    import sotd
+
+    work = str(tmp_path)
+    site = os.path.join(work, "site")
+    pkg = os.path.join(site, "sotd")
+    shutil.copytree(os.path.dirname(sotd.__file__), pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    lay = folder(work, "a")
+    put_agents(lay, alpha=live())
+    d = start(
+        daemons, work, "d", lay.home, "testhost", env={"PYTHONPATH": site, "SOTD_TEST_CODE_CHECK_SECS": "0.2"}
+    )
+
+    def status() -> list[str]:
+        r = subprocess.run(
+            [SOTD, "daemon", "status", "--socket", d.sock],
+            env=d.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert r.returncode == 0, r.stderr
+        return r.stdout.splitlines()
+
+    first = status()
+    assert len(first) == 1 and first[0].startswith(
+        f"sotd daemon at {d.sock}: pid {d.proc.pid}, host testhost"
+    )
+    time.sleep(1.0)  # several checks: its own byte-compiling changes nothing it fingerprints
+    assert status() == first
+    assert d.request("version.query", {})["daemon"]["restart_requested"] == ""
+
+    os.utime(os.path.join(pkg, "daemon", "hub.py"))  # an upgrade touched an installed file
+    want = (
+        "restart requested: its installed code changed since it started (daemon/hub.py): restart it "
+        "(sotd daemon stop; sotd daemon start)"
+    )
+    wait_for(lambda: status() == [first[0], want], timeout=15, what="the restart request")
+    # it keeps serving on the old code, and the request is said once, naming the first change only
+    assert d.file("alpha", "still here") == {"ok": True}
+    with open(os.path.join(pkg, "newmod.py"), "w") as f:
+        f.write("")
+    time.sleep(0.6)
+    assert status() == [first[0], want]
+    assert d.logtext().count("this daemon asks to be restarted: ") == 1

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -26,9 +27,11 @@ import pytest
 
 from sotd import _clock
 from sotd.client import unix
+from sotd.daemon import regturn
 from sotd.errors import DaemonUnreachable
 from sotd.formats import registry
 from sotd.formats.layout import Layout, ensure_home
+from sotd.formats.reglock import RegistryLock
 from sotd.terminal.prompt import WAKE_LINE
 from sotd.terminal.tmux import Tmux
 from sotd.wire import messages
@@ -311,7 +314,7 @@ def test_spawn_rolls_back_only_its_own_provisional_row(box: Box) -> None:
         extra={"SOT_COMM_SPAWN_CAPSULE_WAIT": "10"},
     )
     assert p.returncode == 1, p
-    assert "reached phase ended_no_respawn" in p.stderr
+    assert "reached phase terminal" in p.stderr  # it ended before it was ever ready
     assert (
         p.stderr.splitlines()[-1]
         == "comm-spawn: rolled back provisional registry row for @quick after a failed spawn"
@@ -452,3 +455,202 @@ def test_one_row_per_handle_and_activate(box: Box) -> None:
             break
     assert entry["state"] == "idle" and "done" not in entry and entry["summary"] == "s"
     assert log2
+
+
+# ------------------------------------------------------------------------------ phases, turn, error paths
+
+
+def plain_row(box: Box, name: str, argv: list[str], agent: str = "none") -> str:
+    """A row through ``workspace.create`` running ``argv`` (no comm session); its id."""
+    answer = box.request(
+        "workspace.create",
+        {
+            "label": name,
+            "project_root": box.project(name),
+            "agent": agent,
+            "agent_name": name,
+            "command": argv,
+        },
+    )
+    assert answer.get("ok") is True, answer
+    return str(answer["workspace_id"])
+
+
+def phase(box: Box, wid: str) -> str | None:
+    return (box.row(wid) or {}).get("phase")
+
+
+def test_terminal_when_it_never_came_up_ended_when_it_ran(box: Box) -> None:
+    """Behaviour 4.1, D16: a row whose agent exits before the row is Ready is ``terminal``; one that was
+    Ready and then exits is ``ended_no_respawn``. Both are final, listed, kept across a restart, hold no
+    handle and are never restarted."""
+    quick = plain_row(box, "quick", ["true"], agent="claude")  # a Claude row whose agent is gone at once
+    brief = plain_row(box, "brief", ["sleep", "300"])  # a plain command: Ready once its window runs
+    wait_for(lambda: phase(box, brief) == "ready", what="the plain row ready")
+    wait_for(lambda: phase(box, quick) == "terminal", what="the start failure")
+    # its agent ends only once the row is Ready (a timed exit could beat the Ready tick on a busy machine)
+    (win,) = [w for w in box.tmux.list_windows() if w.name == "brief"]
+    box.tmux.kill_window(win.pane_id)
+    wait_for(lambda: phase(box, brief) == "ended_no_respawn", timeout=20, what="the end of a ready row")
+    assert f"row {quick} (quick): phase terminal" in box.logtext()
+    assert box.tmux.list_windows() == []  # nothing restarted
+    box.restart()
+    assert (phase(box, quick), phase(box, brief)) == ("terminal", "ended_no_respawn")
+    # final phases keep their root until destroyed (one row per root, any phase)
+    again = box.request("workspace.create", {"label": "quick", "project_root": box.project("quick")})
+    assert again == {
+        "error": f"{box.project('quick')} already has a workspace: 'quick' (slug 'quick', id {quick})",
+        "code": "root_taken",
+    }
+    assert box.request("workspace.destroy", {"workspace_id": quick})["ok"] is True
+    # a row that was Starting when the daemon stopped and whose window is gone by the next boot never came up
+    slow = plain_row(box, "slow", ["sleep", "300"], agent="codex")  # Ready only when it joins: never
+    assert phase(box, slow) == "starting"
+    box.stop()
+    (win,) = [w for w in box.tmux.list_windows() if w.name == "slow"]
+    box.tmux.kill_window(win.pane_id)
+    box.start()
+    assert phase(box, slow) == "terminal"
+
+
+def test_a_daemon_thread_holding_the_turn_past_the_bound(box: Box) -> None:
+    """Behaviour 6.1, daemon only: destroy's prune (10 s bound) waits for a registry lock held by a live
+    process and keeps the daemon's turn meanwhile; activate (1 s bound) waiting for the turn gives up after
+    its bound with the spec's sentence, without trying the lock."""
+    alpha = plain_row(box, "alpha", ["sleep", "300"])
+    beta = plain_row(box, "beta", ["sleep", "300"])
+    wait_for(lambda: phase(box, alpha) == phase(box, beta) == "ready", what="both rows ready")
+    now = _clock.stamp()
+
+    def entries(doc: dict[str, object]) -> tuple[bool, None]:
+        for h, wid in (("alpha", alpha), ("beta", beta)):
+            registry.agents_of(doc)[h] = {"host": HOST, "workspace_id": wid, "state": "done", "done": True,
+                                          "last_seen": now}  # fmt: skip
+        return True, None
+
+    registry.update(box.layout, HOST, entries, bound=5)
+    lock = RegistryLock(box.layout, "outsider", 5)
+    lock.acquire()  # a live holder: no daemon thread may take it or reclaim it
+    destroyed: list[dict[str, Any]] = []
+    t = threading.Thread(
+        target=lambda: destroyed.append(box.request("workspace.destroy", {"workspace_id": beta}, 30.0))
+    )
+    try:
+        t0 = time.monotonic()
+        t.start()
+        time.sleep(1.5)  # the destroy is in its prune, waiting for the lock in the daemon's turn
+        assert destroyed == []
+        a0 = time.monotonic()
+        assert box.request("workspace.activate", {"workspace_id": alpha, "read": True}) == {"ok": True}
+        took = time.monotonic() - a0
+        assert 0.9 <= took < 4.0, took
+        want = f"workspace.activate for row {alpha}: nothing written: {regturn.not_tried_text(box.layout.reglock)}"
+        assert want in box.logtext()
+        assert box.agents()["alpha"]["state"] == "done"  # nothing was written
+        assert destroyed == []  # the prune still waits (its own bound is 10 s)
+    finally:
+        lock.release()
+        t.join(30)
+    assert destroyed and destroyed[0]["ok"] is True and destroyed[0]["pruned"] == ["beta"], destroyed
+    assert time.monotonic() - t0 < 12
+    assert "beta" not in box.agents()
+
+
+def test_wake_checks_rows_concurrently(box: Box) -> None:
+    """Behaviour 3.1: three Ready rows with mail at once are each woken once, within about one check
+    (a check holds 1.5 s of stillness; one after another would spread the three wakes over 3 s or more)."""
+    names = ("red", "green", "blue")
+    logs = {n: box.create(n, "--times")[1] for n in names}
+    for n in names:
+        box.file(n, "at once")
+    wait_for(lambda: all(wakes(logs[n]) == 1 for n in names), what="every row's wake")
+    times = [
+        next(e["t"] for e in events(logs[n]) if e["event"] == "line" and e["text"] == WAKE_LINE)
+        for n in names
+    ]
+    spread = max(times) - min(times)
+    print(f"three concurrent wakes spread over {spread:.2f}s")
+    assert spread < 1.5, times
+    time.sleep(5)
+    assert [wakes(logs[n]) for n in names] == [1, 1, 1]
+
+
+def test_daemon_refuses_a_second_row_for_a_root(box: Box) -> None:
+    """``workspace.create``'s own check (spawn's list check aside): one row per root, also for two creates
+    racing each other."""
+    root = box.project("twice")
+    payload = {"label": "twice", "project_root": root, "agent": "none", "command": ["sleep", "300"]}
+    results: list[dict[str, Any]] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(box.request("workspace.create", payload)))
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    ok = [r for r in results if r.get("ok") is True]
+    refused = [r for r in results if r.get("code") == "root_taken"]
+    assert len(ok) == 1 and len(refused) == 1, results
+    wid = ok[0]["workspace_id"]
+    assert refused[0]["error"] == f"{root} already has a workspace: 'twice' (slug 'twice', id {wid})"
+    assert [w["workspace_id"] for w in box.workspaces()] == [wid]
+
+
+def test_despawn_error_paths(box: Box) -> None:
+    """Behaviour 1.11: an unreadable registry despawns nothing; a destroy the daemon refuses is reported."""
+    wid = plain_row(box, "keep", ["sleep", "300"])
+    entry = {"host": HOST, "workspace_id": "ws-gone", "root": "/nowhere", "last_seen": _clock.stamp()}
+    registry.update(box.layout, HOST, lambda d: (registry.put(d, "ghost", entry), (True, None))[1], bound=5)
+
+    # an entry whose row is gone: resolved through the registry, refused by the daemon, entry kept
+    p = box.spawner("despawn", "ghost")
+    assert (p.returncode, p.stdout) == (1, "")
+    assert p.stderr == (
+        'ERROR: workspace.destroy failed: {"error": "unknown workspace: \\"ws-gone\\"", "code": "unknown_workspace"}\n'
+    )
+    assert "ghost" in box.agents()
+
+    with open(box.layout.registry, "rb") as f:
+        good = f.read()
+    with open(box.layout.registry, "wb") as f:
+        f.write(b'{"agents": ')
+    try:
+        p = box.spawner("despawn", "keep")
+        assert (p.returncode, p.stdout, p.stderr) == (
+            1,
+            "",
+            "FAILED: the registry could not be read; nothing was despawned\n",
+        )
+        assert [w["workspace_id"] for w in box.workspaces()] == [wid]
+        assert len(box.tmux.list_windows()) == 1
+    finally:
+        with open(box.layout.registry, "wb") as f:
+            f.write(good)
+
+
+def test_spawn_through_a_daemon_on_another_box_writes_no_provisional_row(box: Box) -> None:
+    """Behaviour 1.10: a daemon that declares another host gets no provisional registry entry and no inbox
+    file from the spawner (its row's own session joins there); nothing to roll back."""
+    box.restart({"SOT_SELF_HOST": "farbox"})
+    assert box.request("version.query", {})["daemon"]["host"] == "farbox"
+    p = box.spawner(
+        "spawn",
+        box.project("far"),
+        "--name",
+        "far",
+        "--agent",
+        "codex",
+        "--command",
+        "sleep 300",
+        extra={"SOT_COMM_SPAWN_CAPSULE_WAIT": "3"},
+    )
+    assert p.returncode == 1, p
+    (ws,) = box.workspaces()
+    assert p.stdout.splitlines()[0] == (
+        f"Created workspace 'far' (slug=far, id={ws['workspace_id']}) via unix:{box.sock}"
+    )
+    assert "was not ready within 3s (phase starting); it is left running" in p.stderr
+    assert "roll" not in p.stderr
+    assert "far" not in box.agents()
+    assert not os.path.exists(box.layout.inbox("far"))

@@ -233,9 +233,14 @@ def test_send_without_an_endpoint_uses_the_topology_hub(world, tmp_path):
     assert (r.code, r.out, r.err) == (0, "filed -> @remote\n", "")
     argv = argv_of(d)
     assert argv[-2:] == ["hub.lan", ssh.remote_command(["sotd", "stdio-bridge", "--host", "boxa"])]
-    # on the hub itself there is no relay endpoint: the send says so and dials nothing
+    # on the hub itself the relay is the hub's own daemon (its offer reaches the guests): no ssh is dialled
     os.unlink(os.path.join(d, "argv"))
     r = a.run("send", "@remote", "x", env={**extra, "SOT_SOCKET": fd.path, "SOT_SELF_HOST": "boxa"})
+    assert (r.code, r.out, r.err) == (0, "filed -> @remote\n", "")
+    assert not os.path.exists(os.path.join(d, "argv"))
+    # with no daemon socket there, the hub has no relay endpoint: the send says so and dials nothing
+    gone = os.path.join(str(tmp_path), "no-daemon.sock")
+    r = a.run("send", "@remote", "x", env={**extra, "SOT_SOCKET": gone, "SOT_SELF_HOST": "boxa"})
     assert r.code == 1
     assert r.err == (
         "FAILED -> @remote: no sotd daemon found; set SOT_RELAY_ENDPOINT=unix:/path, ssh:target[/host], or "

@@ -165,20 +165,22 @@ def test_guest_to_a_handle_on_the_other_guest_goes_through_the_hub_offer(world: 
 
 
 def test_hub_session_to_a_guest_handle(world: World) -> None:
-    """On the hub, hosts.toml names no relay endpoint (this box is the hub) and the relay is never the local
-    daemon by default (behaviour 1.4); named explicitly, the hub's own daemon offers it to the guests."""
+    """On the hub, ``sotd topology relay-endpoint`` names the hub's own daemon (behaviour 1.4, D4): a hub
+    session's send to a handle a guest lists is offered to the linked guests and filed there, one answer;
+    a handle no box lists gets the offer's refusal. No SOT_RELAY_ENDPOINT is set."""
+    env, _cwd = world.session_env("boxa", "hank")
+    assert "SOT_RELAY_ENDPOINT" not in env and "SOT_SPAWN_ENDPOINT" not in env
+    r = world.net.run("boxa", [SOTD, "topology", "relay-endpoint"], env=env)
+    assert (r.returncode, r.stdout) == (0, "unix:" + world.net.boxes["boxa"].socket + "\n"), r
+    t0 = time.monotonic()
     r = world.comm("boxa", "hank", "send", "@cora", "from", "the", "hub")
-    assert (r.code, r.out, r.err) == (
-        1,
-        "",
-        "FAILED -> @cora: no sotd daemon found; set SOT_RELAY_ENDPOINT=unix:/path, ssh:target[/host], or "
-        "(Windows) pipe:name\n",
-    )
-    env, cwd = world.session_env("boxa", "hank")
-    env["SOT_RELAY_ENDPOINT"] = "unix:" + world.net.boxes["boxa"].socket
-    r = Result(world.net.run("boxa", [SOTD, "comm", "send", "@cora", "from", "the", "hub"], env=env, cwd=cwd))
     assert (r.code, r.out, r.err) == (0, "filed -> @cora\n", "")
+    assert time.monotonic() - t0 < 5
     assert world.inbox("boxc", "cora")[-1]["msg"] == "from the hub"
+    assert world.comms["boxa"].inbox_bytes("cora") == b""
+    assert world.comms["boxb"].inbox_bytes("cora") == b""
+    r = world.comm("boxa", "hank", "send", "@nobody", "anyone?")
+    assert (r.code, r.out, r.err) == (1, "", "FAILED -> @nobody: no box knows that handle: nobody\n")
 
 
 def test_unknown_handle_is_the_d4_text(world: World) -> None:

@@ -1,8 +1,9 @@
 """How a ``sotd comm`` verb reaches a daemon: which endpoint, and one request with the 5 s verdict bound.
 
 Behaviour 2.2 (endpoints) and decision D6. The local daemon is ``$SOT_SOCKET`` or the default socket of
-this user's daemon; the relay endpoint (for a handle this folder does not list) is named explicitly and
-is never replaced by the local daemon.
+this user's daemon; the relay endpoint (for a handle this folder does not list) is named explicitly or by
+``hosts.toml`` and is never replaced by the local daemon (on the hub, ``hosts.toml`` names the hub's own
+daemon as the relay: that daemon offers the handle to the linked boxes, D4).
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def local_endpoint(environ: Mapping[str, str]) -> str | None:
 
 def relay_endpoint(environ: Mapping[str, str]) -> str | None:
     """``$SOT_RELAY_ENDPOINT``, else ``$SOT_SPAWN_ENDPOINT``, else what ``sotd topology relay-endpoint``
-    prints (the hub named by this box's ``hosts.toml``); never the local daemon."""
+    prints (the hub named by this box's ``hosts.toml``; on the hub itself, its own daemon, where the
+    offer to the linked boxes happens). Without a ``hosts.toml`` there is none: the local daemon is never
+    a silent stand-in."""
     from sotd.client import unix
 
     for key in ("SOT_RELAY_ENDPOINT", "SOT_SPAWN_ENDPOINT"):
@@ -54,9 +57,10 @@ def relay_endpoint(environ: Mapping[str, str]) -> str | None:
             return value
     from sotd import runtime, topology  # only on a registry miss with no endpoint named
 
-    named, _why = topology.relay_endpoint_or_reason(environ, runtime.self_host(environ))
+    own = environ.get("SOT_SOCKET") or default_socket(environ)
+    named, _why = topology.relay_endpoint_or_reason(environ, runtime.self_host(environ), own)
     if not named:
-        return None  # no hosts.toml, an unreadable one, or this box is the hub: the caller's "no daemon" text
+        return None  # no hosts.toml, an unreadable one, or the hub's daemon is not there: "no daemon" text
     ep, discard = unix.parse_endpoint(named)
     if discard:
         from sotd.cli.common import err

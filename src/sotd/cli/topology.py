@@ -1,7 +1,8 @@
 """``sotd topology relay-endpoint``: the hub's endpoint from this box's ``hosts.toml`` (behaviour 1.4, 2.2).
 
-Prints the endpoint on its first line, exit 0; none (no file, unreadable, this box is the hub): the reason
-on stderr, exit 1.
+Prints the endpoint on its first line, exit 0: on a guest the hub's endpoint, on the hub its own daemon's
+socket (``unix:<path>``; D4's offer happens there). None (no file, an unreadable one, or the hub's daemon
+socket is not there): the reason on stderr, exit 1.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def run(argv: list[str]) -> int:
     if argv != ["relay-endpoint"]:
         sys.stderr.write(USAGE + "\n")
         return 2
-    ep, why = topology.relay_endpoint_or_reason(os.environ, runtime.self_host(os.environ))
+    own = os.environ.get("SOT_SOCKET") or runtime.default_socket(os.environ)
+    ep, why = topology.relay_endpoint_or_reason(os.environ, runtime.self_host(os.environ), own)
     if ep is None:
         sys.stderr.write(why + "\n")
         return 1

@@ -4,8 +4,9 @@ Spec: behaviour 2.5, decision D7; seed 000 "registry.json" (liveness).
 Guarantee: while a row is Starting or Ready its handle's registry entry is stamped at least once a minute
 (and at once when the set of held handles changes), so an idle row stays live; an entry is never created,
 and a stamp that cannot take the registry lock at once is retried at the next 2 s tick.
-What would break it: waiting for the registry lock (the bound is 0: one try, one reclaim step), or
-recording a pass that did not write (the next try would wait a whole minute).
+What would break it: waiting for the registry lock (the bound is 0: one try at the daemon's turn, then one
+try and one reclaim step at the lock; ``regturn``), or recording a pass that did not write (the next try
+would wait a whole minute).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 from typing import TYPE_CHECKING
 
 from sotd import _clock
+from sotd.daemon import regturn
 from sotd.errors import SotdError
 from sotd.formats import registry
 from sotd.terminal import decide
@@ -72,7 +74,7 @@ class Heartbeat:
             self.prev, self.last = cur, now
             return []
         try:
-            _doc, done = registry.update(
+            _doc, done = regturn.update(
                 self.layout, self.host, stamp_change(cur, _clock.stamp(now)), bound=LOCK_BOUND
             )
         except (SotdError, OSError) as e:

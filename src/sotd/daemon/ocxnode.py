@@ -52,6 +52,7 @@ class RowSessions:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(ROW_OP_S)
 
     def _register(self, handle: str, root: str, label: str, row_id: str) -> None:
+        from sotd.daemon import regturn
         from sotd.formats import registry
 
         now = _clock.stamp()
@@ -63,7 +64,7 @@ class RowSessions:
             return True, None
 
         registry.ensure(self.rows.layout)
-        registry.update(self.rows.layout, self.rows.host, change, bound=REGISTRY_BOUND_S)
+        regturn.update(self.rows.layout, self.rows.host, change, bound=REGISTRY_BOUND_S)
 
     def open(
         self, *, run_hash: str, label: str, root: str, argv: list[str], handle: str, before: list[str]

@@ -16,8 +16,11 @@ and wake one handle), or answering ``ok`` to a join before the record is on disk
 Phases (stored as written here; the wire shows them lower-case):
 ``Starting`` (window started) -> ``Ready`` (its session declared its handle with ``agent.join``, or, for a
 Claude row, its screen first read as a free prompt, or, for a plain command, at once) -> ``ended_no_respawn``
-(its window is gone: the agent exited; the daemon never restarts it). ``terminal``: the window could not
-be started. Only Starting and Ready keep a handle live; only Ready is woken.
+(its window is gone after the row was Ready: the agent ran and exited; the daemon never restarts it).
+``terminal``: the window is gone while the row was still Starting (the agent failed or quit before it ever
+came up: a command that is not there, a crash at start, a Codex session that never joined). Both are
+final. A window that cannot be started at all makes no row (``start_failed``). Only Starting and Ready
+keep a handle live; only Ready is woken.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from sotd import _clock, handles
+from sotd.daemon import regturn
 from sotd.daemon.ops import OK, quoted, refusal
 from sotd.errors import SotdError
 from sotd.formats import atomic, registry, selffile
@@ -141,6 +145,12 @@ def dedupe_handles(rows: list[Row], last_joiner: Mapping[str, str]) -> list[tupl
                 r.handle = ""
                 cleared.append((r.id, h))
     return cleared
+
+
+def gone_phase(phase: str) -> str:
+    """The final phase of a row whose window is gone: ``terminal`` when it never got past Starting (it
+    failed to come up), else ``ended_no_respawn`` (it ran, then ended)."""
+    return TERMINAL if phase == STARTING else ENDED
 
 
 def prune_change(row: Row, host: str) -> Callable[[dict[str, object]], tuple[bool, list[str]]]:
@@ -296,8 +306,8 @@ class Rows:
         panes = {p for p, w in (windows or {}).items() if not w.dead}
         for r in rows:
             if windows is not None and r.phase in LIVE and r.pane not in panes:
-                log.info("row %s: its window is gone; phase %s", r.id, ENDED)
-                r.phase = ENDED
+                r.phase = gone_phase(r.phase)
+                log.info("row %s: its window is gone; phase %s", r.id, r.phase)
             with contextlib.suppress(OSError):
                 self.save(r)
             self.rows[r.id] = r
@@ -405,7 +415,7 @@ class Rows:
                 if w is not None:
                     with contextlib.suppress(TmuxError):
                         self.tmux.kill_window(pane)
-                plan.append((rid, ENDED))
+                plan.append((rid, gone_phase(phase)))
                 continue
             if phase != STARTING:
                 continue
@@ -421,13 +431,14 @@ class Rows:
         return plan
 
     def apply(self, plan: list[tuple[str, str]]) -> None:
-        for rid, phase in plan:
+        for rid, planned in plan:
             row = self.rows.get(rid)
             if row is None or row.phase not in LIVE:
                 continue
-            if phase == READY and row.phase != STARTING:
+            if planned == READY and row.phase != STARTING:
                 continue
-            self.set_phase(rid, phase)
+            # a join may have made it Ready since the plan was read: the phase it has now decides the end
+            self.set_phase(rid, gone_phase(row.phase) if planned in (TERMINAL, ENDED) else planned)
 
     def windows(self) -> dict[str, Window] | None:
         """The server's windows by pane id; ``{}`` when no server runs; None when tmux did not answer
@@ -568,7 +579,7 @@ class Rows:
         pruned: list[str] = []
         try:
             _doc, pruned = await asyncio.to_thread(
-                registry.update, self.layout, self.host, prune_change(row, self.host), bound=PRUNE_BOUND
+                regturn.update, self.layout, self.host, prune_change(row, self.host), bound=PRUNE_BOUND
             )
         except (SotdError, OSError) as e:
             why = e.message if isinstance(e, SotdError) else str(e)
@@ -590,7 +601,7 @@ class Rows:
             return OK
         try:
             await asyncio.to_thread(
-                registry.update,
+                regturn.update,
                 self.layout,
                 self.host,
                 activate_change(handle, self.host),

@@ -1,0 +1,50 @@
+"""Behaviour 4.1 / D16: which final phase a row whose window is gone takes (``rows.gone_phase``, ``apply``)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from sotd.daemon import rows as rows_mod
+from sotd.daemon.rows import ENDED, READY, STARTING, TERMINAL, Row, Rows, gone_phase
+from sotd.formats.layout import Layout
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(STARTING, TERMINAL), (READY, ENDED)],
+)
+def test_gone_phase(before: str, after: str) -> None:
+    assert gone_phase(before) == after
+
+
+def make(tmp_path: object) -> Rows:
+    d = os.fspath(tmp_path)  # type: ignore[arg-type]
+    return Rows(
+        state=os.path.join(d, "state"),
+        layout=Layout(os.path.join(d, "comm")),
+        host="h",
+        socket_path=os.path.join(d, "s.sock"),
+        environ={},
+    )
+
+
+def test_apply_decides_on_the_phase_at_apply_time(tmp_path: object) -> None:
+    """The plan is read in a thread; a join that made the row Ready since then makes its end ``ended``."""
+    rows = make(tmp_path)
+    changed: list[str] = []
+    rows.on_change = changed.append
+    rows.rows["ws-a"] = Row(id="ws-a", label="a", slug="a", project_root="/a", phase=READY)
+    rows.rows["ws-b"] = Row(id="ws-b", label="b", slug="b", project_root="/b", phase=STARTING)
+    rows.rows["ws-c"] = Row(id="ws-c", label="c", slug="c", project_root="/c", phase=TERMINAL)
+    rows.apply([("ws-a", TERMINAL), ("ws-b", TERMINAL), ("ws-c", ENDED), ("ws-gone", ENDED)])
+    assert [rows.rows[i].phase for i in ("ws-a", "ws-b", "ws-c")] == [ENDED, TERMINAL, TERMINAL]
+    assert changed == ["ws-a", "ws-b"]
+    # persisted, shown lower-case on the wire
+    rec = os.path.join(rows.ws_dir("ws-b"), rows_mod.RECORD)
+    with open(rec, encoding="utf-8") as f:
+        assert '"phase": "terminal"' in f.read()
+    assert rows.rows["ws-a"].wire()["phase"] == "ended_no_respawn"
