@@ -146,3 +146,46 @@ def test_1_8_leave_keeps_inbox_and_cursor(two) -> None:
     with open(comm.layout.cursor("alpha"), "rb") as f:
         assert f.read() == cursor
     assert not os.path.exists(a.self_file)
+
+
+def test_1_7_frontends_block_names_the_attached_front_ends(two, tmp_path) -> None:
+    """With this box's daemon up, list asks it (version.query) and shows its uptime and every ``fe``
+    connection past its hello; a front end that leaves is gone from the next list."""
+    import json
+    import socket
+    import time
+
+    from sotd.wire import messages
+    from tests.integration.test_daemon import Daemon
+
+    comm, a, _ = two
+    d = Daemon(str(tmp_path), "fe", comm.home, "testhost")
+    fe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        env = {"SOT_SOCKET": d.sock}
+        r = a.run("list", env=env)
+        assert r.code == 0, r
+        assert r.out_lines[-1] == "  (none attached, or no daemon answered)"
+        assert re.fullmatch(r"attached frontend boxes \(this daemon, up \d+s\):", r.out_lines[-2]), (
+            r.out_lines
+        )
+        hello = dict(
+            messages.hello_payload(host="boxf", os_user=f"uid:{os.geteuid()}", role="cli", name="watcher")
+        )
+        hello["role"] = "fe"  # the comm tools never say fe; a front end (sot-fe) does
+        fe.settimeout(10)
+        fe.connect(d.sock)
+        fe.sendall(
+            json.dumps({"v": 1, "id": 1, "kind": "req", "op": "hello", "payload": hello}).encode() + b"\n"
+        )
+        assert b'"ok":true' in fe.recv(65536)
+        r = a.run("list", env=env)
+        assert r.out_lines[-1] == f"  fe@boxf ({hello['client_id']}, watcher)", r.out_lines
+        fe.close()
+        deadline = time.monotonic() + 10
+        while a.run("list", env=env).out_lines[-1] != "  (none attached, or no daemon answered)":
+            assert time.monotonic() < deadline, "the front end that left is still listed"
+            time.sleep(0.1)
+    finally:
+        fe.close()
+        d.stop()

@@ -89,3 +89,27 @@ def test_1_7_no_agents() -> None:
 
 def test_now_is_what_the_stamps_say() -> None:
     assert calendar.timegm(time.strptime(at(0), "%Y-%m-%dT%H:%M:%SZ")) == NOW
+
+
+def test_frontend_lines() -> None:
+    from sotd.cli.listing import frontend_lines, up_text
+
+    none = "  (none attached, or no daemon answered)"
+    assert frontend_lines(None) == ["attached frontend boxes (this daemon):", none]
+    assert frontend_lines({"up_s": 75, "frontends": []}) == [
+        "attached frontend boxes (this daemon, up 1m):",
+        none,
+    ]
+    assert frontend_lines({"up_s": 5, "frontends": [{"host": "boxf", "client_id": "c1", "name": ""}, "junk",
+                                                    {"host": "", "client_id": "", "name": ""}]}) == [
+        "attached frontend boxes (this daemon, up 5s):", "  fe@boxf (c1)", "  fe@?"]  # fmt: skip
+    assert frontend_lines({"frontends": 3}) == ["attached frontend boxes (this daemon):", none]
+    assert [up_text(s) for s in (-1, 59, 60, 3599, 3600, 86399, 86400)] == [
+        "0s",
+        "59s",
+        "1m",
+        "59m",
+        "1h",
+        "23h",
+        "1d",
+    ]

@@ -79,6 +79,58 @@ def run(argv: list[str]) -> int:
     for line in render(ctx.layout.registry, agents, ctx.name, _clock.now(), stale_window(ctx.environ)):
         out(line)
     out("")
-    out("attached frontend boxes (this daemon):")
-    out("  (none attached, or no daemon answered)")
+    for line in frontends_block(ctx):
+        out(line)
     return 0
+
+
+def up_text(secs: int) -> str:
+    """A daemon's uptime: ``42s``, ``5m``, ``3h``, ``2d``."""
+    s = max(0, int(secs))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+def frontend_lines(daemon: object) -> list[str]:
+    """The block from a ``version.query`` answer's ``daemon`` object (behaviour 1.7). Pure."""
+    if not isinstance(daemon, dict):
+        return ["attached frontend boxes (this daemon):", NO_FRONTENDS]
+    up = daemon.get("up_s")
+    head = (
+        f"attached frontend boxes (this daemon, up {up_text(up)}):"
+        if isinstance(up, int)
+        else ("attached frontend boxes (this daemon):")
+    )
+    lines = [head]
+    fes = daemon.get("frontends")
+    for fe in fes if isinstance(fes, list) else []:
+        if not isinstance(fe, dict):
+            continue
+        extra = ", ".join(str(fe[k]) for k in ("client_id", "name") if fe.get(k))
+        lines.append(f"  fe@{fe.get('host') or '?'}" + (f" ({extra})" if extra else ""))
+    if len(lines) == 1:
+        lines.append(NO_FRONTENDS)
+    return lines
+
+
+NO_FRONTENDS = "  (none attached, or no daemon answered)"
+
+
+def frontends_block(ctx: Context) -> list[str]:
+    """Ask this box's daemon (``version.query``, the 5 s bound of every daemon call) who is attached."""
+    from sotd.cli import daemonlink
+    from sotd.errors import SotdError
+
+    ep = daemonlink.local_endpoint(ctx.environ)
+    if ep is None:
+        return frontend_lines(None)
+    try:
+        answer = daemonlink.call(ctx, ep, "version.query", {})
+    except (SotdError, OSError):
+        return frontend_lines(None)
+    return frontend_lines(answer.get("daemon"))

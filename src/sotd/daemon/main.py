@@ -87,9 +87,13 @@ class Daemon:
         self.restart = ""
         self.is_hub = True
         self.server: Server | None = None
+        self.started = time.monotonic()
 
     def version_info(self) -> dict[str, Any]:
-        return ops_mod.version_payload(self.host, self.restart, self.is_hub)
+        fe = self.server.frontends() if self.server is not None else []
+        return ops_mod.version_payload(
+            self.host, self.restart, self.is_hub, up_s=int(time.monotonic() - self.started), frontends=fe
+        )
 
     async def serve(self) -> None:
         if not self.host:

@@ -333,7 +333,10 @@ class Ops:
         return answer
 
 
-def version_payload(host: str, restart: str, is_hub: bool) -> dict[str, Any]:
+def version_payload(
+    host: str, restart: str, is_hub: bool, *, up_s: int = 0, frontends: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """``version.query``'s ``daemon``: who answers, and the front ends (``fe`` connections) attached now."""
     return {
         "host": host,
         "version": __version__,
@@ -341,4 +344,6 @@ def version_payload(host: str, restart: str, is_hub: bool) -> dict[str, Any]:
         "protocol": messages.PROTOCOL,
         "hub": is_hub,
         "restart_requested": restart,
+        "up_s": up_s,
+        "frontends": list(frontends or []),
     }

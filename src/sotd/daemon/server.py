@@ -355,6 +355,11 @@ class Server:
         except (ConnectionError, TimeoutError, WireError) as e:
             log.info("%s: could not answer %s: %s", conn, env.op, e)
 
+    def frontends(self) -> list[dict[str, str]]:
+        """The front ends attached now (``fe`` connections past their hello), in connection order."""
+        fe = sorted((c for c in self.conns if c.role == "fe"), key=lambda c: c.n)
+        return [{"host": c.host, "client_id": c.client_id, "name": c.name} for c in fe]
+
     # ------------------------------------------------------------------------------------------ events
 
     def publish(self, op: str, payload: dict[str, Any]) -> None:
