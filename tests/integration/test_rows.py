@@ -654,3 +654,26 @@ def test_spawn_through_a_daemon_on_another_box_writes_no_provisional_row(box: Bo
     assert "roll" not in p.stderr
     assert "far" not in box.agents()
     assert not os.path.exists(box.layout.inbox("far"))
+
+
+def test_first_mail_after_a_join_wakes_at_once_without_a_tick() -> None:
+    """inotify looks at the rows as they stand when the inbox changes: with the daemon's tick set to a
+    minute, a row that declared its handle after the last tick is still woken within seconds of its first
+    mail (the 1.5 s stillness hold and the typing), not at the next tick."""
+    b = Box({"SOTD_TEST_TICK_SECS": "60"})
+    try:
+        _wid, log = b.create("alpha")  # Ready by its own join, long before the next tick
+        assert wakes(log) == 0
+        t0 = time.monotonic()
+        b.file("alpha", "first")
+        wait_for(lambda: wakes(log) == 1, timeout=20, what="the wake from the inbox change")
+        assert time.monotonic() - t0 < 20 < 60
+        time.sleep(3)
+        assert wakes(log) == 1
+        b.restart({"SOTD_TEST_TICK_SECS": "60", "SOTD_WAKE_INOTIFY": "off"})  # the control: tick only
+        _wid2, log2 = b.create("beta")
+        b.file("beta", "first")
+        time.sleep(8)
+        assert wakes(log2) == 0  # without inotify nothing looks before the next tick
+    finally:
+        b.close()

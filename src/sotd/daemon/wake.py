@@ -158,13 +158,11 @@ class Waker:
         self.tasks: set[asyncio.Task[None]] = set()
         self.watch: Inotify | None = None
         self.use_inotify = True
-        self.views: list[decide.RowView] = []
 
     # -------------------------------------------------------------------------------------- triggers
 
     def tick(self, views: list[decide.RowView]) -> None:
         """Every 2 s: a check for each row the wake looks at (running concurrently, one per row)."""
-        self.views = views
         targets = decide.wake_rows(views)
         ids = {v.row_id for v in targets}
         for rid in list(self.memory):
@@ -198,9 +196,18 @@ class Waker:
         changed = {h for _m, name in self.watch.read() if (h := handle_of(name))}
         if not changed:
             return
-        for v in decide.wake_rows(self.views):
+        for v in decide.wake_rows(self.current_views()):
             if v.declared in changed:
                 self.schedule(v)
+
+    def current_views(self) -> list[decide.RowView]:
+        """The rows as they stand now (no file read): a row that joined since the last tick is looked at
+        on its first mail, not a tick later. Only declared handles matter to the wake."""
+        return [
+            decide.RowView(row_id=r.id, phase=r.phase, declared=r.handle, agent_name=r.agent_name,
+                           agent=r.agent, runtime=r.runtime)
+            for r in list(self.rows.rows.values())
+        ]  # fmt: skip
 
     def close(self) -> None:
         if self.watch is not None:
