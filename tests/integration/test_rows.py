@@ -32,6 +32,7 @@ from sotd.errors import DaemonUnreachable
 from sotd.formats import registry
 from sotd.formats.layout import Layout, ensure_home
 from sotd.formats.reglock import RegistryLock
+from sotd.terminal import decide
 from sotd.terminal.prompt import WAKE_LINE
 from sotd.terminal.tmux import Tmux
 from sotd.wire import messages
@@ -675,5 +676,23 @@ def test_first_mail_after_a_join_wakes_at_once_without_a_tick() -> None:
         b.file("beta", "first")
         time.sleep(8)
         assert wakes(log2) == 0  # without inotify nothing looks before the next tick
+    finally:
+        b.close()
+
+
+def test_a_refusal_streak_is_logged_once_after_its_silent_time() -> None:
+    """Behaviour 3.2: a row with unread mail whose prompt keeps refusing the wake (a draft in its input box)
+    is logged once, after the streak's silent time (60 s; 3 s here through the test seam), with the handle,
+    the reason and the border, and never typed into."""
+    b = Box({"SOTD_TEST_STREAK_SECS": "3"})
+    try:
+        _wid, log = b.create("drafty", "--mode", "draft")
+        b.file("drafty", "hello")
+        wait_for(lambda: decide.STREAK_TEXT in b.logtext(), timeout=30, what="the streak's log line")
+        time.sleep(6)  # three more ticks of refusals: still one line
+        lines = [ln for ln in b.logtext().splitlines() if decide.STREAK_TEXT in ln]
+        assert len(lines) == 1, lines
+        assert "(handle @drafty, reason: " in lines[0] and "border: " in lines[0]
+        assert [e for e in events(log) if e["event"] not in ("start", "at-start")] == []
     finally:
         b.close()

@@ -203,6 +203,7 @@ class Daemon:
         )
         waker = wake_mod.Waker(rows, self.layout)
         waker.use_inotify = self.environ.get("SOTD_WAKE_INOTIFY", "on") != "off"
+        waker.streak_silent = _float_env(self.environ, "SOTD_TEST_STREAK_SECS", waker.streak_silent)
 
         async def one_tick() -> None:
             try:

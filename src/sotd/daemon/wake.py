@@ -158,6 +158,7 @@ class Waker:
         self.tasks: set[asyncio.Task[None]] = set()
         self.watch: Inotify | None = None
         self.use_inotify = True
+        self.streak_silent = decide.STREAK_SILENT_SECS  # a test seam shortens it
 
     # -------------------------------------------------------------------------------------- triggers
 
@@ -285,7 +286,7 @@ class Waker:
                 attempt.NO_ENTER,
             )
         elif out.result == attempt.REFUSED:
-            say, streak = decide.refused(self.streaks.get(row.id), now)
+            say, streak = decide.refused(self.streaks.get(row.id), now, self.streak_silent)
             self.streaks[row.id] = streak
             if say:
                 log.warning("%s", decide.streak_line(h, out.reason or "", out.border or ""))

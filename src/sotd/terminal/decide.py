@@ -237,11 +237,11 @@ class Streak:
     logged: bool = False
 
 
-def refused(streak: Streak | None, now: float) -> tuple[bool, Streak]:
+def refused(streak: Streak | None, now: float, silent: float = STREAK_SILENT_SECS) -> tuple[bool, Streak]:
     """One more refusal: ``(log now?, streak)``. Silent for the first 60 s, then one line per streak."""
     if streak is None:
         return False, Streak(since=now)
-    if not streak.logged and now - streak.since >= STREAK_SILENT_SECS:
+    if not streak.logged and now - streak.since >= silent:
         return True, replace(streak, logged=True)
     return False, streak
 
