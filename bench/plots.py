@@ -6,8 +6,10 @@ machine without matplotlib, simply gets no picture (the tables stay the record).
 ``python -m bench.plots`` redraws every PNG from the stored results.
 
 Plots: W1 per-command latency against its floor (and the 1.3x target), W2 fan-in throughput by N
-(library and CLI), W6 cost against inbox size (commands; in-process reads with and without the hint),
-peers (durable deliveries/s per kind and N).
+(library and CLI), W3 cross-box send latency with no added delay and with 10 ms (beside the floor and a
+local send), W4 what the crash runs kept and lost and their rate while killed, W5 the registry lock-wait
+distribution (joins, touches, the flock floor), W6 cost against inbox size (commands; in-process reads
+with and without the hint), peers (durable deliveries/s per kind and N, per body size).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from bench import common
 
 OUT = os.path.join(common.ROOT, "docs", "benchmarks")
 REL = "benchmarks"  # how docs/benchmarks.md names the folder
+_out = OUT  # where this call of make_all writes (a temp folder for a trial report)
 
-_PLOTTED = ("commands", "fanin", "growth", "peers")
+_PLOTTED = ("commands", "fanin", "crossbox", "crash", "registry", "growth", "peers")
 
 
 def _pyplot():  # type: ignore[no-untyped-def]
@@ -35,8 +38,8 @@ def _pyplot():  # type: ignore[no-untyped-def]
 
 
 def _save(plt, fig, name: str) -> str:  # type: ignore[no-untyped-def]
-    os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, name)
+    os.makedirs(_out, exist_ok=True)
+    path = os.path.join(_out, name)
     tmp = path + ".tmp.png"
     fig.tight_layout()
     fig.savefig(tmp, format="png")
@@ -155,8 +158,10 @@ def w6_growth(plt, r: dict) -> tuple[str, str]:  # type: ignore[no-untyped-def]
 
 
 def peers(plt, r: dict) -> tuple[str, str]:  # type: ignore[no-untyped-def]
-    """Durable deliveries/s (median) per kind, grouped by N writers (log scale)."""
+    """Durable deliveries/s (median) per kind, grouped by N writers (log scale); a panel per body size."""
     rows = r["delivery"]
+    body = r["params"].get("body")
+    bodies = sorted({x.get("body", body) for x in rows})
     ns = sorted({x["n"] for x in rows})
     kinds = [
         k for k in ("raw", "sotd", "maildir", "sqlite", "jsonarray") if any(x["kind"] == k for x in rows)
@@ -168,27 +173,167 @@ def peers(plt, r: dict) -> tuple[str, str]:  # type: ignore[no-untyped-def]
         "sqlite": "SQLite WAL FULL",
         "jsonarray": "JSON array rewrite",
     }
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, axes = plt.subplots(1, len(bodies), figsize=(5 * len(bodies) + 1, 4), squeeze=False)
     width = 0.8 / max(1, len(kinds))
-    for i, k in enumerate(kinds):
-        vals = []
-        for n in ns:
-            hit = [x for x in rows if x["kind"] == k and x["n"] == n]
-            vals.append(hit[0]["per_s"]["median"] if hit else 0)
-        ax.bar([j + i * width for j in range(len(ns))], vals, width, label=names.get(k, k))
-    ax.set_xticks([j + width * (len(kinds) - 1) / 2 for j in range(len(ns))], [f"N = {n}" for n in ns])
-    ax.set_yscale("log")
-    ax.set_ylabel("deliveries/s (median), log")
-    ax.set_title("Peers: durable delivery of one message, by store and number of writers")
-    ax.legend(fontsize=8)
+    for ax, b in zip(axes[0], bodies, strict=True):
+        for i, k in enumerate(kinds):
+            vals = []
+            for n in ns:
+                hit = [x for x in rows if x["kind"] == k and x["n"] == n and x.get("body", body) == b]
+                vals.append(hit[0]["per_s"]["median"] if hit else 0)
+            ax.bar([j + i * width for j in range(len(ns))], vals, width, label=names.get(k, k))
+        ax.set_xticks([j + width * (len(kinds) - 1) / 2 for j in range(len(ns))], [f"N = {n}" for n in ns])
+        ax.set_yscale("log")
+        ax.set_ylabel("deliveries/s (median), log")
+        ax.set_title(f"body {b} B")
+        ax.legend(fontsize=7)
+    fig.suptitle("Peers: durable delivery of one message, by store and number of writers")
     return "Peers: durable deliveries per second by store", _save(plt, fig, "peers.png")
 
 
-_DRAW = {"commands": w1_commands, "fanin": w2_fanin, "growth": w6_growth, "peers": peers}
+def w3_crossbox(plt, r: dict) -> tuple[str, str] | None:  # type: ignore[no-untyped-def]
+    """Wall ms (median bar, p95 whisker) of the floor, a local send and the cross-box send, per added delay."""
+    if "not_run" in r:
+        return None
+    phases = list(r["phases"])
+    cases = [
+        ("floor", "floor (python -c)"),
+        ("local send", "local send"),
+        ("cross-box send", "cross-box send"),
+    ]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(cases)
+    for i, (key, label) in enumerate(cases):
+        med = [r["phases"][ph]["cases"][key]["median"] for ph in phases]
+        p95 = [r["phases"][ph]["cases"][key]["p95"] for ph in phases]
+        xs = [j + i * width for j in range(len(phases))]
+        ax.bar(xs, med, width, label=label, alpha=0.85)
+        ax.errorbar(
+            xs,
+            med,
+            yerr=[[0] * len(med), [b - a for a, b in zip(med, p95, strict=True)]],
+            fmt="none",
+            ecolor="k",
+        )
+    for j, ph in enumerate(phases):
+        d = r["phases"][ph]
+        top = d["cases"]["cross-box send"]["p95"]
+        ax.annotate(
+            f"cross/floor {d['ratio_cross_to_floor']:.2f}x\ncross-local {d['cross_minus_local_ms']:.0f} ms",
+            (j + 2 * width, top),
+            xytext=(0, 4),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8,
+        )
+    ax.set_xticks([j + width for j in range(len(phases))], [f"{ph} added each way" for ph in phases])
+    ax.set_ylabel("wall ms (median; whisker p95)")
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.15)
+    ax.set_title("W3: cross-box send through the hub vs a local send and the floor, same box")
+    ax.legend(fontsize=8, loc="upper left")
+    return "W3 cross-box send latency, 0 ms and 10 ms added", _save(plt, fig, "w3.png")
 
 
-def make_all(results: dict[str, dict], warn=None) -> dict[str, list[tuple[str, str]]]:  # type: ignore[no-untyped-def]
-    """Draw every plot whose result is in ``results``; ``{workload: [(alt, docs-relative path)]}``."""
+def w4_crash(plt, r: dict) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    """Per run: lines acknowledged (all kept), durable but unacknowledged, acknowledged but lost, torn
+    tails cut; and the rate while writers were being killed against an unkilled run."""
+    runs = list(r["runs"])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    ax = axes[0]
+    bars = [
+        ("acked", "acknowledged (all found)", "tab:green"),
+        ("durable_unacked", "durable, not acknowledged", "tab:blue"),
+        ("torn_tails_cut", "torn tails cut", "tab:orange"),
+        ("acked_missing", "acknowledged but lost", "tab:red"),
+    ]
+    width = 0.8 / len(bars)
+    for i, (key, label, col) in enumerate(bars):
+        vals = [r["runs"][n][key] for n in runs]
+        xs = [j + i * width for j in range(len(runs))]
+        ax.bar(xs, [max(v, 0.8) for v in vals], width, label=label, color=col, alpha=0.85)
+        for x, v in zip(xs, vals, strict=True):
+            ax.annotate(
+                str(v), (x, max(v, 0.8)), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=7
+            )
+    ax.set_yscale("log")
+    ax.set_xticks(
+        [j + width * (len(bars) - 1) / 2 for j in range(len(runs))],
+        [f"{n}\n{r['runs'][n]['kills']} kills" for n in runs],
+    )
+    ax.set_ylabel("lines (log)")
+    ax.set_title("lines after the kills")
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    unk = r.get("unkilled_lines_per_s", {})
+    xs = list(range(len(runs)))
+    ax.bar([x - 0.2 for x in xs], [r["runs"][n]["lines_per_s"] for n in runs], 0.4, label="while killed")
+    ax.bar([x + 0.2 for x in xs], [unk.get(n, 0) for n in runs], 0.4, label="unkilled (floor)", alpha=0.7)
+    ax.set_xticks(xs, runs)
+    ax.set_ylabel("acknowledged lines/s")
+    ax.set_title("rate while writers are SIGKILLed")
+    ax.legend(fontsize=8)
+    fig.suptitle("W4: SIGKILLed writers -- acknowledged lines lost must be 0")
+    return "W4 crash: lines kept and lost under SIGKILL", _save(plt, fig, "w4.png")
+
+
+def w5_registry(plt, r: dict) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    """Lock-wait histogram (share of waits per bucket) and percentiles, for joins, touches and the floor."""
+    kinds = [("sotd touches", "sotd"), ("floor (flock)", "floor")]
+    if r.get("join_wait_ms"):
+        kinds.insert(0, ("sotd joins", "join"))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    ax = axes[0]
+    buckets = list(r["sotd_wait_hist_ms"])
+    width = 0.8 / len(kinds)
+    for i, (label, k) in enumerate(kinds):
+        h = r[f"{k}_wait_hist_ms"]
+        total = max(1, sum(h.values()))
+        ax.bar(
+            [j + i * width for j in range(len(buckets))], [h[b] / total for b in buckets], width, label=label
+        )
+    ax.set_xticks(
+        [j + width * (len(kinds) - 1) / 2 for j in range(len(buckets))], buckets, rotation=45, fontsize=7
+    )
+    ax.set_xlabel("lock wait, ms (bucket upper edge)")
+    ax.set_ylabel("share of waits")
+    ax.set_title("distribution")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    stats = ("median", "p95", "p99", "max")
+    for i, (label, k) in enumerate(kinds):
+        d = r[f"{k}_wait_ms"]
+        ax.bar(
+            [j + i * width for j in range(len(stats))], [max(d[s], 0.01) for s in stats], width, label=label
+        )
+    ax.set_xticks([j + width * (len(kinds) - 1) / 2 for j in range(len(stats))], stats)
+    ax.set_yscale("log")
+    ax.set_ylabel("lock wait ms (log)")
+    if r.get("touch_bound_s"):
+        ax.axhline(r["touch_bound_s"] * 1000, color="tab:red", ls="--", lw=1, label="a touch's bound")
+    ax.set_title("percentiles")
+    ax.legend(fontsize=8)
+    fig.suptitle(f"W5: registry lock wait, {r['touch_procs']} processes contending")
+    return "W5 registry lock-wait distribution", _save(plt, fig, "w5.png")
+
+
+_DRAW = {
+    "commands": w1_commands,
+    "fanin": w2_fanin,
+    "crossbox": w3_crossbox,
+    "crash": w4_crash,
+    "registry": w5_registry,
+    "growth": w6_growth,
+    "peers": peers,
+}
+
+
+def make_all(
+    results: dict[str, dict], warn=None, out_dir: str | None = None
+) -> dict[str, list[tuple[str, str]]]:  # type: ignore[no-untyped-def]
+    """Draw every plot whose result is in ``results`` into ``out_dir`` (default docs/benchmarks/);
+    ``{workload: [(alt, path relative to the page: "benchmarks/<name>.png")]}``."""
+    global _out
+    _out = out_dir or OUT
     say = warn or (lambda s: print(s, file=sys.stderr))
     try:
         plt = _pyplot()
@@ -201,7 +346,9 @@ def make_all(results: dict[str, dict], warn=None) -> dict[str, list[tuple[str, s
         if not r:
             continue
         try:
-            out[name] = [draw(plt, r)]
+            pic = draw(plt, r)
+            if pic is not None:
+                out[name] = [pic]
         except (KeyError, TypeError, ValueError, IndexError) as e:  # a result of another shape
             say(f"plots: {name}: not drawn ({type(e).__name__}: {e})")
     return out

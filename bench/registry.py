@@ -1,12 +1,22 @@
 """Registry contention (issue 6, W5): 32 concurrent joins and touches, reclaim, and a frozen holder.
 
-- **Joins.** 32 ``sotd comm join --name rNN`` subprocesses started at once (32 sessions of one comm folder);
-  wall time of each; then the registry must list all 32, with no temp file and no lock left.
-- **Touches.** 32 forked processes each do K read-decide-writes under ``RegistryLock`` (bound 30 s): the
-  lock wait (``acquire``) and the hold (``registry.update_locked``: fresh read, change, write temp, fsync,
-  rename, fsync the folder) timed apart. Each change increments a counter in the process's own row, so a
-  lost update shows as a short count. Floor, same run, alternating: the same 32 x K read-modify-writes of the
-  same file under a blocking ``flock`` of a side file (the kernel's lock hand-off, no proof record).
+Both contending workloads run sotd's own code paths, with only a timer wrapped around
+``RegistryLock.acquire`` and ``release`` (the class attributes replaced in the measured process; the lock's
+behaviour is untouched), so that the lock wait and the hold are timed apart:
+
+- **Joins.** 32 ``sotd comm join --name rNN`` processes started at once (32 sessions of one comm folder):
+  each a fresh interpreter running the CLI's ``main`` (what the ``sotd`` console script runs) behind a few
+  lines that install the timer and append each take's wait and hold to a side file. Wall time of each
+  join; then the registry must list all 32, with no temp file and no lock left.
+- **Touches.** 32 forked processes, one per joined session, each calling
+  ``sotd.formats.registry.touch(layout, host, handle, bound=1.0)`` K times back to back: the best-effort
+  ``last_seen`` touch that every ``send`` and ``poll`` makes, with their 1 s bound. A touch that cannot
+  take the lock within the bound raises ``LockFailed``; ``send`` and ``poll`` drop it, so here it counts
+  as skipped, not as a failure. Before each round every row's ``last_seen`` is set to a marker; after it,
+  every row must still be there with its other fields unchanged, and every session with a touch that
+  landed must show a new stamp. Floor, same run, alternating: the same 32 x K ``last_seen`` writes to a
+  copy of the same registry under a blocking ``flock`` of a side file (read, change, write temp, fsync,
+  rename, fsync the folder: the kernel's lock hand-off, no proof record, no bound).
 - **Reclaim.** A holder takes the lock, is SIGKILLed; the time for the next taker (default settle, 1 s) to
   hold it. **Frozen holder.** A holder is SIGSTOPped; a taker with a 1 s bound must fail naming it as
   running, and the lock file must be unchanged with no reclaim marker.
@@ -18,6 +28,7 @@ Usage: ``python -m bench.registry [--quick]``; writes ``bench/results/registry.j
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import multiprocessing as mp
@@ -42,34 +53,47 @@ with lk:
 """
 
 
+JOIN = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from bench.locktimer import install
+_log = os.open(sys.argv[2], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+install(lambda w, h, ok: os.write(_log, f"{w} {h} {int(ok)}\\n".encode()))
+from sotd.cli.main import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+MARK = "2000-01-01T00:00:00Z"
+
+
 def _toucher(kind: str, home: str, handle: str, k: int, barrier, out) -> None:  # type: ignore[no-untyped-def]
+    from sotd.errors import LockFailed
     from sotd.formats import registry
     from sotd.formats.layout import Layout
-    from sotd.formats.reglock import RegistryLock
 
     lay = Layout(home)
-
-    def change(doc: dict[str, object]) -> tuple[bool, None]:
-        row = registry.agents_of(doc).setdefault(handle, {"host": common.HOST})
-        row["bench_touches"] = int(row.get("bench_touches", 0)) + 1  # type: ignore[union-attr, call-overload]
-        registry.set_last_seen(doc, handle)
-        return True, None
-
     waits: list[float] = []
     holds: list[float] = []
+    landed = skipped = 0
+
+    def record(w: float, h: float | None, ok: bool) -> None:
+        waits.append(w)
+        if ok and h is not None:
+            holds.append(h)
+
+    if kind == "sotd":
+        from bench.locktimer import install
+
+        install(record)
     barrier.wait()
+    t_begin = time.perf_counter()
     if kind == "sotd":
         for _ in range(k):
-            lk = RegistryLock(lay, common.HOST, 30)
-            t0 = time.perf_counter()
-            lk.acquire()
-            t1 = time.perf_counter()
             try:
-                registry.update_locked(lay, change)
-            finally:
-                lk.release()
-            waits.append(t1 - t0)
-            holds.append(time.perf_counter() - t1)
+                if registry.touch(lay, common.HOST, handle, bound=1.0):
+                    landed += 1
+            except LockFailed:
+                skipped += 1
     else:
         path = os.path.join(home, "floor.json")
         fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -80,7 +104,7 @@ def _toucher(kind: str, home: str, handle: str, k: int, barrier, out) -> None:  
             try:
                 with open(path, "rb") as f:
                     doc = json.loads(f.read())
-                change(doc)
+                registry.set_last_seen(doc, handle)
                 tmp = path + f".tmp.{os.getpid()}"
                 with open(tmp, "wb") as f:
                     f.write(json.dumps(doc).encode())
@@ -92,44 +116,67 @@ def _toucher(kind: str, home: str, handle: str, k: int, barrier, out) -> None:  
                 os.close(dfd)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
-            waits.append(t1 - t0)
-            holds.append(time.perf_counter() - t1)
+            record(t1 - t0, time.perf_counter() - t1, True)
+            landed += 1
         os.close(fd)
-    out.put((handle, waits, holds))
+    out.put((handle, waits, holds, landed, skipped, t_begin, time.perf_counter()))
 
 
-def touches(kind: str, home: str, procs: int, k: int) -> dict[str, object]:
+def _rows(doc: dict[str, object]) -> dict[str, dict[str, object]]:
+    """Every row without its ``last_seen`` (what a touch must never change)."""
+    from sotd.formats import registry
+
+    return {
+        h: {k: v for k, v in row.items() if k != "last_seen"}
+        for h, row in registry.agents_of(doc).items()
+        if isinstance(row, dict)
+    }
+
+
+def touches(kind: str, home: str, handles: list[str], k: int) -> dict[str, object]:
+    """One round: a process per handle, ``k`` touches each (sotd's ``registry.touch``, or the floor)."""
     from sotd.formats import registry
     from sotd.formats.layout import Layout
 
+    lay = Layout(home)
+
+    def mark(doc: dict[str, object]) -> tuple[bool, None]:
+        for h in handles:
+            registry.set_last_seen(doc, h, MARK)
+        return True, None
+
+    before, _ = registry.update(lay, common.HOST, mark, bound=10)
     if kind == "floor":
         with open(os.path.join(home, "floor.json"), "wb") as f:
-            f.write(registry.skeleton())
+            f.write(registry.encode(before))
     ctx = mp.get_context("fork")
-    barrier = ctx.Barrier(procs)
+    barrier = ctx.Barrier(len(handles))
     out = ctx.Queue()
-    ps = [
-        ctx.Process(target=_toucher, args=(kind, home, f"t{kind}{i}", k, barrier, out)) for i in range(procs)
-    ]
-    t0 = time.perf_counter()
+    ps = [ctx.Process(target=_toucher, args=(kind, home, h, k, barrier, out)) for h in handles]
     for p in ps:
         p.start()
     res = [out.get(timeout=600) for _ in ps]
     for p in ps:
         p.join(30)
-    elapsed = time.perf_counter() - t0
+    elapsed = max(r[6] for r in res) - min(r[5] for r in res)
     if kind == "sotd":
-        doc = registry.read(Layout(home)) or {}
+        after = registry.read(lay) or {}
     else:
         with open(os.path.join(home, "floor.json"), "rb") as f:
-            doc = json.loads(f.read())
-    agents = registry.agents_of(doc)
-    short = [h for h, _, _ in res if agents.get(h, {}).get("bench_touches") != k]  # type: ignore[union-attr]
+            after = json.loads(f.read())
+    agents = registry.agents_of(after)
+    landed = {r[0]: r[3] for r in res}
+    stale = [h for h, n in landed.items() if n and agents.get(h, {}).get("last_seen") == MARK]  # type: ignore[union-attr]
+    rows_after = _rows(after)
+    changed = [h for h, row in _rows(before).items() if rows_after.get(h) != row]
     return {
-        "per_s": procs * k / elapsed,
-        "waits": [w for _, ws, _ in res for w in ws],
-        "holds": [h for _, _, hs in res for h in hs],
-        "lost_update_rows": short,
+        "per_s": sum(landed.values()) / elapsed,
+        "calls_per_s": len(handles) * k / elapsed,
+        "waits": [w for r in res for w in r[1]],
+        "holds": [h for r in res for h in r[2]],
+        "landed": sum(landed.values()),
+        "skipped": sum(r[4] for r in res),
+        "lost_update_rows": stale + changed,
     }
 
 
@@ -172,10 +219,11 @@ def run_registry(
     for n in names:
         s.add(n, join=False)
     s.add("warm")  # one join first: warms the .pyc cache
+    join_log = os.path.join(work, "join-lock.log")
     t0 = time.perf_counter()
     ps = {
         n: subprocess.Popen(
-            [common.SOTD, "comm", "join", "--name", n],
+            [common.PYTHON, "-c", JOIN, common.ROOT, join_log, "comm", "join", "--name", n],
             cwd=s.cwd[n],
             env=s.env[n],
             stdout=subprocess.PIPE,
@@ -191,6 +239,13 @@ def run_registry(
         if p.returncode != 0 or f"@{n}" not in o:
             problems.append(f"join {n}: exit {p.returncode}: {o.strip()[:200]} {e.strip()[:200]}")
     joins_elapsed = time.perf_counter() - t0
+    join_takes: list[tuple[float, float | None, bool]] = []
+    with contextlib.suppress(FileNotFoundError), open(join_log, encoding="utf-8") as f:
+        for line in f:
+            w, h, ok = line.split()
+            join_takes.append((float(w), None if h == "None" else float(h), ok == "1"))
+    if len(join_takes) < len(names):
+        problems.append(f"{len(join_takes)} registry lock takes timed for {len(names)} joins")
     agents = registry.agents_of(registry.read(lay) or {})
     lost = [n for n in names if n not in agents]
     if lost:
@@ -198,28 +253,24 @@ def run_registry(
     leftovers = [f for f in os.listdir(lay.home) if ".tmp" in f or f == os.path.basename(lay.reglock)]
     if leftovers:
         problems.append(f"left in the comm folder after the joins: {leftovers}")
-    # touches, alternating with the floor
+    # touches (sotd's registry.touch), alternating with the floor
+    handles = names[: max(1, min(procs, joins))]
     acc: dict[str, dict[str, list[float]]] = {
-        x: {"per_s": [], "waits": [], "holds": []} for x in ("sotd", "floor")
+        x: {"per_s": [], "calls_per_s": [], "waits": [], "holds": []} for x in ("sotd", "floor")
     }
+    landed = skipped = 0
     for r in range(rounds):
         for kind in ("sotd", "floor") if r % 2 == 0 else ("floor", "sotd"):
-            res = touches(kind, lay.home, procs, k)
+            res = touches(kind, lay.home, handles, k)
             for key in ("waits", "holds"):
                 acc[kind][key] += res[key]  # type: ignore[operator]
-            acc[kind]["per_s"].append(res["per_s"])  # type: ignore[arg-type]
-            if res["lost_update_rows"] and kind == "sotd":
-                problems.append(f"lost updates under the registry lock: {res['lost_update_rows'][:5]}")
-            # reset the counters for the next round
+            for key in ("per_s", "calls_per_s"):
+                acc[kind][key].append(res[key])  # type: ignore[arg-type]
             if kind == "sotd":
-
-                def zero(doc: dict[str, object]) -> tuple[bool, None]:
-                    for row in registry.agents_of(doc).values():
-                        if isinstance(row, dict):
-                            row.pop("bench_touches", None)
-                    return True, None
-
-                registry.update(lay, common.HOST, zero, bound=10)
+                landed += int(res["landed"])  # type: ignore[call-overload]
+                skipped += int(res["skipped"])  # type: ignore[call-overload]
+                if res["lost_update_rows"]:
+                    problems.append(f"lost updates under the registry lock: {res['lost_update_rows'][:5]}")
     if os.path.exists(lay.reglock):
         problems.append("the registry lock is still there after the touches")
     # reclaim after a SIGKILLed holder
@@ -272,10 +323,22 @@ def run_registry(
         "joins": joins,
         "join_wall_ms": common.summary(join_wall, 1000),
         "joins_elapsed_s": joins_elapsed,
-        "touch_procs": procs,
+        "join_path": "sotd comm join (the CLI's main in a fresh interpreter, lock timer around it)",
+        "join_lock_takes": len(join_takes),
+        "join_wait_ms": common.summary([w for w, _, _ in join_takes], 1000) if join_takes else None,
+        "join_hold_ms": common.summary([h for _, h, ok in join_takes if ok and h is not None], 1000)
+        if any(ok for _, _, ok in join_takes)
+        else None,
+        "join_wait_hist_ms": _hist([w for w, _, _ in join_takes]),
+        "touch_path": "sotd.formats.registry.touch(layout, host, handle, bound=1.0)",
+        "touch_bound_s": 1.0,
+        "touch_procs": len(handles),
         "touches_per_proc": k,
         "touch_rounds": rounds,
+        "touch_landed": landed,
+        "touch_skipped": skipped,
         "sotd_per_s": common.summary(acc["sotd"]["per_s"]),
+        "sotd_calls_per_s": common.summary(acc["sotd"]["calls_per_s"]),
         "floor_per_s": common.summary(acc["floor"]["per_s"]),
         "ratio": common.ratio(acc["sotd"]["per_s"], acc["floor"]["per_s"]),
         "sotd_wait_ms": common.summary(acc["sotd"]["waits"], 1000),

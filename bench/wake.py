@@ -15,8 +15,17 @@ agent's own log, not the daemon's.
   one message as a busy spell starts; a **false wake** is any key that reaches the agent while it is busy
   or flashing. The wake must land in the idle spell that follows, once per batch.
 
+- **plain send-keys** (the peer, issue 6): the same scripted agent, with the idle row's flags less its
+  start-up join, in a pane of a second private tmux server started the way the daemon starts its own
+  (``-f /dev/null``, 200x50). Each idle round is followed by two plain rounds: ``tmux send-keys -t <pane>
+  <wake line> Enter`` from a fresh client, clock started just before the client is spawned, stopped at
+  the agent's log of the line (the same end point as the idle row's). This is what a peer that types into a pane does, with no check of the
+  screen at all; the ratio of sotd's wake to it is the price of the hold and the checks. It runs here,
+  beside the daemon, rather than in ``bench/peers.py``: the end point is the agent's own log, which only
+  this workload sets up, and both then share one run, one agent and one load.
+
 Usage: ``python -m bench.wake [--quick] [--rounds N] [--busy-rounds M]``; writes ``bench/results/wake.json``.
-Bounded: every wait has a deadline; the daemon and the tmux server are killed at the end.
+Bounded: every wait has a deadline; the daemon and both tmux servers are killed at the end.
 """
 
 from __future__ import annotations
@@ -159,6 +168,71 @@ class Daemon:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
+class PlainPane:
+    """The peer: the scripted agent in a pane of a private tmux server that nothing watches; keys typed with
+    a bare ``tmux send-keys``."""
+
+    def __init__(self, d: Daemon) -> None:
+        from sotd.terminal.tmux import DEFAULT_SIZE
+
+        self.sock = os.path.join(d.work, "plain.sock")
+        self.log = os.path.join(d.work, "plain.agent.log")
+        self.env = dict(d.env)
+        self.base = [shutil.which("tmux") or "tmux", "-S", self.sock]
+        root = os.path.join(d.work, "plain")
+        os.makedirs(root, exist_ok=True)
+        argv = [common.PYTHON, "-m", "sotd.demo_agent", "--log", self.log, "--work", "0.3"]
+        argv += ["--log-keys", "--times"]
+        size = ["-x", str(DEFAULT_SIZE[0]), "-y", str(DEFAULT_SIZE[1])]
+        subprocess.run(
+            [
+                *self.base,
+                "-f",
+                os.devnull,
+                "new-session",
+                "-d",
+                "-s",
+                "plain",
+                "-c",
+                root,
+                *size,
+                "--",
+                *argv,
+            ],
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=20,
+        )
+        _wait(self._prompt, 30, "the plain pane's agent to draw its prompt")
+
+    def _prompt(self) -> bool:
+        from sotd.terminal.prompt import GLYPH
+
+        p = subprocess.run(
+            [*self.base, "capture-pane", "-p", "-t", "plain"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        return GLYPH in p.stdout
+
+    def round(self, text: str) -> tuple[float, float]:
+        """(keys sent -> the agent logged the line, s; the send-keys client's wall, s)."""
+        before = len(_lines(self.log))
+        t0 = time.time()
+        wall, _ = common.spawn_timed([*self.base, "send-keys", "-t", "plain", text, "Enter"], self.env)
+        _wait(lambda: len(_lines(self.log)) > before, 10, "the plain pane's agent to read the line")
+        latency = float(_lines(self.log)[before]["t"]) - t0
+        _wait(lambda: _idle_at_prompt(self.log), 10, "the plain pane's agent to finish the line")
+        return latency, wall
+
+    def close(self) -> None:
+        subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=10, check=False)
+
+
 def _lines(log: str) -> list[dict[str, Any]]:
     from sotd.terminal.prompt import WAKE_LINE
 
@@ -180,10 +254,15 @@ def _idle_at_prompt(log: str) -> bool:
     return not phases or phases[-1]["text"] == "idle"
 
 
-def idle_rounds(d: Daemon, rounds: int) -> dict[str, object]:
+def idle_rounds(d: Daemon, rounds: int, plain: PlainPane | None = None) -> dict[str, object]:
+    """The idle row's rounds; with ``plain``, two plain send-keys rounds after each (interleaved)."""
+    from sotd.terminal.prompt import WAKE_LINE
+
     log = d.create("idle")
     time.sleep(1.0)
     samples: list[float] = []
+    keys: list[float] = []
+    client: list[float] = []
     for i in range(rounds):
         before = len(_lines(log))
         filed = d.file("idle", f"round {i}")
@@ -191,15 +270,29 @@ def idle_rounds(d: Daemon, rounds: int) -> dict[str, object]:
         line = _lines(log)[before]
         samples.append(float(line["t"]) - filed)
         _wait(lambda: _idle_at_prompt(log), 10, "the agent to finish the wake's line")
-        time.sleep(1.0 + 0.5 * (i % 4))
+        t_next = time.monotonic() + 1.0 + 0.5 * (i % 4)
+        if plain is not None:
+            for _ in range(2):
+                lat, wall = plain.round(WAKE_LINE)
+                keys.append(lat)
+                client.append(wall)
+        time.sleep(max(0.0, t_next - time.monotonic()))
     time.sleep(4.5)  # two more ticks: nothing is typed again
-    return {
+    out: dict[str, object] = {
         "latency_s": common.summary(samples),
         "samples_s": [round(x, 3) for x in samples],
         "wakes": len(_lines(log)),
         "batches": rounds,
         "false_wakes": len(_false_keys(log)),
     }
+    if plain is not None:
+        out["send_keys"] = {
+            "keys_to_line_ms": common.summary(keys, 1000),
+            "client_ms": common.summary(client, 1000),
+            "lines": len(_lines(plain.log)),
+            "sent": len(keys),
+        }
+    return out
 
 
 def busy_rounds(d: Daemon, rounds: int) -> dict[str, object]:
@@ -248,6 +341,7 @@ def main() -> int:
     from sotd.terminal.decide import HOLD_SECS, TICK_SECS
 
     d = Daemon()
+    plain: PlainPane | None = None
     try:
         result: dict[str, object] = {"machine": common.machine(d.work)}
         result["params"] = {
@@ -258,14 +352,25 @@ def main() -> int:
             "busy_agent": " ".join(BUSY_ARGS),
             "target_median_s": TARGET_MEDIAN_S,
         }
-        idle = idle_rounds(d, n_idle)
+        plain = PlainPane(d)
+        idle = idle_rounds(d, n_idle, plain)
         busy = busy_rounds(d, n_busy)
     finally:
+        if plain is not None:
+            plain.close()
         d.close()
     result["machine"]["load_avg_end"] = common.load_avg()  # type: ignore[index]
     result["idle"] = idle
     result["busy"] = busy
     med = idle["latency_s"]["median"]  # type: ignore[index]
+    sk = idle.pop("send_keys")
+    keys_med = sk["keys_to_line_ms"]["median"] / 1000  # type: ignore[index]
+    result["send_keys"] = {
+        **sk,  # type: ignore[dict-item]
+        "ratio_wake_to_send_keys": med / keys_med,
+        "wake_minus_hold_ms": (med - HOLD_SECS) * 1000,
+        "ratio_wake_minus_hold_to_send_keys": (med - HOLD_SECS) / keys_med,
+    }
     result["pass_median"] = med < TARGET_MEDIAN_S
     result["pass_false_wakes"] = idle["false_wakes"] == 0 and busy["false_wakes"] == 0
     result["pass_once_per_batch"] = idle["wakes"] == n_idle and busy["wakes"] == n_busy
