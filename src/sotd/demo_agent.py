@@ -8,7 +8,8 @@ rules with ``❯`` + NBSP and the cursor after it (optionally a dim suggestion, 
 an agents panel below), and reads keys in raw mode. A submitted line is appended to ``--log`` as a JSON
 line; if it is the wake line and ``--on-wake`` is given, that shell command runs after the "work" and its
 output is printed above the box. ``--mode`` draws a draft, a permission dialog or a numbered menu instead
-of an empty box, so tests can show that the wake refuses them; ``--deaf`` ignores typed keys (focus has
+of an empty box (``question``: an answer box whose hint follows the glyph; ``ascii``: the glyph with an
+ASCII space), so tests can show that the wake refuses them; ``--deaf`` ignores typed keys (focus has
 moved away from the box between the last check and the typing). ``--at-start`` runs a shell command before
 the first frame, as Claude Code's session-start hook runs ``comm-join.sh``.
 
@@ -22,7 +23,8 @@ is busy; a spell always ends on spinner. ``--log-keys`` logs every key received 
 in (``idle``, ``busy`` or ``flash``) and every phase change; ``--times`` adds a wall-clock ``t`` to every
 logged record (the wake benchmark's clock).
 
-    python -m sotd.demo_agent [--mode idle|draft|dialog|menu] [--suggest TEXT] [--named LABEL] [--panel]
+    python -m sotd.demo_agent [--mode idle|draft|dialog|menu|question|ascii] [--suggest TEXT] [--named LABEL]
+                              [--panel] [--panel-focus main|helper-1]
                               [--work SECS] [--on-wake CMD] [--log FILE] [--deaf] [--at-start CMD]
                               [--alternate IDLE,BUSY] [--flash SECS] [--flash-gap SECS] [--log-keys]
                               [--times]
@@ -132,15 +134,23 @@ class Fake:
             spinner = [f"{SPIN[int(t * 10) % len(SPIN)]} Working… ({t:.1f}s)", ""]
         tail = ["  ? for shortcuts"]
         if self.args.panel:
-            tail += ["  ● main", "  ◯ helper-1"]
+            focus = self.args.panel_focus
+            tail += [
+                f"  {'●' if focus == 'main' else '◯'} main",
+                f"  {'●' if focus == 'helper-1' else '◯'} helper-1",
+            ]
         room = rows - len(head) - len(spinner) - 3 - len(tail) - 1
         lines = head + self.transcript[-room:] if room > 0 else list(head)
         lines += spinner
         prompt = f"❯{NBSP}{self.input}"
+        if self.mode == "question":  # an AskUserQuestion answer box: the hint sits where input would
+            prompt = "❯ press 1-3 or type your answer"
+        elif self.mode == "ascii":  # the glyph followed by an ASCII space (not Claude Code's NBSP)
+            prompt = "❯ "
         if not self.input and self.args.suggest:
             prompt += f"\x1b[2m{self.args.suggest}\x1b[22m"
         lines += [top, prompt, rule, *tail]
-        return lines, (2 + len(self.input), len(lines) - 2 - len(tail))
+        return lines, (2 + len(self.input), len(lines) - 2 - len(tail))  # after "❯ " in every mode
 
     def draw(self) -> None:
         # Only on change, and overwriting in place (no clear): a capture never sees a blank interim frame.
@@ -208,7 +218,7 @@ class Fake:
                         i += 1
                     i += 1
                 continue
-            if self.mode in ("dialog", "menu"):
+            if self.mode in ("dialog", "menu", "question", "ascii"):
                 self.log("key", ch)
                 if ch in "1y":
                     self.mode = "idle"
@@ -236,10 +246,13 @@ def _pair(text: str) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=("idle", "draft", "dialog", "menu"), default="idle")
+    ap.add_argument(
+        "--mode", choices=("idle", "draft", "dialog", "menu", "question", "ascii"), default="idle"
+    )
     ap.add_argument("--suggest", default="")
     ap.add_argument("--named", default="")
     ap.add_argument("--panel", action="store_true")
+    ap.add_argument("--panel-focus", default="main", help="the agents panel line that carries the dot")
     ap.add_argument("--work", type=float, default=0.5)
     ap.add_argument("--on-wake", default="")
     ap.add_argument("--log", default="")
