@@ -16,6 +16,7 @@ import types
 import pytest
 
 from tests.conftest import Comm, Result, Session
+from tests.integration.cli_support import snapshot
 from tests.integration.test_identity_procs import LAUNCH, NOT_IN, SECOND, agent, capsule
 
 pytestmark = pytest.mark.integration
@@ -91,22 +92,6 @@ class Tree:
 
 def wrapper(comm: Comm, verb: str) -> str:
     return os.path.join(comm.layout.bin_dir, f"comm-{verb}.sh")
-
-
-def snapshot(home: str) -> dict[str, bytes | None]:
-    """Every entry under the comm folder: a file's bytes, a folder as None, a symlink as its target."""
-    snap: dict[str, bytes | None] = {}
-    for dirpath, dirnames, filenames in os.walk(home):
-        for d in dirnames:
-            snap[os.path.relpath(os.path.join(dirpath, d), home) + "/"] = None
-        for fn in filenames:
-            p = os.path.join(dirpath, fn)
-            if os.path.islink(p):
-                snap[os.path.relpath(p, home)] = ("-> " + os.readlink(p)).encode()
-            else:
-                with open(p, "rb") as f:
-                    snap[os.path.relpath(p, home)] = f.read()
-    return snap
 
 
 @pytest.fixture

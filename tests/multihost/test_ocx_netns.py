@@ -18,6 +18,7 @@ from tests.ocx.fossilkit import (
     bridge_namespaces,
     make_hub,
     need_fossil,
+    stop_server,
     two_node_scenario,
     wait_port,
 )
@@ -71,9 +72,4 @@ def test_message_and_answer_cross_namespaces(namespaces: dict[str, str], tmp_pat
         assert f"'alice','{NODE_ADDRS['alice']}'" in out and f"'bob','{NODE_ADDRS['bob']}'" in out
         assert "viewer" not in out
     finally:
-        srv.terminate()
-        try:
-            srv.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait(timeout=10)
+        stop_server(srv)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.ocx import runkit as rk
-from tests.ocx.fossilkit import base_env, bridge_namespaces, need_fossil, wait_port
+from tests.ocx.fossilkit import base_env, bridge_namespaces, need_fossil, stop_server, wait_port
 
 pytestmark = [pytest.mark.multihost, pytest.mark.serial, pytest.mark.root, pytest.mark.timeout(300)]
 
@@ -80,11 +80,6 @@ def test_build_and_stop_across_namespaces(namespaces: dict[str, str]) -> None:
         if node is not None:
             rk.stop_node(node)
         if srv is not None:
-            srv.terminate()
-            try:
-                srv.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                srv.kill()
-                srv.wait(timeout=10)
+            stop_server(srv)
         rk.sandbox_cleanup()
         shutil.rmtree(top, ignore_errors=True)

@@ -23,7 +23,7 @@ import pytest
 from sotd.ocx import envelope as ev
 from tests.multihost.conftest import build_net
 from tests.multihost.netns import Net
-from tests.ocx.fossilkit import SOTD, make_hub, need_fossil, wait_port, write_config
+from tests.ocx.fossilkit import SOTD, make_hub, need_fossil, stop_server, wait_port, write_config
 
 pytestmark = [pytest.mark.multihost, pytest.mark.serial, pytest.mark.root, pytest.mark.timeout(300)]
 
@@ -252,9 +252,4 @@ def test_messages_cross_boxes_over_ssh(net: Net) -> None:
             [(h_ro, "admin"), (h_away, "admin")]
         )
     finally:
-        srv.terminate()
-        try:
-            srv.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait(timeout=10)
+        stop_server(srv)

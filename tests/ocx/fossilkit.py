@@ -82,12 +82,17 @@ def served(repo: str, env: dict[str, str] | None = None) -> Iterator[int]:
         wait_port("127.0.0.1", port)
         yield port
     finally:
-        srv.terminate()
-        try:
-            srv.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait(timeout=10)
+        stop_server(srv)
+
+
+def stop_server(srv: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+    """SIGTERM a ``fossil server``; SIGKILL it if it is still there after 10 s."""
+    srv.terminate()
+    try:
+        srv.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        srv.wait(timeout=10)
 
 
 def write_config(path: str, index: str, clones: list[dict[str, object]]) -> None:
