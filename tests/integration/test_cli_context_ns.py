@@ -98,24 +98,15 @@ def _covered(comm: Comm) -> tuple[str, str, dict[str, str]]:
     return cover, raw, env
 
 
+def _under_cover(cover: str, *command: str) -> list[str]:
+    """``command`` in a private mount namespace where ``cover`` hides the project folder (``COVER``)."""
+    return ["unshare", "-m", "--propagation", "private", "/bin/sh", "-c", COVER, "sh", cover, *command]
+
+
 def test_1_1_no_canonical_project_root_context(comm: Comm) -> None:
     cover, raw, env = _covered(comm)
     before = snapshot(comm.home)
-    argv = [
-        "unshare",
-        "-m",
-        "--propagation",
-        "private",
-        "/bin/sh",
-        "-c",
-        COVER,
-        "sh",
-        cover,
-        SOTD,
-        "comm",
-        "context",
-    ]
-    r = _run(argv, env, raw)
+    r = _run(_under_cover(cover, SOTD, "comm", "context"), env, raw)
     assert (r.code, r.out) == (1, ""), r
     assert len(r.err_lines) == 2, r
     assert r.err_lines[0].startswith(
@@ -132,21 +123,7 @@ def test_1_1_no_canonical_project_root_send_writes_nothing(comm: Comm) -> None:
     cover, raw, env = _covered(comm)
     before = snapshot(comm.home)
     wrapper = os.path.join(comm.layout.bin_dir, "comm-send.sh")
-    argv = [
-        "unshare",
-        "-m",
-        "--propagation",
-        "private",
-        "/bin/sh",
-        "-c",
-        COVER,
-        "sh",
-        cover,
-        wrapper,
-        "@b",
-        "hi",
-    ]
-    r = _run(argv, env, raw)
+    r = _run(_under_cover(cover, wrapper, "@b", "hi"), env, raw)
     assert (r.code, r.out) == (1, ""), r
     assert (
         f"comm-context: could not establish a canonical project root for '{raw}' — see the reason above; "
