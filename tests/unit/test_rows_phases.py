@@ -48,3 +48,15 @@ def test_apply_decides_on_the_phase_at_apply_time(tmp_path: object) -> None:
     with open(rec, encoding="utf-8") as f:
         assert '"phase": "terminal"' in f.read()
     assert rows.rows["ws-a"].wire()["phase"] == "ended_no_respawn"
+
+
+@pytest.mark.skipif(__import__("shutil").which("tmux") is None, reason="tmux is not installed")
+def test_a_row_whose_window_is_being_made_is_never_judged_gone(tmp_path: object) -> None:
+    """``create`` records the row before its window exists (a second create for the root is refused
+    meanwhile); a tick in that moment sees no pane. It must not end the row (it did: the row read as gone
+    and became ``terminal`` while its agent started)."""
+    rows = make(tmp_path)
+    rows.rows["ws-new"] = Row(id="ws-new", label="n", slug="n", project_root="/n", phase=STARTING)  # pane ""
+    rows.rows["ws-old"] = Row(id="ws-old", label="o", slug="o", project_root="/o", phase=READY, pane="%9")
+    # no tmux server runs at the rows' socket: every window with a pane is gone
+    assert rows.refresh_plan() == [("ws-old", ENDED)]

@@ -402,7 +402,10 @@ class Rows:
         """Each tick (blocking; no state changes): ``(row id, new phase)`` for rows whose window is gone
         (ended), and for a Starting Claude row whose screen reads free or a Starting plain command (Ready).
         ``apply`` makes the changes on the event loop."""
-        live = [(r.id, r.phase, r.pane, r.agent) for r in list(self.rows.values()) if r.phase in LIVE]
+        # a row whose window is still being made has no pane yet: never judge it (it would read as gone)
+        live = [
+            (r.id, r.phase, r.pane, r.agent) for r in list(self.rows.values()) if r.phase in LIVE and r.pane
+        ]
         if not live:
             return []
         windows = self.windows()
