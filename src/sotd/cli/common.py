@@ -195,3 +195,18 @@ def check_identity(environ: Mapping[str, str] | None = None) -> str | None:
 
     status, why = identity.check(dict(os.environ if environ is None else environ))
     return why if status else None
+
+
+def enter(me: str) -> Context | None:
+    """The start of a verb that reads or writes the comm folder: the identity check (a refusal printed as
+    ``<me>: <why>``, and None), then the context, with the folder made or tightened (its warnings printed)."""
+    why = check_identity()
+    if why:
+        err(f"{me}: {why}")
+        return None
+    ctx = Context()
+    from sotd.formats import layout as layout_mod
+
+    for w in layout_mod.ensure_home(ctx.layout):
+        err(w)
+    return ctx

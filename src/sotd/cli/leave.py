@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from sotd.cli.common import Context, check_identity, err, out, prog
+from sotd.cli.common import enter, err, out, prog
 from sotd.errors import RegistryUnreadable
 
 
@@ -27,17 +27,12 @@ def run(argv: list[str]) -> int:
     elif argv:
         err(f"usage: {me} [--name <handle>]")
         return 1
-    why = check_identity()
-    if why:
-        err(f"{me}: {why}")
+    ctx = enter(me)
+    if ctx is None:
         return 1
-    ctx = Context()
     from sotd import handles
-    from sotd.formats import layout as layout_mod
     from sotd.formats import registry, reglock
 
-    for w in layout_mod.ensure_home(ctx.layout):
-        err(w)
     name = other if other is not None else ctx.name
     if not name:
         out("Not joined — nothing to do.")

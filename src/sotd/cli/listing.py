@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sotd import _clock
-from sotd.cli.common import Context, check_identity, err, out, prog
+from sotd.cli.common import Context, enter, err, out, prog
 from sotd.errors import RegistryUnreadable
 
 TYPE_CHECKING = False
@@ -59,16 +59,11 @@ def render(path: str, agents: dict[str, object], me: str, now: float, window: in
 
 def run(argv: list[str]) -> int:
     me = prog("comm-list.sh", "list")
-    why = check_identity()
-    if why:
-        err(f"{me}: {why}")
+    ctx = enter(me)
+    if ctx is None:
         return 1
-    ctx = Context()
-    from sotd.formats import layout as layout_mod
     from sotd.formats import registry
 
-    for w in layout_mod.ensure_home(ctx.layout):
-        err(w)
     registry.ensure(ctx.layout)
     try:
         doc = registry.read(ctx.layout)

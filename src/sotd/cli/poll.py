@@ -7,7 +7,7 @@ writer.
 
 from __future__ import annotations
 
-from sotd.cli.common import Context, check_identity, err, out, prog
+from sotd.cli.common import Context, enter, err, out, prog
 from sotd.errors import InboxBusy, SotdError
 
 TYPE_CHECKING = False
@@ -68,16 +68,11 @@ def read_batch(ctx: Context, handle: str, *, warn: Callable[[str], None] = err) 
 
 def run(argv: list[str]) -> int:
     me = prog("comm-poll", "poll")
-    why = check_identity()
-    if why:
-        err(f"{me}: {why}")
+    ctx = enter(me)
+    if ctx is None:
         return 1
-    ctx = Context()
     from sotd.formats import cursor, inbox, registry
-    from sotd.formats import layout as layout_mod
 
-    for w in layout_mod.ensure_home(ctx.layout):
-        err(w)
     name = ctx.name
     if not name:
         err("Not joined — run comm-join.sh first.")
