@@ -569,27 +569,15 @@ class SessionRun(runner.Run):
 
     hosted = False
 
-    def _decide(self) -> spec.Run:
-        run = spec.parse_run(self.body)
-        base = {"root": self.node.root, "repository_name": self.repository_name, "run": self.run_hash}
-        if self.node.release:
-            base["release"] = self.node.release
-        resolved, self.values = spec.resolve(run, base)
-        why = spec.check(resolved, self.node.policy, self.values)
-        if why:
-            raise Refused(why)
+    def _refuse_kind(self, run: spec.Run) -> None:
         if not self.hosted:
             raise Refused(
                 "this node runs sessions only inside the daemon (sotd daemon run), in its terminal rows"
             )
-        if resolved.sandbox.created_files:
+        if run.sandbox.created_files:
             raise Refused("this node does not create files in a session's sandbox")
         if "workspace" not in self.values:
             raise Refused("a session needs a directory step: its inbox and outbox live in $$workspace$$")
-        self.limits = spec.cap_limits(resolved.limits, self.node.policy)
-        facts = self.node.facts if self.node.facts is not None else lim.read_facts()
-        self.plan = lim.plan(self.limits, facts, resolved.sandbox.uid)
-        return resolved
 
     def _spawn(self, run: spec.Run) -> None:
         """Prepare the session's folders, its cgroups and its argv (the row starts it; see ``Session``)."""

@@ -235,12 +235,16 @@ class Run:
         why = spec.check(resolved, self.node.policy, self.values)
         if why:
             raise Refused(why)
-        if resolved.process.session:
-            raise Refused("session runs are started by the daemon's terminal, not by the jobs executor")
+        self._refuse_kind(resolved)
         self.limits = spec.cap_limits(resolved.limits, self.node.policy)
         facts = self.node.facts if self.node.facts is not None else lim.read_facts()
         self.plan = lim.plan(self.limits, facts, resolved.sandbox.uid)
         return resolved
+
+    def _refuse_kind(self, run: spec.Run) -> None:
+        """After the policy allowed ``run``: ``Refused`` when this executor cannot run its kind."""
+        if run.process.session:
+            raise Refused("session runs are started by the daemon's terminal, not by the jobs executor")
 
     def _check_sources(self, run: spec.Run, *, before_steps: bool) -> None:
         sb = run.sandbox
