@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from sotd.demo_ocx import BOARD_C, MAKEFILE  # the board project the demo builds too
 from sotd.jobs import limits as lim
 from sotd.jobs import runner, spec
 from sotd.jobs.steps import Target
@@ -29,15 +30,6 @@ pytestmark = [
 ]
 
 SC = "c" * 40
-MAKEFILE = """\
-image: out/board.img
-
-out/board.img: board.c
-\tmkdir -p out
-\tcc -o out/board board.c
-\t./out/board > out/board.img
-"""
-BOARD_C = '#include <stdio.h>\nint main(void) { for (int i = 0; i < 64; i++) printf("board %d\\n", i); return 0; }\n'
 
 
 class DirCarrier:

@@ -14,19 +14,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sotd.demo_ocx import BOARD_C, MAKEFILE  # the board project the demo builds too
 from tests.ocx.fossilkit import SOTD, base_env, fossil, make_hub, sotd, write_config
 
 __all__ = ["fossil", "sotd", "write_config"]
 
-MAKEFILE = """\
-image: out/board.img
-
-out/board.img: board.c
-\tmkdir -p out
-\tcc -o out/board board.c
-\t./out/board > out/board.img
-"""
-BOARD_C = '#include <stdio.h>\nint main(void) { for (int i = 0; i < 64; i++) printf("board %d\\n", i); return 0; }\n'
 
 # alice posts runs (node A); lab-user is the login node B acts as; carol may post but is nobody to a run.
 RUN_USERS = {"alice": ("alicepw", "oiy"), "lab-user": ("labpw", "oiy"), "carol": ("carolpw", "oiy")}
