@@ -30,6 +30,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from sotd.formats.layout import Layout
+
 EFFORT_CALLS = 8
 EFFORT_SECONDS = 300
 MAX_AUDITED = 20  # paths named in one SITREP that the audit looks at
@@ -418,8 +420,11 @@ def tool(environ: Mapping[str, str], phase: str) -> int:
     if not ask and phase == "pre":
         return 0
     key = session_key(environ, hook)
-    if not ask and _hb_fresh(environ, key):
-        _count_call(environ, key)  # this session passed the identity check under 10 s ago
+    from sotd.formats.layout import Layout
+
+    lay = Layout.from_env(dict(environ))
+    if not ask and _hb_fresh(lay, key):
+        _count_call(lay, key)  # this session passed the identity check under 10 s ago
         return 0  # the heartbeat short-circuits before anything else (4.3: tick < 10 s old)
     # A refused process changes nothing under the comm folder, not even a tick or a marker (behaviour 5.1).
     status, why = _identity()
@@ -432,7 +437,7 @@ def tool(environ: Mapping[str, str], phase: str) -> int:
     except SotdError:
         return 0
     if not ask:
-        _count_call(environ, key)
+        _count_call(lay, key)
         _heartbeat(ctx, key)
         return 0
     tool_id = safe_component(str(hook.get("tool_use_id") or "none"))
@@ -451,13 +456,11 @@ def tool(environ: Mapping[str, str], phase: str) -> int:
     return 0
 
 
-def _count_call(environ: Mapping[str, str], key: str) -> None:
+def _count_call(lay: Layout, key: str) -> None:
     """One byte appended to ``state/calls-<key>.count`` (best effort): the Stop hook's effort measure."""
-    from sotd.formats.layout import Layout
-
     try:
         fd = os.open(
-            Layout.from_env(dict(environ)).state(f"calls-{key}.count"),
+            lay.state(f"calls-{key}.count"),
             os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
             0o600,
         )
@@ -471,11 +474,9 @@ def _count_call(environ: Mapping[str, str], key: str) -> None:
         os.close(fd)
 
 
-def _hb_fresh(environ: Mapping[str, str], key: str) -> bool:
+def _hb_fresh(lay: Layout, key: str) -> bool:
     """Whether this session's heartbeat tick is under 10 s old (the PostToolUse hook then does nothing)."""
-    from sotd.formats.layout import Layout
-
-    tick = Layout.from_env(dict(environ)).state(f"hb-{key}.tick")
+    tick = lay.state(f"hb-{key}.tick")
     try:
         return _clock.now() - os.stat(tick).st_mtime < 10
     except OSError:
