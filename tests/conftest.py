@@ -6,7 +6,9 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -30,6 +32,17 @@ class Result:
 
     def __repr__(self) -> str:
         return f"Result(code={self.code}, out={self.out!r}, err={self.err!r})"
+
+
+def wait_for(pred: Any, timeout: float = 20.0, what: str = "condition") -> Any:
+    """Poll ``pred`` every 50 ms until it gives something true (returned), at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def clean_env() -> dict[str, str]:

@@ -29,22 +29,12 @@ from sotd.errors import DaemonUnreachable
 from sotd.formats import registry
 from sotd.formats.layout import Layout, ensure_home
 from sotd.wire import messages
-from tests.conftest import SOTD, Comm, clean_env
+from tests.conftest import SOTD, Comm, clean_env, wait_for
 from tests.fakes.fake_daemon import FakeDaemon
 
 pytestmark = pytest.mark.integration
 
 HELLO = messages.hello_payload(host="testhost", os_user=f"uid:{os.geteuid()}", role="cli")
-
-
-def wait_for(pred: Any, timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Daemon:

@@ -36,7 +36,7 @@ from sotd.terminal import decide
 from sotd.terminal.prompt import WAKE_LINE
 from sotd.terminal.tmux import Tmux
 from sotd.wire import messages
-from tests.conftest import SOTD, clean_env
+from tests.conftest import SOTD, clean_env, wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -45,16 +45,6 @@ pytestmark = [
 
 HOST = "testhost"
 HELLO = messages.hello_payload(host=HOST, os_user=f"uid:{os.geteuid()}", role="cli")
-
-
-def wait_for(pred: Any, timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Box:
