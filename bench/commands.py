@@ -152,29 +152,10 @@ class Bench:
         """(wall seconds spawn to reap, child CPU seconds) of one run, output to /dev/null."""
         argv = case["argv"]
         env = case.get("env") or self.env[str(case["who"])]
-        cwd = self.cwd[str(case["who"])]
-        here = os.open(".", os.O_RDONLY)
-        os.chdir(cwd)
         try:
-            t0 = time.perf_counter()
-            pid = os.posix_spawn(
-                argv[0],  # type: ignore[index]
-                argv,  # type: ignore[arg-type]
-                env,  # type: ignore[arg-type]
-                file_actions=[
-                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-                ],
-            )
-            _, status, ru = os.wait4(pid, 0)
-            wall = time.perf_counter() - t0
-        finally:
-            os.fchdir(here)
-            os.close(here)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(f"{case['name']}: exit {os.waitstatus_to_exitcode(status)}")
-        return wall, ru.ru_utime + ru.ru_stime
+            return common.spawn_timed(list(argv), dict(env), self.cwd[str(case["who"])])  # type: ignore[call-overload]
+        except RuntimeError as e:
+            raise RuntimeError(f"{case['name']}: {e}") from None
 
     def verify(self, case: dict[str, object]) -> None:
         self.prepare(case)
