@@ -204,6 +204,11 @@ def enter(me: str) -> Context | None:
     if why:
         err(f"{me}: {why}")
         return None
+    return open_context()
+
+
+def open_context() -> Context:
+    """This process's context, with the comm folder made or tightened (its warnings printed)."""
     ctx = Context()
     from sotd.formats import layout as layout_mod
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 
-from sotd.cli.common import Context, check_identity, err, out, prog
+from sotd.cli.common import check_identity, err, open_context, out, prog
 from sotd.errors import RegistryUnreadable, SotdError
 
 TYPE_CHECKING = False
@@ -41,14 +41,11 @@ def run(argv: list[str]) -> int:
         err(f"usage: {me} <name|slug|workspace_id> [--endpoint ssh:target[/host]|unix:PATH]")
         return 1
     who = pos[0]
-    ctx = Context()
+    ctx = open_context()
     from sotd.cli.spawn import _endpoint, ask
-    from sotd.formats import layout as layout_mod
     from sotd.formats import registry, reglock
 
     lay = ctx.layout
-    for w in layout_mod.ensure_home(lay):
-        err(w)
     try:
         doc = registry.read(lay)
         agents = registry.agents_of(doc) if doc is not None else {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from sotd import PROTOCOL_VERSION, _clock
-from sotd.cli.common import Context, check_identity, err, out, prog
+from sotd.cli.common import Context, check_identity, err, open_context, out, prog
 from sotd.errors import HandleError, RegistryUnreadable, SotdError, UsageError
 
 TYPE_CHECKING = False
@@ -82,15 +82,12 @@ def run(argv: list[str]) -> int:
     if why:
         err(f"{me}: REFUSING to bind: {why}")
         return 1
-    ctx = Context()
+    ctx = open_context()
     env = ctx.environ
     from sotd import handles
-    from sotd.formats import layout as layout_mod
     from sotd.formats import registry, reglock, selffile
 
     lay = ctx.layout
-    for w in layout_mod.ensure_home(lay):
-        err(w)
     registry.ensure(lay)
 
     explicit = opts.name if opts.name is not None else env.get("SOT_COMM_NAME") or None

@@ -8,7 +8,7 @@ into any terminal.
 from __future__ import annotations
 
 from sotd import _clock
-from sotd.cli.common import Context, check_identity, err, out, prog
+from sotd.cli.common import Context, check_identity, err, open_context, out, prog
 from sotd.errors import RegistryUnreadable, SotdError
 
 
@@ -162,13 +162,10 @@ def run(argv: list[str]) -> int:
     if why:
         err(f"FAILED -> {label}: {why}")
         return 1
-    ctx = Context()
-    from sotd.formats import layout as layout_mod
+    ctx = open_context()
     from sotd.formats import registry
 
     lay = ctx.layout
-    for w in layout_mod.ensure_home(lay):
-        err(w)
     registry.ensure(lay)
     agents: dict[str, object] | None
     try:

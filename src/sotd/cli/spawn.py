@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from sotd import _clock
-from sotd.cli.common import Context, check_identity, err, out, prog
+from sotd.cli.common import Context, check_identity, err, open_context, out, prog
 from sotd.errors import HandleError, RegistryUnreadable, SotdError
 
 TYPE_CHECKING = False
@@ -142,13 +142,10 @@ def run(argv: list[str]) -> int:
             err("ERROR: --command is empty")
             return 1
 
-    ctx = Context()
-    from sotd.formats import layout as layout_mod
+    ctx = open_context()
     from sotd.formats import registry
 
     lay = ctx.layout
-    for w in layout_mod.ensure_home(lay):
-        err(w)
     registry.ensure(lay)
     task = opts.get("task")
     spawner = ctx.name
