@@ -34,10 +34,12 @@ def test_encode_line_keeps_newline_escaped_and_unicode_raw() -> None:
     assert json.loads(got)["msg"] == "one\ntwo — é"
 
 
-def test_encode_line_lone_surrogate_still_one_valid_line() -> None:
+def test_encode_line_lone_surrogate_becomes_fffd_never_an_escape() -> None:
+    # issue 14 item 1 / issue 19: what sotd writes never holds a lone surrogate (RFC 8259 §8.2)
     got = inbox.encode_line("b", "a", "r", "x\ud800y", "t")
     assert got.count(b"\n") == 1
-    assert json.loads(got)["msg"] == "x\ud800y"
+    assert b"\\ud800" not in got
+    assert json.loads(got)["msg"] == "x\ufffdy"
 
 
 @settings(max_examples=200, deadline=None)

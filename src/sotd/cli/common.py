@@ -15,6 +15,7 @@ from sotd.formats.layout import Layout
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import TextIO
 
 NAME_MAX = 255
 _BAD_LEAF = ("/", "\\", "\n", "\r", "\t")
@@ -25,12 +26,22 @@ def prog(spec_name: str, verb: str) -> str:
     return spec_name if os.environ.get("SOT_COMM_PROG") else f"sotd comm {verb}"
 
 
+def _write(stream: TextIO, text: str) -> None:
+    """Write ``text`` whatever the stream's encoding: what it cannot encode is replaced, never raised, so
+    no line shown (a poll's mail, a listed field) can stop a command before it saves its progress."""
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:
+        enc = getattr(stream, "encoding", None) or "utf-8"
+        stream.write(text.encode(enc, "replace").decode(enc, "replace"))
+
+
 def out(line: str) -> None:
-    sys.stdout.write(line + "\n")
+    _write(sys.stdout, line + "\n")
 
 
 def err(line: str) -> None:
-    sys.stderr.write(line + "\n")
+    _write(sys.stderr, line + "\n")
 
 
 def declared_host(environ: Mapping[str, str]) -> str:

@@ -13,7 +13,13 @@ from sotd.errors import RegistryUnreadable, SotdError
 
 
 def parse(argv: list[str]) -> tuple[bool, str | None, str]:
-    """(broadcast, target, text): ``--broadcast`` anywhere; the first ``@word`` before any text is the target."""
+    """(broadcast, target, text): ``--broadcast`` anywhere; the first ``@word`` before any text is the target.
+
+    The text is the words' bytes joined by spaces and carried (``sotd.text.carry_os``: bytes that are not
+    UTF-8 become U+FFFD exactly as the 0.6.6 reference's jq makes them).
+    """
+    from sotd.text import carry_os
+
     broadcast = False
     target: str | None = None
     words: list[str] = []
@@ -24,7 +30,7 @@ def parse(argv: list[str]) -> tuple[bool, str | None, str]:
             target = a[1:]
         else:
             words.append(a)
-    return broadcast, target, " ".join(words)
+    return broadcast, target, carry_os(" ".join(words))
 
 
 class _Sender:
@@ -35,7 +41,9 @@ class _Sender:
     def __init__(self, ctx: Context, agents: dict[str, object] | None) -> None:
         self.ctx = ctx
         self.agents = agents
-        self.repo = ctx.repo
+        from sotd.text import carry_os
+
+        self.repo = carry_os(ctx.repo)  # a folder name's bytes, carried as the reference's jq does
         from sotd.formats import lockmanager
 
         own = lockmanager.own_lock(ctx.layout)

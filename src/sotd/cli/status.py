@@ -26,7 +26,10 @@ def run(argv: list[str]) -> int:
     if verb not in VERBS:
         err(f"{me}: invalid verb '{verb}' (want {'|'.join(VERBS)})")
         return 2
-    text: str | None = " ".join(argv[1:]) if len(argv) > 1 else None
+    from sotd.text import carry_os
+
+    # the words' bytes carried (docs/contract.md, "Text that cannot be carried"), as a send's are
+    text: str | None = carry_os(" ".join(argv[1:])) if len(argv) > 1 else None
     event = verb in EVENTS
     why = check_identity()
     if why:

@@ -60,27 +60,28 @@ _sleep = time.sleep
 
 
 def encode_line(frm: str, to: str, repo: str, msg: str, ts: str) -> bytes:
-    """One inbox record: compact JSON, keys from, to, repo, msg, ts, LF-terminated."""
-    import json
+    """One inbox record: compact JSON as jq writes it (``sotd.text``), keys from, to, repo, msg, ts, LF-terminated.
+
+    Text UTF-8 cannot carry (a lone surrogate) is written as U+FFFD, never as an escape (docs/contract.md).
+    """
+    from sotd.text import json_text
 
     obj = {"from": frm, "to": to, "repo": repo, "msg": msg, "ts": ts}
-    try:
-        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate cannot be UTF-8: escape it as JSON does, so the line stays one valid record.
-        data = json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-    return data + b"\n"
+    return json_text(obj).encode("utf-8") + b"\n"
 
 
 def decode_line(line: bytes) -> dict[str, Any] | None:
-    """The JSON object on ``line``, or None when it is empty, not JSON, or not an object."""
-    import json
+    """The JSON object on ``line``, or None when it is empty, not JSON, or not an object.
+
+    Read through ``sotd.text.loads`` (bytes that are not UTF-8 decoded as jq does, a lone surrogate escape
+    as U+FFFD), so whatever a line holds, what is shown of it can be printed.
+    """
+    from sotd.text import loads
 
     if not line.strip():
         return None
     try:
-        obj = json.loads(line.decode("utf-8", "replace"))
+        obj = loads(line)
     except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None

@@ -10,8 +10,10 @@ by hard-linking a synced skeleton where no path exists, so nothing ever replaces
 What would break it: treating a failed read as absent, or writing from a read made before the lock.
 
 Decisions:
-- ``encode`` writes UTF-8 unescaped (``ensure_ascii=False``), as jq does for the 0.6.6 shell; only a string
-  that cannot be UTF-8 (a lone surrogate from a ``\\ud800`` escape) makes the whole document ASCII-escaped.
+- ``encode`` writes UTF-8 unescaped, escaped as jq does for the 0.6.6 shell (``sotd.text.json_text``), and
+  ``parse`` carries every string it reads: text UTF-8 cannot hold (a lone surrogate from a ``\\ud800``
+  escape) is U+FFFD both ways, so no field read from or written to a registry can stop ``list``, ``join``
+  or a hook (docs/contract.md, "Text that cannot be carried").
 - ``RegistryWriteFailed`` and ``update``'s ``RegistryUnreadable`` carry the whole sentence of 6.2,
   ``FAILED: `` prefix included; the CLI prints ``message`` as it is. ``<err>`` is the OS's strerror
   (``No space left on device``). A temp that cannot be created or written, or whose bytes do not read
@@ -22,7 +24,6 @@ Decisions:
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -109,10 +110,15 @@ def _reject_constant(name: str) -> object:
 
 
 def parse(data: bytes) -> dict[str, object]:
-    """Exactly one JSON document whose ``agents`` is an object, else ``RegistryUnreadable``."""
+    """Exactly one JSON document whose ``agents`` is an object, else ``RegistryUnreadable``.
+
+    Read through ``sotd.text.loads``: a lone surrogate escape anywhere in it is read as U+FFFD.
+    """
+    from sotd.text import loads
+
     try:
         text = data.decode("utf-8")
-        doc = json.loads(text, parse_constant=_reject_constant)
+        doc = loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as e:
         raise RegistryUnreadable(f"registry.json is not one JSON document: {e}") from None
     if not isinstance(doc, dict):
@@ -141,10 +147,9 @@ def agents_of(doc: dict[str, object]) -> dict[str, object]:
 
 def encode(doc: object) -> bytes:
     """Pretty JSON (2-space indent) plus ``\\n``, UTF-8 unescaped like jq (see the module note)."""
-    try:
-        return (json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-    except UnicodeEncodeError:
-        return (json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
+    from sotd.text import json_text
+
+    return (json_text(doc, indent=2) + "\n").encode("utf-8")
 
 
 def skeleton() -> bytes:

@@ -16,9 +16,8 @@ other implementations would refuse.
 
 from __future__ import annotations
 
-import json
-
 from sotd.errors import WireError
+from sotd.text import json_text, loads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -111,7 +110,8 @@ def decode_line(line: bytes) -> Envelope:
     except UnicodeDecodeError as e:
         raise WireError(f"envelope is not UTF-8 ({e.reason} at byte {e.start})") from None
     try:
-        obj = json.loads(text, parse_constant=_reject_constant)
+        # through the one rule for text (docs/contract.md): a lone surrogate escape is read as U+FFFD
+        obj = loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as e:
         raise WireError(f"envelope is not JSON ({e})") from None
     return validate(obj)
@@ -120,7 +120,10 @@ def decode_line(line: bytes) -> Envelope:
 def encode(env: Envelope) -> bytes:
     """The envelope's line, newline included. Refuses (``WireError``) what ``decode_line`` would refuse."""
     validate(env.to_dict())
-    line = json.dumps(env.to_dict(), ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    try:
+        line = json_text(env.to_dict()).encode("utf-8")
+    except (ValueError, TypeError) as e:
+        raise WireError(f"envelope is not JSON ({e})") from None
     if len(line) > MAX_LINE:
         raise WireError(f"envelope longer than {MAX_LINE} bytes")
     return line + b"\n"
