@@ -60,13 +60,65 @@ def session_key(environ: Mapping[str, str], hook: dict[str, object]) -> str:
     return safe_component(key)
 
 
-def _read_hook_json() -> dict[str, object]:
+HOOK_INPUT_MAX = 8 << 20  # bytes of hook JSON a hook reads; past it the input is not used (drained)
+HOOK_DEPTH_MAX = 64  # arrays and objects nested deeper than this: the input is not used
+_DRAIN_MAX = 256 << 20  # at most this much of an oversized input is read away before the hook goes on
+
+
+def json_depth(data: bytes) -> int:
+    """How deeply arrays and objects nest in ``data`` (strings skipped; brackets only counted). Pure."""
+    import re
+
+    outside = re.sub(rb'"(?:[^"\\\\]|\\\\.)*"', b"", data)
+    depth = deepest = 0
+    for m in re.finditer(rb"[\[\]{}]", outside):
+        depth += 1 if m.group() in (b"[", b"{") else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def parse_hook_input(data: bytes, *, whole: bool) -> tuple[dict[str, object], str | None]:
+    """The hook's JSON object and None, or ``{}`` and why the input cannot be used (logged by the caller).
+
+    ``whole`` is False when more than ``HOOK_INPUT_MAX`` bytes came. Strings are carried
+    (``sotd.text.loads``), so nothing a hook stores from its input holds text UTF-8 cannot encode. Pure.
+    """
+    if not whole:
+        return {}, f"the hook input is larger than {HOOK_INPUT_MAX} bytes"
+    if not data.strip():
+        return {}, None
+    if json_depth(data) > HOOK_DEPTH_MAX:
+        return {}, f"the hook input nests arrays or objects deeper than {HOOK_DEPTH_MAX} levels"
+    from sotd.text import loads
+
     try:
-        data = sys.stdin.read() if not sys.stdin.isatty() else ""
-        obj = json.loads(data) if data.strip() else {}
-    except (ValueError, OSError):
+        obj = loads(data)
+    except (ValueError, RecursionError) as e:
+        return {}, f"the hook input is not JSON ({type(e).__name__})"
+    if not isinstance(obj, dict):
+        return {}, "the hook input is not a JSON object"
+    return obj, None
+
+
+def _read_hook_json() -> dict[str, object]:
+    """Stdin as the hook's JSON object (``{}`` when it cannot be used: the reason goes to stderr, the hook
+    goes on with what it knows from its environment and its self file)."""
+    data, whole = b"", True
+    try:
+        if not sys.stdin.isatty():
+            data = sys.stdin.buffer.read(HOOK_INPUT_MAX + 1)
+            if len(data) > HOOK_INPUT_MAX:
+                whole = False
+                drained = 0
+                while drained < _DRAIN_MAX and sys.stdin.buffer.read(1 << 16):
+                    drained += 1 << 16
+    except (OSError, ValueError, AttributeError) as e:
+        err(f"sot-comm hook: the hook input could not be read ({e}); going on without it")
         return {}
-    return obj if isinstance(obj, dict) else {}
+    obj, why = parse_hook_input(data, whole=whole)
+    if why:
+        err(f"sot-comm hook: {why}; going on without it")
+    return obj
 
 
 def _block(reason: str) -> None:
@@ -628,4 +680,27 @@ def run(argv: list[str]) -> int:
         return tool(env, "pre" if argv[0] == "pre-tool" else "post")
     except Exception as e:  # a hook must never fail its agent
         err(f"sot-comm hook {argv[0]}: {type(e).__name__}: {e}")
+        if argv[0] == "stop":
+            stop_after_error(env)
         return 0
+
+
+def stop_after_error(environ: Mapping[str, str]) -> None:
+    """The Stop hook failed on the way (odd input, a bug): it still runs the mail gate from what it can know
+    (the handle in this session's self file), and says in a ``systemMessage`` when even that fails, so a
+    turn with unread mail is never let go in silence."""
+    try:
+        if _identity()[0]:
+            return  # a refused process does nothing (the refusal was the normal path's to say)
+        ctx = Context()
+        if not ctx.name:
+            return
+        reason = mail_gate(ctx, session_key(environ, {}), False)
+    except Exception as e:
+        _system_message(
+            f"sot-comm: the Stop hook could not check this session's mail ({type(e).__name__}: {e}); "
+            "run comm-poll.sh to check by hand"
+        )
+        return
+    if reason:
+        _block(reason)
