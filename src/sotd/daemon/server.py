@@ -9,6 +9,11 @@ read its events is dropped, never waited on.
 What would break it: a read loop that shares one decoder between connections, or an ``await`` on a slow
 peer's drain inside the event fan-out.
 
+Bounds on what one same-user client can hold (docs/daemon.md, "Connection bounds"): ``HELLO_WAIT_S`` of
+silence before hello, ``IDLE_WAIT_S`` of silence after it for a one-shot role with no request in flight,
+and at most ``MAX_CONNECTIONS`` connections at once (test seams ``SOTD_TEST_IDLE_SECS``,
+``SOTD_TEST_MAX_CONNECTIONS``).
+
 Requests run as tasks owned by their connection's TaskGroup, so a slow ``comm.file`` never holds up the
 responses that arrive on the same connection (the hub's offers travel down a link as requests while the
 guest's own forwards travel up it). End of input is not the end of the conversation: a one-shot client
@@ -40,9 +45,25 @@ log = logging.getLogger("sotd")
 
 ROLES = ("fe", "bridge", "cli", "agent", "link")
 HELLO_WAIT_S = 10.0  # a connection that says nothing this long after connecting is closed
+IDLE_WAIT_S = 60.0  # a one-shot client (role cli/agent) silent this long after hello, nothing in flight
+ONE_SHOT_ROLES = ("cli", "agent")  # fe, bridge and link connections wait for events by design
+MAX_CONNECTIONS = 256  # connections served at once; one more is closed at accept, with a log line
 WRITE_WAIT_S = 5.0  # one response's drain
 EVENT_BACKLOG_MAX = 1 << 20  # unsent bytes a peer may owe before an event drops it
 _READ = 65536
+
+
+class _Idle(Exception):
+    """A one-shot connection said nothing for ``IDLE_WAIT_S`` after hello (internal)."""
+
+
+def _env_number(name: str, default: float) -> float:
+    """A positive number from the environment (a test seam), else ``default``."""
+    try:
+        v = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return v if v > 0 else default
 
 
 class Refused(SotdError):
@@ -149,6 +170,7 @@ class Conn:
         self.host = ""
         self.name = ""
         self.client_id = ""
+        self.inflight = 0  # requests running for this connection
 
     def __repr__(self) -> str:
         who = f"{self.role} {self.client_id or '?'}@{self.host or '?'}" if self.role else "before hello"
@@ -199,6 +221,8 @@ class Server:
         self._srv: asyncio.Server | None = None
         self._closing = False
         self.on_link_change: Callable[[], Awaitable[None]] | None = None
+        self.idle_wait = _env_number("SOTD_TEST_IDLE_SECS", IDLE_WAIT_S)
+        self.max_connections = int(_env_number("SOTD_TEST_MAX_CONNECTIONS", MAX_CONNECTIONS))
 
     async def start(self) -> None:
         await asyncio.to_thread(prepare_folder, self.path)
@@ -223,6 +247,12 @@ class Server:
 
     async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Conn(reader, writer)
+        if len(self.conns) >= self.max_connections:
+            log.warning("%s: closed at once: %d connections are served already", conn, len(self.conns))
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            return
         self.conns.add(conn)
         try:
             await self._serve(conn)
@@ -320,7 +350,10 @@ class Server:
                         tg.create_task(self._request(conn, env, origin))
                 queue = []
                 try:
-                    got = await self._read(conn)
+                    got = await self._read_after_hello(conn)
+                except _Idle:
+                    log.info("%s: closed: nothing sent for %gs after hello", conn, self.idle_wait)
+                    break
                 except WireError as e:
                     # close at once: the peer hears nothing more; its in-flight requests end unanswered
                     log.warning("%s: closed: malformed input: %s", conn, e.message)
@@ -336,7 +369,27 @@ class Server:
                     break
                 queue = got
 
+    async def _read_after_hello(self, conn: Conn) -> list[Envelope] | None:
+        """``_read``, bounded for a one-shot role: ``_Idle`` after ``idle_wait`` of silence with no request
+        in flight (a request that is still running keeps its connection, however long it takes)."""
+        if conn.role not in ONE_SHOT_ROLES:
+            return await self._read(conn)
+        while True:
+            try:
+                async with asyncio.timeout(self.idle_wait):
+                    return await self._read(conn)
+            except TimeoutError:
+                if conn.inflight == 0:
+                    raise _Idle from None
+
     async def _request(self, conn: Conn, env: Envelope, origin: str) -> None:
+        conn.inflight += 1
+        try:
+            await self._request_inner(conn, env, origin)
+        finally:
+            conn.inflight -= 1
+
+    async def _request_inner(self, conn: Conn, env: Envelope, origin: str) -> None:
         if env.op == messages.HELLO_OP:
             bad = hello_verdict(env.payload)
             payload: dict[str, Any] = (
