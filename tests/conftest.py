@@ -134,3 +134,21 @@ class Comm:
 @pytest.fixture
 def comm(tmp_path: object) -> Iterator[Comm]:
     yield Comm(str(tmp_path))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The fuzz tier's case count (``tests/fuzz/conftest.py`` records it per test), with its seed and budget."""
+    total = tests = 0
+    for kind in ("passed", "failed"):
+        for rep in terminalreporter.stats.get(kind, []):
+            got = dict(getattr(rep, "user_properties", [])).get("fuzz_cases")
+            if getattr(rep, "when", "") == "call" and got is not None:
+                total += int(got)
+                tests += 1
+    if tests:
+        budget = os.environ.get("SOTD_FUZZ_BUDGET", "ci")
+        seed = os.environ.get("SOTD_FUZZ_SEED", "") or "19"
+        terminalreporter.write_line(
+            f"fuzz tier: {total} cases in {tests} tests (seed {seed}, budget {budget}; "
+            "set SOTD_FUZZ_SEED, or SOTD_FUZZ_BUDGET=long, to change them)"
+        )

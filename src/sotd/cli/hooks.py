@@ -189,7 +189,8 @@ def _status(verb: str, text: str | None = None, extra_env: dict[str, str] | None
 
     saved = dict(os.environ)
     if extra_env:
-        os.environ.update(extra_env)
+        # an environment cannot hold NUL: such a value (from the hook's input) is left out, not fatal
+        os.environ.update({k: v for k, v in extra_env.items() if "\0" not in v})
     try:
         status.run([verb] if text is None else [verb, text])
     except (SotdError, OSError):
@@ -253,7 +254,7 @@ def last_assistant_text(hook: dict[str, object]) -> str:
             size = f.tell()
             f.seek(max(0, size - 512 * 1024))
             tail = f.read().splitlines()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a path holding NUL, which no file has
         return ""
     for raw in reversed(tail):
         try:
