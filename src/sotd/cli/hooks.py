@@ -121,12 +121,19 @@ def _read_hook_json() -> dict[str, object]:
     return obj
 
 
+def _answer(obj: dict[str, str]) -> None:
+    """One JSON answer on stdout, carried (a path or a name in it may hold bytes that are not UTF-8)."""
+    from sotd.text import carry
+
+    sys.stdout.write(carry(json.dumps(obj, ensure_ascii=False)) + "\n")
+
+
 def _block(reason: str) -> None:
-    sys.stdout.write(json.dumps({"decision": "block", "reason": reason}, ensure_ascii=False) + "\n")
+    _answer({"decision": "block", "reason": reason})
 
 
 def _system_message(text: str) -> None:
-    sys.stdout.write(json.dumps({"systemMessage": text}, ensure_ascii=False) + "\n")
+    _answer({"systemMessage": text})
 
 
 def _identity() -> tuple[int, str | None]:
