@@ -174,7 +174,7 @@ nasty_text = st.one_of(
     st.lists(any_char, max_size=8).map("".join),
     st.sampled_from(["\ud800", "\udfff", "a\udcffb", "\x7f", "\x00", "\u2028", "\ufeff", "é" * 3, "@alpha"]),
 )
-json_scalar = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), nasty_text)
+json_scalar = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), nasty_text)
 json_value = st.recursive(
     json_scalar,
     lambda kids: st.one_of(st.lists(kids, max_size=3), st.dictionaries(nasty_text, kids, max_size=3)),
