@@ -221,3 +221,46 @@ def test_19_daemon_comm_file_carries_a_lone_surrogate(tmp_path: Any, daemons: li
     assert b"\\ud800" not in data
     assert '"msg":"a\ufffdb"'.encode() in data
     assert os.path.getsize(lay.inbox("alice")) == len(data)
+
+
+# ------------------------------------------------------------------------- the Stop hook's last resort
+
+
+@pytest.fixture
+def box(tmp_path: Any) -> Any:
+    from tests.fuzz.kit import Box
+
+    b = Box(str(tmp_path))
+    b.put_inbox("alpha", good_line("waiting"))
+    return b
+
+
+def _boom(*_a: object, **_k: object) -> None:
+    raise RuntimeError("an injected fault")
+
+
+def test_19_a_stop_hook_that_fails_still_runs_the_mail_gate(
+    box: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Injected: the Stop hook raises before its mail gate (in process, so the fault can be placed). It logs
+    the fault and still holds the turn for the waiting mail."""
+    from sotd.cli import hooks
+
+    monkeypatch.setattr(hooks, "_set_stop_at", _boom)
+    r = box.cli("alpha", "hook", "stop", stdin=b"{}", SOT_COMM_NUDGES="off")
+    assert r.code == 0 and r.tb is None, r
+    assert b"sot-comm hook stop: RuntimeError: an injected fault" in r.err
+    assert json.loads(r.out)["decision"] == "block", r
+
+
+def test_19_a_stop_hook_that_cannot_check_mail_says_why(box: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sotd.cli import hooks
+
+    monkeypatch.setattr(hooks, "_set_stop_at", _boom)
+    monkeypatch.setattr(hooks, "mail_gate", _boom)
+    r = box.cli("alpha", "hook", "stop", stdin=b"{}", SOT_COMM_NUDGES="off")
+    assert r.code == 0 and r.tb is None, r
+    assert json.loads(r.out) == {
+        "systemMessage": "sot-comm: the Stop hook could not check this session's mail (RuntimeError: an "
+        "injected fault); run comm-poll.sh to check by hand"
+    }
