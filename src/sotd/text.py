@@ -6,8 +6,9 @@ Guarantee: ``carry`` returns a string that always encodes as UTF-8. Bytes are de
 decodes them (``jvp_utf8_next``: a bad lead byte, a sequence cut short by a byte that does not continue it,
 a sequence the input ends inside, an overlong form, a surrogate or a code point past U+10FFFF each become
 one U+FFFD), so a sender's argv bytes become the text the reference writes for them; a ``str`` (text
-decoded from JSON, where ``\\ud800`` is legal syntax) has each surrogate code point replaced by U+FFFD, as
-jq's parser does. ``json_text`` writes JSON as jq escapes it: ``\\"``, ``\\\\``, ``\\b\\f\\n\\r\\t``, the other
+decoded from JSON, where ``\\ud800`` is legal syntax) has each surrogate code point replaced by U+FFFD
+(jq 1.6 reads a lone low-surrogate escape so, and refuses a whole line holding a lone high one; sotd reads
+both as U+FFFD, so such a line is still shown and passed). ``json_text`` writes JSON as jq escapes it: ``\\"``, ``\\\\``, ``\\b\\f\\n\\r\\t``, the other
 C0 controls and DEL as lowercase ``\\u00xx``, everything else raw UTF-8.
 What would break it: a writer or reader that skips ``carry`` (a line with a lone surrogate then stops a
 strict UTF-8 stdout: the poison line of issue 19), or decoding bytes with Python's ``replace`` (it splits
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 REPLACEMENT = "\ufffd"
 
-# jq 1.6's utf8_coding_length: 1 ASCII, 0 never valid as a lead, -1 a continuation byte, else the length.
+# jq 1.6's utf8_coding_length: 1 ASCII, 0 never valid as a lead, 255 a continuation byte, else the length.
 _LEAD_LENGTH = bytes(
     [1] * 0x80 + [255] * 0x40 + [0] * 2 + [2] * 30 + [3] * 16 + [4] * 5 + [0] * 11,
 )
