@@ -73,12 +73,19 @@ cursor_text = st.one_of(
 )
 
 
-def poll_holds_to_contract(box: Box, data: bytes, text: str | None) -> None:
+def poll_holds_to_contract(box: Box, data: bytes, text: str | None, hint: bytes | None = None) -> None:
     box.reset()
     box.put_inbox("alpha", data)
     if text is not None:
         with open(box.layout.cursor("alpha"), "wb") as f:
             f.write(text.encode("utf-8", "surrogateescape"))
+    if hint is not None:  # any bytes as the private read hint: trusted only if it checks out
+        from sotd.formats import readhint
+
+        ino = str(os.stat(box.layout.inbox("alpha")).st_ino).encode()
+        own = str(readhint._text_sum(cursor.read(box.layout, "alpha"))).encode()
+        with open(box.layout.read_hint("alpha"), "wb") as f:
+            f.write(hint.replace(b"<ino>", ino).replace(b"<sum>", own))
     lines = inbox.complete_lines(data)
     start = cursor.offset(cursor.read(box.layout, "alpha"), lines, "alpha", lambda _w: None)
     r = box.cli("alpha", "poll")
@@ -104,11 +111,27 @@ def test_fuzz_any_inbox_lines_poll_shows_all_and_advances(box: Box, cases: Cases
     poll_holds_to_contract(box, data, None)
 
 
+hint_bytes = st.one_of(
+    st.none(),
+    st.binary(max_size=60),
+    st.builds(
+        lambda a, b, c, d, e: f"sotd-offset-hint 1 {a} {b} {c} {d} {e}\n".encode(),
+        st.integers(-1, 9),
+        st.integers(-1, 400),
+        st.integers(-1, 400),
+        st.one_of(st.just("<ino>"), st.integers(0, 2**32)),  # the inbox's own inode, or another
+        st.one_of(st.just("<sum>"), st.integers(0, 2**32)),  # the cursor text's own sum, or another
+    ),
+)
+
+
 @fuzz(250)
-@given(data=inbox_bytes(), text=cursor_text)
-def test_fuzz_any_cursor_over_any_inbox(box: Box, cases: Cases, data: bytes, text: str | None) -> None:
+@given(data=inbox_bytes(), text=cursor_text, hint=hint_bytes)
+def test_fuzz_any_cursor_over_any_inbox(
+    box: Box, cases: Cases, data: bytes, text: str | None, hint: bytes | None
+) -> None:
     cases.one()
-    poll_holds_to_contract(box, data, text)
+    poll_holds_to_contract(box, data, text, hint)
 
 
 word = st.binary(min_size=1, max_size=10).filter(lambda b: b"\0" not in b and not b.startswith(b"-"))
