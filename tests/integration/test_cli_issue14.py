@@ -8,10 +8,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
-from sotd.formats import cursor
+from sotd.formats import cursor, holder
+from sotd.formats.holder import Holder
 from tests.conftest import Comm
 
 pytestmark = pytest.mark.integration
@@ -59,3 +63,54 @@ def test_6_6_hashed_cursor_one_past_the_end_says_cut_back(comm: Comm) -> None:
     assert _read(comm.layout.cursor("alpha")).decode() == cursor.encode(2, lines[1])
     again = a.run("poll")
     assert (again.out, again.err) == ("No new messages.\n", "")  # said once: the cursor is right now
+
+
+# Takes the registry lock as <host>, prints its record and waits to be killed inside it.
+HOLDER = """
+import sys
+from sotd.formats.layout import Layout
+from sotd.formats.reglock import RegistryLock
+lk = RegistryLock(Layout(sys.argv[1]), sys.argv[2], 10)
+lk.acquire()
+print(lk.me.record(), flush=True)
+sys.stdin.read()
+"""
+
+
+def _dead_holder(comm: Comm, host: str) -> Holder:
+    """A real process that took the lock and was SIGKILLed inside it: its record, proved dead from here."""
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, comm.layout.home, host], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert p.stdout is not None
+        rec = Holder.parse(p.stdout.readline().decode())
+    finally:
+        p.kill()
+        p.wait(10)
+    assert holder.judge(rec, holder.own(host)) == (holder.DEAD, "it has exited")
+    return rec
+
+
+def test_6_1_marker_naming_its_own_dead_holder_ends_the_wait_at_once(comm: Comm) -> None:
+    """Seed 000: a marker naming a record the walk already passed ends the walk; a join does not sit out
+    the 10 s bound first (it cannot get better: markers are never removed)."""
+    a = comm.session("alpha")
+    lay = comm.layout
+    dead = _dead_holder(comm, "testhost")
+    marker = lay.reclaim_marker(dead.holder_id())
+    _put(marker, (dead.record() + "\n").encode())  # the dead holder's marker names the dead holder itself
+    t0 = time.monotonic()
+    r = a.run("join", "--name", "alpha", env={"SOT_LOCK_WAIT_SECS": "10"})
+    took = time.monotonic() - t0
+    want = (
+        f"registry lock {lay.reglock} still held (",
+        f" old): its reclaim marker {marker} names {dead.record()}, which its reclaim chain already holds,"
+        f" so no reclaim can pass it. If its holder is dead, remove {lay.reglock} by hand and retry.",
+    )
+    assert r.code == 1, r
+    [line] = [x for x in r.err_lines if "registry lock" in x]
+    assert want[0] in line and line.endswith(want[1]), r
+    assert took < 5.0, f"the join waited {took:.1f}s for a lock no wait can free"  # bound 10 s
+    assert _read(lay.reglock) == (dead.record() + "\n").encode()  # nothing removed
+    assert _read(marker) == (dead.record() + "\n").encode()

@@ -500,6 +500,24 @@ def test_6_1_reclaim_chain_cycle_is_by_hand(lay, me, clock):
     assert content(lay.reglock) == d.record() + "\n"
 
 
+@pytest.mark.parametrize("cycle", ["own holder", "two links"])
+def test_6_1_marker_naming_a_passed_record_ends_the_wait_at_once(lay, me, clock, hooks, cycle):
+    """Seed 000: a marker naming a record the walk already passed ends the walk (issue 14): one step,
+    no poll, no sleep, however long the bound (markers are never removed, so no wait can do better)."""
+    d, r = dead(me, "d", "1"), dead(me, "r", "2")
+    put_record(lay.reglock, d)
+    if cycle == "own holder":
+        put_record(lay.reclaim_marker(d.holder_id()), d)
+    else:
+        put_record(lay.reclaim_marker(d.holder_id()), r)
+        put_record(lay.reclaim_marker(r.holder_id()), d)
+    msg = fail_text(RegistryLock(lay, "me", 10, me=me))
+    assert "which its reclaim chain already holds, so no reclaim can pass it" in msg
+    assert msg.endswith(f"remove {lay.reglock} by hand and retry.")
+    assert hooks.seen.count("step") == 1 and hooks.seen.count("before_take") == 1
+    assert (clock.t, clock.sleeps) == (T0, [])
+
+
 def test_6_1_reclaim_marker_naming_me_goes_to_settle(lay, me, clock, hooks):
     d = dead(me)
     put_record(lay.reglock, d)
