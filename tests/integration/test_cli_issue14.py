@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -114,3 +115,17 @@ def test_6_1_marker_naming_its_own_dead_holder_ends_the_wait_at_once(comm: Comm)
     assert took < 5.0, f"the join waited {took:.1f}s for a lock no wait can free"  # bound 10 s
     assert _read(lay.reglock) == (dead.record() + "\n").encode()  # nothing removed
     assert _read(marker) == (dead.record() + "\n").encode()
+
+
+def test_6_1_join_with_a_240_byte_host_takes_the_lock(tmp_path: object) -> None:
+    """A declared host of 240 bytes: the take's temp name is clamped under the file-name limit, so the
+    join works (it used to fail with "cannot remove the stale temp"); the registry row keeps the host."""
+    host = "h" * 240
+    comm = Comm(str(tmp_path), host=host)
+    a = comm.session("alpha")
+    r = a.run("join", "--name", "alpha")
+    assert (r.code, r.err) == (0, ""), r
+    assert r.out_lines[0] == f"Joined sot-comm as @alpha  (alpha on {host})."
+    with open(comm.layout.registry) as f:
+        assert json.load(f)["agents"]["alpha"]["host"] == host
+    assert not [n for n in os.listdir(comm.layout.home) if n.startswith(".registry.lock")]
