@@ -129,3 +129,27 @@ def test_6_1_join_with_a_240_byte_host_takes_the_lock(tmp_path: object) -> None:
     with open(comm.layout.registry) as f:
         assert json.load(f)["agents"]["alpha"]["host"] == host
     assert not [n for n in os.listdir(comm.layout.home) if n.startswith(".registry.lock")]
+
+
+def test_1_5_poll_shows_each_shape_as_the_reference_does(comm: Comm) -> None:
+    """Missing and null fields, objects, big numbers and NUL bytes, through a real ``sotd comm poll``
+    (the rules and their jq cross-check: ``tests/unit/test_showline.py``)."""
+    a = comm.session("alpha")
+    assert a.run("join", "--name", "alpha").code == 0
+    _put(
+        comm.layout.inbox("alpha"),
+        b'{"to":"alpha","msg":"no from, repo or ts"}\n'
+        b'{"from":null,"to":"alpha","repo":null,"msg":"nulls","ts":null}\n'
+        b'{"from":{"b":1,"a":[1.0,"\\u007f"]},"to":"alpha","repo":"r","msg":{"k":null},"ts":"T"}\n'
+        b'{"from":12345678901234567890,"to":"alpha","repo":1e400,"msg":1.0,"ts":-0}\n'
+        b'{"from":"b\\u0000c","to":"alpha","repo":"r","msg":"x\x00y","ts":"T"}\n',
+    )
+    p = a.run("poll")
+    assert (p.code, p.err) == (0, ""), p
+    assert p.out == (
+        "[] [:] no from, repo or ts\n"
+        "[] [:] nulls\n"
+        '[T] [{"b":1,"a":[1,"\\u007f"]}:r] {"k":null}\n'
+        "[-0] [12345678901234567000:1.7976931348623157e+308] 1\n"
+        "[T] [bc:r] xy\n"
+    )
