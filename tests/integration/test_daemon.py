@@ -31,6 +31,7 @@ from sotd.formats.layout import Layout, ensure_home
 from sotd.wire import messages
 from tests.conftest import SOTD, Comm, clean_env, wait_for
 from tests.fakes.fake_daemon import FakeDaemon
+from tests.integration import reference_066
 
 pytestmark = pytest.mark.integration
 
@@ -497,6 +498,8 @@ def test_offer_no_answer_and_no_links(tmp_path: Any, daemons: list[Daemon]) -> N
     assert offer["kind"] == "req" and offer["op"] == "comm.file"
     payload = dict(offer["payload"])
     expires = payload.pop("expires")  # when the hub stops waiting: a late receiver files nothing
+    # a 0.6.6 daemon offered it reads it as the same request without expires (behaviour 2.3, as written)
+    assert reference_066.read_request(offer) == reference_066.read_request(dict(offer, payload=payload))
     assert payload == {
         "from": "sender",
         "to": "zed",

@@ -181,10 +181,11 @@ def test_unlocked_reader_after_cut_back_with_nothing_after(
     assert poll_unlocked(lay, notes) == [_line(1)[:-1], _line(2)[:-1]]
     w.finish()
     assert poll_unlocked(lay, notes) == []  # hashed count one past the end is the end
-    assert notes == []
+    assert notes == [cursor.step_back_note(H)]  # and a step back the reader is told of (issue 14)
     monkeypatch.undo()
     inbox.append(lay, H, _line(3), nfs=False, bound=2)
     assert poll_unlocked(lay, notes) == [_line(3)[:-1]]
+    assert notes == [cursor.step_back_note(H)]  # once
 
 
 def test_unlocked_reader_never_counts_a_torn_line(lay: Layout, monkeypatch: pytest.MonkeyPatch) -> None:

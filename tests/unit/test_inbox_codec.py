@@ -109,25 +109,6 @@ def test_is_directed(obj: dict[str, object], want: bool) -> None:
     assert inbox.is_directed(obj, "a") is want
 
 
-@pytest.mark.parametrize(
-    ("obj", "want"),
-    [
-        ({"ts": "T", "from": "b", "repo": "r", "msg": "m"}, "[T] [b:r] m"),
-        ({"ts": "T", "from": "b", "repo": "r", "message": "m2"}, "[T] [b:r] m2"),
-        ({"ts": "T", "from": "b", "repo": "r", "text": "m3"}, "[T] [b:r] m3"),
-        ({"ts": "T", "from": "b", "repo": "r", "msg": None, "message": "m2"}, "[T] [b:r] m2"),
-        ({"ts": "T", "from": "b", "repo": "r", "msg": False, "text": "m3"}, "[T] [b:r] m3"),
-        ({"ts": "T", "from": "b", "repo": "r", "msg": "", "text": "m3"}, "[T] [b:r] "),
-        ({"ts": "T", "from": "b", "repo": "r"}, "[T] [b:r] "),
-        ({"ts": "T", "from": "b", "repo": "r", "msg": 3}, "[T] [b:r] 3"),
-        ({}, "[null] [null:null] "),
-        ({"ts": "T", "from": "b", "repo": "r", "msg": "a\nb"}, "[T] [b:r] a\nb"),
-    ],
-)
-def test_show_line(obj: dict[str, object], want: str) -> None:
-    assert inbox.show_line(obj) == want
-
-
 # ---------------------------------------------------------------------------------------------- bounds
 
 

@@ -500,6 +500,24 @@ def test_6_1_reclaim_chain_cycle_is_by_hand(lay, me, clock):
     assert content(lay.reglock) == d.record() + "\n"
 
 
+@pytest.mark.parametrize("cycle", ["own holder", "two links"])
+def test_6_1_marker_naming_a_passed_record_ends_the_wait_at_once(lay, me, clock, hooks, cycle):
+    """Seed 000: a marker naming a record the walk already passed ends the walk (issue 14): one step,
+    no poll, no sleep, however long the bound (markers are never removed, so no wait can do better)."""
+    d, r = dead(me, "d", "1"), dead(me, "r", "2")
+    put_record(lay.reglock, d)
+    if cycle == "own holder":
+        put_record(lay.reclaim_marker(d.holder_id()), d)
+    else:
+        put_record(lay.reclaim_marker(d.holder_id()), r)
+        put_record(lay.reclaim_marker(r.holder_id()), d)
+    msg = fail_text(RegistryLock(lay, "me", 10, me=me))
+    assert "which its reclaim chain already holds, so no reclaim can pass it" in msg
+    assert msg.endswith(f"remove {lay.reglock} by hand and retry.")
+    assert hooks.seen.count("step") == 1 and hooks.seen.count("before_take") == 1
+    assert (clock.t, clock.sleeps) == (T0, [])
+
+
 def test_6_1_reclaim_marker_naming_me_goes_to_settle(lay, me, clock, hooks):
     d = dead(me)
     put_record(lay.reglock, d)
@@ -680,3 +698,48 @@ def test_6_1_release_leaves_directory_and_garbage(lay, me):
     put(lay.reglock, "junk\n")
     lk.release()
     assert content(lay.reglock) == "junk\n"
+
+
+# ------------------------------------------------------------------- long host names (issue 14 decision)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "holder_id", "clamped"),
+    [
+        (".registry.lock.tmp.", "h" * 236, False),  # 255 bytes: the reference's name, unchanged
+        (".registry.lock.tmp.", "h" * 237, True),  # 256 bytes: clamped to 255
+        (".registry.lock.reclaim.", "h" * 400 + ".m.b.1.2.3", True),
+        (".registry.lock.reclaim.", "box.m.b.4026531836.77.123", False),
+    ],
+)
+def test_6_1_lock_leaf_clamps_only_what_no_file_system_can_name(prefix, holder_id, clamped):
+    from sotd.formats.layout import NAME_MAX, lock_leaf
+
+    leaf = lock_leaf(prefix, holder_id)
+    assert len(leaf.encode()) <= NAME_MAX
+    assert (leaf != prefix + holder_id) is clamped
+    if clamped:
+        assert leaf.startswith(prefix + holder_id[:100]) and len(leaf.encode()) == NAME_MAX
+        assert lock_leaf(prefix, holder_id) == leaf  # one name per holder, in every process
+        assert lock_leaf(prefix, holder_id[:-1] + "9") != leaf  # ids that differ late still differ
+
+
+def test_6_1_take_and_reclaim_with_a_240_byte_host(lay, me, clock, hooks):
+    """The lock's record keeps the whole 240-byte host; its temp and a dead holder's marker are clamped
+    names, so the take and the reclaim both work (the take once failed: "cannot remove the stale temp")."""
+    host = "h" * 240
+    long_me = Holder(host, me.machine, me.boot, me.pidns, me.pid, me.start)
+    temps: list[str] = []
+    hooks.on["before_link"] = lambda: temps.extend(n for n in os.listdir(lay.home) if ".tmp." in n)
+    with RegistryLock(lay, host, 10, me=long_me, settle=0.1):
+        assert content(lay.reglock) == long_me.record() + "\n"
+        assert content(lay.reglock).split(":", 1)[0] == host
+    [temp] = temps
+    assert len(temp.encode()) <= 255
+    gone = dead(me, host, "1")  # a dead holder with the long host: its marker is clamped too
+    put_record(lay.reglock, gone)
+    with RegistryLock(lay, "me", 10, me=me, settle=0.1):
+        assert content(lay.reglock) == me.record() + "\n"
+    marker = lay.reclaim_marker(gone.holder_id())
+    assert len(os.path.basename(marker).encode()) <= 255
+    assert content(marker) == me.record() + "\n"

@@ -152,7 +152,7 @@ class Context:
             return
         from sotd.formats import registry, selffile
 
-        handle = selffile.read_handle(legacy, self.project_root)
+        handle = selffile.read_handle(legacy, self.project_root, self.repo)
         if not handle:
             return
         try:
@@ -175,7 +175,7 @@ class Context:
         from sotd.formats import selffile
 
         try:
-            return selffile.read_handle(self.self_file, self.project_root) or ""
+            return selffile.read_handle(self.self_file, self.project_root, self.repo) or ""
         except SotdError:
             return ""
 

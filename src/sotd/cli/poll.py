@@ -71,7 +71,7 @@ def run(argv: list[str]) -> int:
     ctx = enter(me)
     if ctx is None:
         return 1
-    from sotd.formats import cursor, inbox, registry
+    from sotd.formats import cursor, registry, showline
 
     name = ctx.name
     if not name:
@@ -88,10 +88,10 @@ def run(argv: list[str]) -> int:
         return 0
     shown = 0
     for raw in batch.new:
-        obj = inbox.decode_line(raw)
-        if obj is None:
+        text = showline.show_line(raw)  # as the 0.6.6 reference shows it; None: not shown
+        if text is None:
             continue
-        out(inbox.show_line(obj))
+        out(text)
         shown += 1
     if not shown:
         out("No new messages.")

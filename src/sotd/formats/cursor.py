@@ -100,7 +100,13 @@ def offset(
             return 0
         count = int(digits) if digits else 0
         if count > total:
-            return total if count == total + 1 and hashed else 0
+            if count == total + 1 and hashed:
+                # The end. Unless the last line still hashes so, the line this reader was shown last was
+                # cut back after it was counted: a step back like any other, and the reader is told.
+                if note is not None and (not total or line_hash(lines[total - 1]) != hash_part):
+                    note(step_back_note(handle))
+                return total
+            return 0
         if count > 0 and hashed and line_hash(lines[count - 1]) != hash_part:
             if note is not None:
                 note(step_back_note(handle))

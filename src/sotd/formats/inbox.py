@@ -101,30 +101,6 @@ def is_directed(obj: Mapping[str, Any], handle: str) -> bool:
     return isinstance(to, str) and to == handle and not (isinstance(frm, str) and frm == handle)
 
 
-def _jq_text(v: object) -> str:
-    """A value as jq's string interpolation shows it: strings raw, everything else as compact JSON."""
-    if isinstance(v, str):
-        return v
-    import json
-
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
-
-
-def show_line(obj: Mapping[str, Any]) -> str:
-    """``[<ts>] [<from>:<repo>] <msg>``; msg = .msg // .message // .text // "".
-
-    As jq shows it: null and false fall through ``//``; a string is shown raw, anything else as compact JSON.
-    """
-    msg: object = ""
-    for key in ("msg", "message", "text"):
-        v = obj.get(key)
-        if v is not None and v is not False:
-            msg = v
-            break
-    ts, frm, repo = _jq_text(obj.get("ts")), _jq_text(obj.get("from")), _jq_text(obj.get("repo"))
-    return f"[{ts}] [{frm}:{repo}] {_jq_text(msg)}"
-
-
 # ------------------------------------------------------------------------------------------------- bounds
 
 

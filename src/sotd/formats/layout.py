@@ -20,6 +20,30 @@ def safe_component(s: str) -> str:
     return "".join(chr(b) if b in SAFE_BYTES else "_" for b in s.encode("utf-8", "surrogateescape"))
 
 
+NAME_MAX = 255  # bytes in one file-name component (Linux, and the limit of every file system we serve)
+
+
+def lock_leaf(prefix: str, holder_id: str) -> str:
+    """``prefix`` + the holder id (``:`` as ``.``), clamped to ``NAME_MAX`` bytes.
+
+    Behaviour 6.1 names a take temp or a reclaim marker after the whole holder record; a declared host of
+    some 200 bytes makes that name too long for any file system (``ENAMETOOLONG``, once shown as "cannot
+    remove the stale temp"). Such a name keeps its first bytes and ends in ``~`` and 16 hex digits of the
+    SHA-256 of the whole id, so it stays one name per holder: every sotd process derives the same marker
+    for one dead holder, and two takers never share a temp. A name that fits is exactly the reference's
+    (no 0.6.6 client can name a longer one at all). The lock's own record always keeps the whole host.
+    """
+    leaf = prefix + holder_id.replace(":", ".")
+    raw = leaf.encode("utf-8", "surrogateescape")
+    if len(raw) <= NAME_MAX:
+        return leaf
+    import hashlib
+
+    tail = "~" + hashlib.sha256(raw).hexdigest()[:16]
+    keep = raw[: NAME_MAX - len(tail)].decode("utf-8", "ignore")  # a cut inside a character drops it
+    return keep + tail
+
+
 def comm_home(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
     """``$SOT_COMM_HOME`` (a relative one made absolute against ``$PWD``, behaviour 1.13), else
     ``$HOME/.sot-comm``."""
@@ -111,11 +135,12 @@ class Layout:
         return self._p(".registry.lock")
 
     def reglock_tmp(self, holder_id: str) -> str:
-        """The take's temp file; ``holder_id`` is the record with ``:`` written as ``.``."""
-        return self._p(".registry.lock.tmp." + holder_id.replace(":", "."))
+        """The take's temp file; ``holder_id`` is the record with ``:`` written as ``.`` (clamped, below)."""
+        return self._p(lock_leaf(".registry.lock.tmp.", holder_id))
 
     def reclaim_marker(self, holder_id: str) -> str:
-        return self._p(".registry.lock.reclaim." + holder_id.replace(":", "."))
+        """The reclaim marker of the holder ``holder_id`` names (clamped like the temp, below)."""
+        return self._p(lock_leaf(".registry.lock.reclaim.", holder_id))
 
     @property
     def lock_manager(self) -> str:

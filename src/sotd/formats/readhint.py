@@ -8,6 +8,8 @@ Guarantee: a reader that uses a hint sees exactly the lines a full scan would sh
 What would break it: trusting a hint without checking that it was written for this cursor text, for this
 inode, and that the bytes it points at are still one whole line whose hash is the cursor's. Any doubt
 falls back to the full scan (which applies the cursor's step-back rules).
+Beside a 0.6.6 reader, which moves the cursor and never touches this file, that check is the whole
+rule: a hint is trusted only while it agrees with the cursor on disk (docs/contract.md, issue 14).
 """
 
 from __future__ import annotations

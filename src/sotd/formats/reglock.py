@@ -241,14 +241,19 @@ def _shown(text: str) -> str:
 
 
 class _Fail:
-    """Why one step (or a lost retake) did not get the lock: the shape of the sentence, holder, reason."""
+    """Why one step (or a lost retake) did not get the lock: the shape of the sentence, holder, reason.
 
-    __slots__ = ("holder", "kind", "why")
+    ``final``: no later step can do better (a marker naming a record the walk already passed: markers
+    are never removed), so the wait ends at once instead of sitting out its bound.
+    """
 
-    def __init__(self, kind: str, why: str, holder: Holder | None = None) -> None:
+    __slots__ = ("final", "holder", "kind", "why")
+
+    def __init__(self, kind: str, why: str, holder: Holder | None = None, *, final: bool = False) -> None:
         self.kind = kind
         self.why = why
         self.holder = holder
+        self.final = final
 
 
 class RegistryLock:
@@ -329,6 +334,8 @@ class RegistryLock:
             ) from None
         while True:
             removed, fail = self._step(deadline)
+            if fail.final:
+                break
             if removed:
                 if self._try():
                     self.held = True
@@ -419,6 +426,7 @@ class RegistryLock:
                     f"its reclaim marker {marker} names {mvalue.record()}, which its reclaim chain"
                     " already holds, so no reclaim can pass it",
                     first,
+                    final=True,  # seed 000: such a marker ends the walk
                 )
             # Bound 0 is one whole step (behaviour 6.1); a longer bound stops a walk that outlives it.
             if self.bound > 0 and _wallclock() > deadline:
