@@ -106,6 +106,7 @@ class RunSettings:
     state: str
     release: str | None = None
     clone_urls: Mapping[str, str] = field(default_factory=dict)
+    senders: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 def policy_path(config: NodeConfig, environ: Mapping[str, str]) -> str:
@@ -124,7 +125,7 @@ def parse_settings(doc: Mapping[str, object], path: str) -> RunSettings:
     runs = doc.get("runs", {})
     if not isinstance(runs, dict):
         raise OcxConfigError(f"ocx: {path}: [runs] must be a table")
-    bad = sorted(set(runs) - {"root", "state", "release", "clone_urls"})
+    bad = sorted(set(runs) - {"root", "state", "release", "clone_urls", "senders"})
     if bad:
         raise OcxConfigError(f"ocx: {path}: [runs] has an unknown key {bad[0]!r}")
 
@@ -142,6 +143,7 @@ def parse_settings(doc: Mapping[str, object], path: str) -> RunSettings:
         for k, v in urls.items()
     ):
         raise OcxConfigError(f"ocx: {path}: runs.clone_urls must map clone names to http(s) URLs")
+    senders = parse_senders(runs.get("senders", {}), path)
     jobs = doc.get("jobs", {})
     table = jobs.get("policy", {}) if isinstance(jobs, dict) else None
     if not isinstance(table, dict):
@@ -160,7 +162,29 @@ def parse_settings(doc: Mapping[str, object], path: str) -> RunSettings:
         state=state,
         release=where("release", None),
         clone_urls={str(k): str(v) for k, v in urls.items()},
+        senders=senders,
     )
+
+
+def parse_senders(v: object, path: str) -> dict[str, frozenset[str]]:
+    """``[runs.senders]``: clone name -> the logins whose runs the node takes on that clone."""
+    if not isinstance(v, dict) or not all(
+        isinstance(k, str) and isinstance(x, list) and all(envelope.is_login(y) for y in x)
+        for k, x in v.items()
+    ):
+        raise OcxConfigError(f"ocx: {path}: runs.senders must map clone names to lists of logins")
+    return {str(k): frozenset(str(y) for y in x) for k, x in v.items()}
+
+
+def sender_refusal(senders: Mapping[str, frozenset[str]], clone: str, sender: str) -> str | None:
+    """Why the node policy takes no run from ``sender`` on ``clone`` (``None``: it does). No list for the
+    clone takes runs from no one."""
+    allowed = senders.get(clone)
+    if not allowed:
+        return f"this node takes runs on the clone {clone!r} from no login (its policy lists none in runs.senders)"
+    if sender not in allowed:
+        return f"this node does not take runs on the clone {clone!r} from the login {sender!r}"
+    return None
 
 
 def load_settings(config: NodeConfig, environ: Mapping[str, str]) -> RunSettings:
@@ -289,8 +313,10 @@ class Runs:
         body = doc.get("run") if isinstance(doc, dict) else None
         clone = body.get("clone") if isinstance(body, dict) else None
         code = fossil.repo_info(d.clone.repository).server_code  # fresh: --new may have changed it
-        if clone != code:
-            return  # another clone's run: nothing is written back (1.2)
+        if clone != code:  # another clone's run: nothing is written back (1.2), one line is logged
+            log.info("ocx: run %s from %s in %s is for the server-code %s, not this clone's; not answered",
+                     d.hash[:12], d.sender, d.clone.name, repr(clone)[:48])  # fmt: skip
+            return
         to = d.envelope.to or ""
         with self._lock:
             if d.hash in self._active or self._read_record(d.hash) is not None:
@@ -298,7 +324,7 @@ class Runs:
             a = Active(d.hash, d.clone.name, to, d.sender)
             self._record(a, "accepted")
             self._active[d.hash] = a
-        why = self._refuse_login(d.clone, to)
+        why = sender_refusal(self.settings.senders, d.clone.name, d.sender) or self._refuse_login(d.clone, to)
         log.info("ocx: run %s from %s to %s in %s: %s", d.hash[:12], d.sender, to, d.clone.name,
                  f"refused: {why}" if why else "accepted")  # fmt: skip
         self._spawn(a, self._drive, (a, body, why))
@@ -418,7 +444,11 @@ class Runs:
         log.info(
             "ocx: run %s ended: %s%s", a.run_hash[:12], ended.outcome, f" ({ended.why})" if ended.why else ""
         )
-        uploads = [(name, ended.files[name], h) for name, h in ended.outputs.items() if name in ended.files]
+        uploads = [
+            (spec.output_name(a.run_hash, name), ended.files[name], h)
+            for name, h in ended.outputs.items()
+            if name in ended.files
+        ]
         uploads += [
             (log_name(a.run_hash, k), ended.log_files[k], h)
             for k, h in ended.logs.items()

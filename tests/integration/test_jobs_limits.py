@@ -38,16 +38,18 @@ class DirCarrier:
     def __init__(self, src: str) -> None:
         self.src = src
 
-    def export(self, repo: str, ref: str, into: str) -> None:
+    def export(self, repo: str, ref: str, into: str, ids: tuple[int, int] | None = None) -> None:
         shutil.copytree(self.src, into, dirs_exist_ok=True)
 
     def set_password(self, repo: str, login: str, password: str) -> None:
         raise RuntimeError("not used")
 
-    def clone(self, url: str, file: str, login: str, password: str) -> None:
+    def clone(
+        self, url: str, file: str, login: str, password: str, ids: tuple[int, int] | None = None
+    ) -> None:
         raise RuntimeError("not used")
 
-    def checkout(self, repo: str, ref: str, dir: str) -> None:
+    def checkout(self, repo: str, ref: str, dir: str, ids: tuple[int, int] | None = None) -> None:
         raise RuntimeError("not used")
 
 
@@ -142,7 +144,10 @@ def test_seed_build_example_passes_and_hashes_the_image(node: runner.Node) -> No
         data = f.read()
     assert data.startswith(b"board 0\n")
     assert ended.outputs == {"builds/board.img": hashlib.sha3_256(data).hexdigest()}
-    assert ended.files == {"builds/board.img": img}
+    # the file to upload is the node's private copy of the bytes hashed, not the workspace's path
+    assert ended.files == {"builds/board.img": os.path.join(r.dir, "outputs", "0")}
+    with open(ended.files["builds/board.img"], "rb") as f:
+        assert f.read() == data
     assert os.stat(img).st_uid == 1000 and os.stat(ws).st_mode & 0o777 == 0o700
     assert set(ended.logs) == {"stdout", "stderr"}
     with open(ended.log_files["stdout"], "rb") as f:

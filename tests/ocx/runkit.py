@@ -28,6 +28,7 @@ POLICY = """\
 [runs]
 root = "{root}"
 state = "{state}"
+senders = {{ proj = ["alice"] }}
 
 [jobs.policy]
 users = ["build-user"]

@@ -33,8 +33,8 @@ from functools import partial
 
 from sotd import _clock
 from sotd.jobs import limits as lim
+from sotd.jobs import paths, spec
 from sotd.jobs import sandbox as sbx
-from sotd.jobs import spec
 from sotd.jobs import steps as stp
 from sotd.jobs.errors import Refused, StepFailed
 
@@ -126,24 +126,34 @@ def classify(
     return "exited", None
 
 
-def hash_file(path: str, top: str, hash_name: str) -> str | None:
-    """The ``hash_name`` hex digest of the regular file ``path`` if it lies inside ``top`` once every
-    symlink is resolved and is not itself a symlink; else ``None``."""
-    real_top = os.path.realpath(top)
-    if not spec.inside(os.path.realpath(os.path.dirname(path)), real_top):
+def hash_file(path: str, top: str, hash_name: str, copy_to: str | None = None) -> str | None:
+    """The ``hash_name`` hex digest of the regular file ``path`` below ``top``, opened one component at a
+    time without following a symlink (``paths.open_nofollow``); ``None`` when it is missing, is or passes
+    through a symlink, or is not a regular file. With ``copy_to``, the bytes hashed are also written
+    there (a new file), so what is uploaded later is exactly what was hashed."""
+    if not spec.inside(path, top):
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        fd = paths.open_nofollow(path, "the output", flags=os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, Refused):
         return None
     try:
         import stat
 
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        h = hashlib.new(hash_name)
-        while chunk := os.read(fd, 1 << 20):
-            h.update(chunk)
+        out = None if copy_to is None else os.open(copy_to, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            h = hashlib.new(hash_name)
+            while chunk := os.read(fd, 1 << 20):
+                h.update(chunk)
+                if out is not None:
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(out, view) :]
+        finally:
+            if out is not None:
+                os.close(out)
         return h.hexdigest()
     finally:
         os.close(fd)
@@ -223,6 +233,7 @@ class Run:
         self.deadline: float | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self.bind_fds: dict[str, int] = {}  # bind source -> O_PATH descriptor, from _check_sources
 
     # -------------------------------------------------------------------------------------- preparation
 
@@ -247,31 +258,56 @@ class Run:
             raise Refused("session runs are started by the daemon's terminal, not by the jobs executor")
 
     def _check_sources(self, run: spec.Run, *, before_steps: bool) -> None:
+        """Every bind source opened without following a symlink (``paths.open_nofollow``) and reachable
+        by the sandbox uid. Before the steps, paths the steps make (below the workspace) wait; after them
+        the descriptors are kept in ``bind_fds`` for bwrap's ``--bind-fd``/``--ro-bind-fd``."""
         sb = run.sandbox
         links = self._usr_links()
         ws = self.values.get("workspace", "/")
-        for p in (*sb.read_only, *sb.read_write):
+        self._close_binds()
+        for p in dict.fromkeys((*sb.read_only, *sb.read_write)):
             if "/usr" in (*sb.read_only, *sb.read_write) and p in links:
                 continue
             if before_steps and spec.inside(p, ws):
                 continue
-            if not os.path.exists(p):
-                raise Refused(f"the sandbox path {p} does not exist on this node")
+            try:
+                fd = paths.open_nofollow(p, "the sandbox path")
+            except FileNotFoundError:
+                raise Refused(f"the sandbox path {p} does not exist on this node") from None
+            except OSError as e:
+                raise Refused(f"the sandbox path {p} cannot be opened: {e.strerror}") from None
+            if before_steps:
+                os.close(fd)
+            else:
+                self.bind_fds[p] = fd
             stat = {}
             cur = "/"
             for part in [x for x in os.path.normpath(p).split("/") if x][:-1]:
-                st = os.stat(cur)
+                st = os.stat(cur, follow_symlinks=False)
                 stat[cur] = (st.st_mode, st.st_uid, st.st_gid)
                 cur = os.path.join(cur, part)
-            st = os.stat(cur)
+            st = os.stat(cur, follow_symlinks=False)
             stat[cur] = (st.st_mode, st.st_uid, st.st_gid)
             bad = sbx.unreachable(p, sb.uid, sb.gid, stat)
             if bad:
+                self._close_binds()
                 raise Refused(
                     f"the sandbox path {p} cannot be reached by uid {sb.uid}: {bad} is not searchable"
                 )
+        for c in sb.created_files:  # a file bwrap creates below a bound folder: no link on the way
+            parent = os.path.dirname(c.path)
+            if not before_steps and os.path.lexists(parent):
+                try:
+                    os.close(paths.open_nofollow(parent, "the created file's folder"))
+                except OSError as e:
+                    raise Refused(f"the created file {c.path} cannot be placed: {e.strerror}") from None
         if os.geteuid() != 0 and (sb.uid, sb.gid) != (os.geteuid(), os.getegid()):
             raise Refused(f"this node cannot run as uid {sb.uid}: it is not root")
+
+    def _close_binds(self) -> None:
+        for fd in self.bind_fds.values():
+            os.close(fd)
+        self.bind_fds = {}
 
     def _usr_links(self) -> Mapping[str, str]:
         return self.node.usr_links if self.node.usr_links is not None else sbx.host_usr_links()
@@ -303,6 +339,8 @@ class Run:
         except StepFailed as e:
             self._end_early(Ended("error", step=e.step, why=e.message))
             return None
+        finally:
+            self._close_binds()
         return {"values": dict(self.values), "limits": self.limits.report()}
 
     def _spawn(self, run: spec.Run) -> None:
@@ -326,8 +364,9 @@ class Run:
             err = os.open(os.path.join(self.dir, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             fds += [out, err]
             argv = sbx.bwrap_argv(
-                run.sandbox, run.process, usr_links=self._usr_links(), data_fds=fds[:-3], status_fd=status_fd
-            )
+                run.sandbox, run.process, usr_links=self._usr_links(), data_fds=fds[:-3], status_fd=status_fd,
+                bind_fds=self.bind_fds,
+            )  # fmt: skip
             self.started_at = time.monotonic()
             if self.limits.wall is not None:
                 self.deadline = self.started_at + self.limits.wall
@@ -337,7 +376,7 @@ class Run:
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=err,
-                    pass_fds=tuple(fds[:-2]),
+                    pass_fds=(*fds[:-2], *self.bind_fds.values()),
                     start_new_session=True,
                     env={"PATH": "/usr/bin:/bin"},
                     preexec_fn=partial(  # noqa: PLW1509 -- only os/resource calls; see limits.preexec
@@ -461,13 +500,19 @@ class Run:
     def _collect(self, e: Ended) -> Ended:
         ws = self.values.get("workspace", "")
         outs = self.run.process.unversioned_files if self.run else ()
-        for o in outs:
-            h = hash_file(o.at, ws, self.hash_name) if ws else None
+        copies = os.path.join(self.dir, "outputs")  # private: what is uploaded is what was hashed
+        if outs:
+            os.makedirs(copies, mode=0o700, exist_ok=True)
+        for i, o in enumerate(outs):
+            copy = os.path.join(copies, str(i))
+            if os.path.lexists(copy):
+                os.unlink(copy)
+            h = hash_file(o.at, ws, self.hash_name, copy) if ws else None
             if h is None:
                 e.missing.append(o.as_)
             else:
                 e.outputs[o.as_] = h
-                e.files[o.as_] = o.at
+                e.files[o.as_] = copy
         for name in ("stdout", "stderr"):
             p = os.path.join(self.dir, name)
             h = hash_file(p, self.dir, self.hash_name)

@@ -61,6 +61,7 @@ def bwrap_argv(
     usr_links: Mapping[str, str] = MERGED_USR,
     data_fds: Sequence[int] = (),
     status_fd: int | None = None,
+    bind_fds: Mapping[str, int] | None = None,
     bwrap: str = BWRAP,
     setpriv: str = SETPRIV,
 ) -> list[str]:
@@ -70,6 +71,9 @@ def bwrap_argv(
     ``/usr`` is bound, and an explicit bind of such a link is replaced by the symlink (same content).
     ``data_fds``: one readable fd per ``created_files`` entry, in order. ``status_fd``: bwrap writes its
     JSON status (child pid, then exit code) there, so a restarted node can learn how an adopted run ended.
+    ``bind_fds``: bind source -> a descriptor opened without following links (``paths.open_nofollow``);
+    such a bind becomes ``--bind-fd FD DEST`` / ``--ro-bind-fd FD DEST``, so bwrap mounts exactly what
+    was checked and never resolves the source path again.
     """
     sb = sandbox
     if len(data_fds) != len(sb.created_files):
@@ -96,8 +100,12 @@ def bwrap_argv(
     links = {k: v for k, v in usr_links.items() if "/usr" in bound}
     binds = [("--ro-bind", p) for p in sb.read_only if p not in links]
     binds += [("--bind", p) for p in sb.read_write if p not in links]
+    fds = bind_fds or {}
     for flag, p in sorted(binds, key=lambda b: _depth(b[1])):  # stable: same depth keeps the run's order
-        a += [flag, p, p]
+        if p in fds:
+            a += [flag + "-fd", str(fds[p]), p]
+        else:
+            a += [flag, p, p]
     for name in sorted(links):
         a += ["--symlink", links[name], name]
     for c, fd in zip(sb.created_files, data_fds, strict=True):

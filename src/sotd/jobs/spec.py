@@ -408,6 +408,34 @@ def parse_limits(v: object) -> Limits:
     )
 
 
+# Unversioned names OCX itself writes: messages (ocx/m/), logs (ocx/logs/), outputs (ocx/out/), and any
+# later ocx/ name. A run's ``as`` may name none of them; outputs are stored below ``ocx/out/<RUN-HASH>/``.
+RESERVED_PREFIXES = ("ocx/",)
+MAX_OUTPUT_NAME = 200
+
+
+def output_name_refusal(name: str) -> str | None:
+    """Why ``name`` cannot be an ``unversioned_files[].as``, or ``None``: a relative name of non-empty
+    segments (no ``.``/``..``, no backslash or control character), at most 200 characters, outside every
+    name OCX writes itself (``RESERVED_PREFIXES``)."""
+    if len(name) > MAX_OUTPUT_NAME:
+        return f"must be at most {MAX_OUTPUT_NAME} characters"
+    if name.startswith("/") or any(seg in ("", ".", "..") for seg in name.split("/")):
+        return "must be a relative name of non-empty segments without '.' or '..'"
+    if any(not c.isprintable() or c == "\\" for c in name):
+        return "must hold no backslash or control character"
+    for prefix in RESERVED_PREFIXES:
+        if name == prefix.rstrip("/") or name.startswith(prefix):
+            return f"may not name anything under {prefix!r} (the names OCX itself writes)"
+    return None
+
+
+def output_name(run_hash: str, as_: str) -> str:
+    """The unversioned name a run's output ``as_`` is stored under: ``ocx/out/<RUN-HASH>/<as>``, a prefix
+    the node chooses per run, so no run overwrites another's outputs, logs or messages."""
+    return f"ocx/out/{run_hash}/{as_}"
+
+
 def parse_process(v: object) -> Process:
     """``run.process``; ``user`` and ``command`` are required."""
     keys = ["user", "command", "env", "cwd", "verdict", "unversioned_files", "session", "hears", "deliveries"]
@@ -431,8 +459,9 @@ def parse_process(v: object) -> Process:
         ow = f"{w}unversioned_files[{i}]"
         od = _obj(o, ow, ("at", "as"), ("at", "as"))
         name = _str(od["as"], ow + ".as")
-        if name.startswith("/") or ".." in name.split("/"):
-            raise Refused(f"{ow}.as must be a relative name without '..', not {name!r}")
+        why = output_name_refusal(name)
+        if why:
+            raise Refused(f"{ow}.as {why}, not {name!r}")
         outs.append(Output(_path(od["at"], ow + ".at"), name))
     session = _bool(d.get("session", False), w + "session")
     hears = tuple(_login(h, f"{w}hears[{i}]") for i, h in enumerate(_list(d.get("hears", []), w + "hears")))
@@ -477,7 +506,8 @@ def parse_run(body: object) -> Run:
 def expand(template: str, values: Mapping[str, str]) -> str:
     """``template`` with each ``$$name$$`` replaced by ``values[name]`` (one pass, never recursive).
 
-    Refuses an unclosed ``$$``, a name not in O5's list, and a known name that has no value yet.
+    ``$$$$`` is the escape for a literal ``$$`` (``sh -c 'echo $$$$'`` prints the shell's pid). Refuses
+    an unclosed ``$$``, a name not in O5's list, and a known name that has no value yet.
     """
     parts = template.split("$$")
     if len(parts) % 2 == 0:
@@ -486,6 +516,8 @@ def expand(template: str, values: Mapping[str, str]) -> str:
     for i, p in enumerate(parts):
         if i % 2 == 0:
             out.append(p)
+        elif p == "":
+            out.append("$$")  # the escape: $$$$ is a literal $$ (a shell's pid, say)
         elif not _NAME.fullmatch(p) or p not in PLACEHOLDERS:
             raise Refused(f"unknown placeholder $${p}$$ in {template!r}")
         elif p not in values:
@@ -727,6 +759,9 @@ def check(run: Run, policy: Policy, values: Mapping[str, str] | None = None) -> 
         return "this node does not give sandboxes network access"
     if pr.session and not policy.sessions:
         return "this node does not run sessions"
+    why = foreign_root_bind(run, vals)
+    if why:
+        return why
     for p in sb.read_only:
         if not _allowed(p, policy.read_only, vals) and not _allowed(p, policy.read_write, vals):
             return f"this node does not bind {p} read-only into sandboxes"
@@ -739,6 +774,19 @@ def check(run: Run, policy: Policy, values: Mapping[str, str] | None = None) -> 
     for c in sb.created_files:
         if not _allowed(c.path, policy.created_files, vals):
             return f"this node does not create {c.path} in sandboxes"
+    return None
+
+
+def foreign_root_bind(run: Run, values: Mapping[str, str]) -> str | None:
+    """Why a bind of ``run`` reaches into ``$$root$$`` beyond the run's own workspace (where other runs'
+    workspaces live), or ``None``. A bind that holds ``$$root$$`` (``/``, say) counts too."""
+    root, ws = values.get("root"), values.get("workspace")
+    if not root:
+        return None
+    root = os.path.normpath(root)
+    for p in (*run.sandbox.read_only, *run.sandbox.read_write, *run.sandbox.homes):
+        if inside(root, p) or (inside(p, root) and not (ws and inside(p, ws))):
+            return f"this node binds nothing of $$root$$ ({root}) into a sandbox but the run's own workspace: {p}"
     return None
 
 

@@ -27,8 +27,8 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
+from sotd.jobs import paths
 from sotd.jobs.errors import Refused, StepFailed
-from sotd.jobs.spec import inside
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -85,19 +85,24 @@ def claim_password(claims: PasswordClaims, run: Run, repository: str, run_hash: 
 
 
 class Carrier(Protocol):
-    """The Fossil operations the steps need; raise ``OSError``/``RuntimeError`` with a clear message."""
+    """The Fossil operations the steps need; raise ``OSError``/``RuntimeError`` with a clear message.
 
-    def export(self, repo: str, ref: str, into: str) -> None:
+    ``ids`` is the sandbox ``(uid, gid)`` the work that writes into the workspace runs as (``None``: as
+    this process); ``into`` for ``export`` is ``/proc/self/fd/N``, a folder the caller holds open."""
+
+    def export(self, repo: str, ref: str, into: str, ids: tuple[int, int] | None = None) -> None:
         """Write the files of check-in ``ref`` of ``repo`` into the existing directory ``into``."""
 
     def set_password(self, repo: str, login: str, password: str) -> None:
         """Give ``login`` the password ``password`` on ``repo``."""
 
-    def clone(self, url: str, file: str, login: str, password: str) -> None:
+    def clone(
+        self, url: str, file: str, login: str, password: str, ids: tuple[int, int] | None = None
+    ) -> None:
         """Clone ``url`` as ``login``/``password`` into the new repository ``file`` (fresh server-code),
         keeping the password for later syncs."""
 
-    def checkout(self, repo: str, ref: str, dir: str) -> None:
+    def checkout(self, repo: str, ref: str, dir: str, ids: tuple[int, int] | None = None) -> None:
         """Open a working checkout of ``ref`` of the clone ``repo`` in the existing directory ``dir``."""
 
 
@@ -119,17 +124,51 @@ class Prepared:
 
 
 def _run(
-    argv: list[str], *, input: bytes | None = None, cwd: str | None = None, env: dict[str, str] | None = None
+    argv: list[str],
+    *,
+    input: bytes | None = None,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    ids: tuple[int, int] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> None:
+    """Run ``argv`` in a new session (no controlling terminal), as ``ids`` when given."""
+    drop: dict[str, object] = {}
+    if ids is not None and ids != (os.geteuid(), os.getegid()):
+        drop = {"user": ids[0], "group": ids[1], "extra_groups": []}
     try:
         p = subprocess.run(
-            argv, input=input, capture_output=True, timeout=FOSSIL_TIMEOUT, check=False, cwd=cwd, env=env
-        )
+            argv, input=input, capture_output=True, timeout=FOSSIL_TIMEOUT, check=False, cwd=cwd, env=env,
+            start_new_session=True, pass_fds=pass_fds, **drop,  # type: ignore[call-overload]
+        )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as e:
         raise RuntimeError(f"{argv[0]} {argv[1]}: {e}") from None
     if p.returncode != 0:
         tail = (p.stderr or p.stdout).decode(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
         raise RuntimeError(f"{' '.join(argv[:2])} exited {p.returncode}: {tail[0]}")
+
+
+def fd_path(fd: int) -> str:
+    """``/proc/self/fd/N``: a held folder named so that a child given the same descriptor reaches it
+    without resolving any path again."""
+    return f"/proc/self/fd/{fd}"
+
+
+def _fd_of(path: str) -> tuple[int, ...]:
+    head, _, n = path.rpartition("/")
+    return (int(n),) if head == "/proc/self/fd" and n.isdigit() else ()
+
+
+def _login_pw(repo: str, login: str) -> str | None:
+    import sqlite3
+    from urllib.parse import quote
+
+    db = sqlite3.connect(f"file:{quote(os.path.abspath(repo))}?mode=ro", uri=True, timeout=10.0)
+    try:
+        row = db.execute("SELECT pw FROM user WHERE login = ?", (login,)).fetchone()
+    finally:
+        db.close()
+    return None if row is None else str(row[0])
 
 
 def with_login(url: str, login: str, password: str) -> str:
@@ -150,7 +189,11 @@ def with_login(url: str, login: str, password: str) -> str:
 
 
 class FossilCarrier:
-    """The real carrier: Debian's ``fossil`` (2.21), with the commands checked in ocx.md 1.3."""
+    """The real carrier: Debian's ``fossil`` (2.21), with the commands checked in ocx.md 1.3.
+
+    What writes into a workspace (``tar`` of an export, ``clone``, ``open``) runs as the sandbox uid/gid,
+    so a path redirected under it could give no more than the sandbox has. ``set_password`` reads the new
+    password from its standard input (fossil prompts there without a terminal), never from argv."""
 
     def __init__(self, fossil: str = "fossil") -> None:
         self.fossil = fossil
@@ -160,17 +203,23 @@ class FossilCarrier:
         # (``clone`` and ``open`` record the new repository and checkout in that global database).
         return {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "USER": "root", "FOSSIL_HOME": home}
 
-    def _fossil(self, args: list[str], *, cwd: str | None = None) -> None:
+    def _fossil(
+        self, args: list[str], *, cwd: str | None = None, ids: tuple[int, int] | None = None,
+        input: bytes | None = None,
+    ) -> None:  # fmt: skip
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="sotd-fossil-home-") as home:
-            _run([self.fossil, *args], cwd=cwd, env=self._env(home))
+            if ids is not None:
+                os.chown(home, ids[0], ids[1])
+            _run([self.fossil, *args], cwd=cwd, env=self._env(home), ids=ids, input=input)
 
-    def export(self, repo: str, ref: str, into: str) -> None:
+    def export(self, repo: str, ref: str, into: str, ids: tuple[int, int] | None = None) -> None:
         try:
             tb = subprocess.run(
                 [self.fossil, "tarball", ref, "-", "--name", ".", "-R", repo],
                 capture_output=True, timeout=FOSSIL_TIMEOUT, check=False, env=self._env(),
+                start_new_session=True,
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as e:
             raise RuntimeError(f"fossil tarball: {e}") from None
@@ -179,66 +228,49 @@ class FossilCarrier:
                 f"fossil tarball {ref} exited {tb.returncode}: {tb.stderr.decode(errors='replace').strip()}"
             )
         _run(
-            ["tar", "-xzf", "-", "-C", into, "--no-same-owner", "--no-same-permissions"],
-            input=tb.stdout,
-        )
+            ["tar", "-xzf", "-", "-C", into, "--no-same-owner", "--no-same-permissions", "--no-overwrite-dir"],
+            input=tb.stdout, ids=ids, pass_fds=_fd_of(into), env={"PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
 
     def set_password(self, repo: str, login: str, password: str) -> None:
-        self._fossil(["user", "password", login, password, "-R", repo])
+        before = _login_pw(repo, login)
+        line = password.encode() + b"\n"
+        self._fossil(["user", "password", login, "-R", repo], input=line + line)
+        if _login_pw(repo, login) == before:
+            raise RuntimeError(f"fossil user password left the password of {login!r} unchanged")
 
-    def clone(self, url: str, file: str, login: str, password: str) -> None:
+    def clone(
+        self, url: str, file: str, login: str, password: str, ids: tuple[int, int] | None = None
+    ) -> None:
         # The password rides in the URL (fossil has no other non-interactive way); _run never repeats
         # argv beyond its first two words in an error, so it does not reach ended.why.
-        self._fossil(["clone", "--save-http-password", "--no-open", with_login(url, login, password), file])
+        self._fossil(
+            ["clone", "--save-http-password", "--no-open", with_login(url, login, password), file], ids=ids
+        )
 
-    def checkout(self, repo: str, ref: str, dir: str) -> None:
-        self._fossil(["open", repo, ref, "--workdir", dir], cwd=dir)
-
-
-def _real_inside(path: str, top: str, what: str) -> None:
-    if not inside(os.path.realpath(path), os.path.realpath(top)):
-        raise Refused(f"{what} resolves outside {top}: {os.path.realpath(path)}")
-
-
-def _searchable_dirs(path: str) -> None:
-    """Make ``path`` and its missing parents 0755 whatever the umask (the daemon runs under 077, and
-    the sandbox uid must reach the workspace through them)."""
-    missing: list[str] = []
-    p = os.path.abspath(path)
-    while not os.path.isdir(p):
-        missing.append(p)
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    for d in reversed(missing):
-        os.mkdir(d, 0o755)
-        os.chmod(d, 0o755)  # noqa: S103 -- the sandbox uid must search its way to the workspace
+    def checkout(self, repo: str, ref: str, dir: str, ids: tuple[int, int] | None = None) -> None:
+        self._fossil(["open", repo, ref, "--workdir", dir], cwd=dir, ids=ids)
 
 
 def chown_tree(top: str, uid: int, gid: int) -> None:
-    """Hand ``top`` and everything below it to ``uid``/``gid`` (never following a symlink)."""
-    os.lchown(top, uid, gid)
-    for d, dirs, files in os.walk(top, followlinks=False):
-        for n in dirs + files:
-            os.lchown(os.path.join(d, n), uid, gid)
+    """Hand ``top`` and everything below it to ``uid``/``gid`` (through descriptors; no symlink followed)."""
+    paths.chown_tree_fd(top, uid, gid, "the workspace")
 
 
 def run_steps(run: Run, root: str, target: Target, carrier: Carrier) -> Prepared:
     """Run the resolved ``run.workspace`` in order; ``root`` is ``$$root$$``. See the module docstring."""
     sb, login = run.sandbox, run.process.user
+    ids = (sb.uid, sb.gid)
     prep: Prepared | None = None
     for i, s in enumerate(run.workspace):
+        what = f"run.workspace[{i}]"
         try:
             if s.kind == "directory":
                 assert s.at is not None
-                _real_inside(os.path.dirname(s.at), root, f"run.workspace[{i}].at")
-                if os.path.lexists(s.at):
-                    raise StepFailed(i, s.kind, f"the workspace {s.at} already exists")
-                _searchable_dirs(os.path.dirname(s.at))
-                os.mkdir(s.at, 0o700)
-                os.chmod(s.at, 0o700)
-                os.chown(s.at, sb.uid, sb.gid)
+                try:
+                    paths.make_workspace(root, s.at, sb.uid, sb.gid, what + ".at")
+                except FileExistsError:
+                    raise StepFailed(i, s.kind, f"the workspace {s.at} already exists") from None
                 prep = Prepared(workspace=s.at)
                 continue
             assert prep is not None
@@ -247,22 +279,27 @@ def run_steps(run: Run, root: str, target: Target, carrier: Carrier) -> Prepared
                 carrier.set_password(target.repository, login, prep.password)
                 continue
             assert s.into is not None
-            _real_inside(os.path.dirname(s.into), prep.workspace, f"run.workspace[{i}].into")
-            os.makedirs(os.path.dirname(s.into), mode=0o755, exist_ok=True)
             if s.kind == "clone":
                 if not target.url:
                     raise StepFailed(i, s.kind, "this node has no URL to clone the repository from")
                 assert prep.password is not None
-                carrier.clone(target.url, s.into, login, prep.password)
+                os.close(paths.make_below(prep.workspace, s.into, sb.uid, sb.gid, what + ".into", last=False))
+                carrier.clone(target.url, s.into, login, prep.password, ids)
                 prep.clone = s.into
-            else:
-                os.makedirs(s.into, mode=0o755, exist_ok=False)
-                assert s.of is not None
+                continue
+            assert s.of is not None
+            try:
+                fd = paths.make_below(prep.workspace, s.into, sb.uid, sb.gid, what + ".into", last=True)
+            except FileExistsError:
+                raise StepFailed(i, s.kind, f"step {i} ({s.kind}): {s.into} already exists") from None
+            try:
                 if s.kind == "files":
-                    carrier.export(target.repository, s.of, s.into)
+                    carrier.export(target.repository, s.of, fd_path(fd), ids)
                 else:
                     assert prep.clone is not None
-                    carrier.checkout(prep.clone, s.of, s.into)
+                    carrier.checkout(prep.clone, s.of, s.into, ids)
+            finally:
+                os.close(fd)
         except (StepFailed, Refused):
             raise
         except (OSError, RuntimeError) as e:
@@ -280,20 +317,28 @@ def run_steps(run: Run, root: str, target: Target, carrier: Carrier) -> Prepared
 def bring_homes(homes: tuple[str, ...], workspace: str, uid: int, gid: int) -> dict[str, str]:
     """Copy each home entry into ``WORKSPACE/home/<name>``, owned by the uid (O7); returns source -> copy.
 
-    A missing entry is ``Refused`` (the node cannot provide that sandbox)."""
+    A missing entry is ``Refused`` (the node cannot provide that sandbox). The copy is written through
+    the descriptor of ``WORKSPACE/home`` (opened without following links)."""
     out: dict[str, str] = {}
     if not homes:
         return out
     home = os.path.join(workspace, "home")
-    os.makedirs(home, mode=0o700, exist_ok=True)
-    for h in homes:
-        if not os.path.exists(h):
-            raise Refused(f"the home entry {h} does not exist on this node")
-        dest = os.path.join(home, os.path.basename(h.rstrip("/")))
-        if os.path.isdir(h):
-            shutil.copytree(h, dest, symlinks=True, dirs_exist_ok=True)
-        else:
-            shutil.copy2(h, dest, follow_symlinks=False)
-        out[h] = dest
+    try:
+        fd = paths.make_below(workspace, home, uid, gid, "the workspace's home", last=True)
+    except FileExistsError:
+        fd = paths.open_dir(home, "the workspace's home")
+    try:
+        for h in homes:
+            if not os.path.exists(h):
+                raise Refused(f"the home entry {h} does not exist on this node")
+            name = os.path.basename(h.rstrip("/"))
+            dest = os.path.join(fd_path(fd), name)
+            if os.path.isdir(h):
+                shutil.copytree(h, dest, symlinks=True, dirs_exist_ok=True)
+            else:
+                shutil.copy2(h, dest, follow_symlinks=False)
+            out[h] = os.path.join(home, name)
+    finally:
+        os.close(fd)
     chown_tree(home, uid, gid)
     return out
