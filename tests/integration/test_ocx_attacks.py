@@ -1,0 +1,205 @@
+"""Issue 18: an ordinary participant attacks node B (a login that can push to the hub, posting runs whose
+commands and fields it chooses). Each attack runs against a real node (``sotd ocx node``), real
+bubblewrap and real Fossil, and each test shows it refused with the reason, the host untouched (a
+sentinel file and a root-only 0700 folder, checked byte for byte), and other runs answered only by the
+node."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from sotd.jobs.spec import output_name
+from tests.ocx import runkit as rk
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.serial,
+    pytest.mark.root,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("bwrap") is None, reason="needs root and bubblewrap"
+    ),
+    pytest.mark.timeout(300),
+]
+
+UP = "../" * 16  # from any folder of a workspace, relative links climb to / and stay there
+
+
+@pytest.fixture
+def lab() -> Iterator[rk.Lab]:
+    with rk.served_lab("sotd-attack") as lab:
+        yield lab
+
+
+@pytest.fixture
+def host() -> Iterator[rk.HostSentinels]:
+    s = rk.HostSentinels()
+    try:
+        yield s
+    finally:
+        s.remove()
+
+
+def workspace_of(lab: rk.Lab, run_hash: str) -> str:
+    return os.path.join(lab.top, "b-root", "build-user", "projects", "proj", run_hash)
+
+
+def only_ended(lab: rk.Lab, who: str, run_hash: str) -> dict[str, object]:
+    got = rk.answers(lab, who, run_hash)
+    assert [(k, s) for k, _, s in got] == [("ended", "lab-user")], got
+    return got[0][1]
+
+
+def test_symlinked_bind_paths_are_refused_naming_the_link(lab: rk.Lab, host: rk.HostSentinels) -> None:
+    """Attack 1: a check-in's relative symlinks named as bind paths below ``$$tree$$`` (host /tmp
+    read-write, /etc and /proc read-only, a path through the /tmp link). Each run ends refused naming the
+    link, before any process starts; nothing lands on the host."""
+    links = {"links/rtmp": UP + "tmp", "links/retc": UP + "etc", "links/rproc": UP + "proc"}
+    rk.commit_files(lab, {"README": "links\n"}, links, "a check-in holding links")
+    code = lab.server_code("b")
+    dropped = f"/tmp/sotd-pwned-{secrets.token_hex(4)}"
+    cmd = ["sh", "-c", f"echo pwned > $$tree$$/links/rtmp/{os.path.basename(dropped)}; cat /etc/hostname"]
+    ro = ["/usr", "/etc/alternatives"]
+    asks = {
+        "rw tmp": ({"read_write": ["$$workspace$$", "$$tree$$/links/rtmp"]}, "links/rtmp", "is a symlink"),
+        "ro etc": ({"read_only": [*ro, "$$tree$$/links/retc"]}, "links/retc", "is a symlink"),
+        "ro proc": ({"read_only": [*ro, "$$tree$$/links/rproc"]}, "links/rproc", "is a symlink"),
+        "through": (
+            {"read_only": [*ro, "$$tree$$/links/rtmp/" + os.path.basename(host.folder)]},
+            "links/rtmp/" + os.path.basename(host.folder),
+            "passes through the symlink",
+        ),
+    }
+    posted = {}
+    for name, (sandbox, _, _) in asks.items():
+        b = rk.run_body(code, cmd)
+        b["sandbox"].update(sandbox)
+        posted[name] = rk.post_run(lab, "a", b)
+    log_b = rk.node_once(lab, "b")
+    for name, (_, path, how) in asks.items():
+        h = posted[name]
+        tree = os.path.join(workspace_of(lab, h), "tree")
+        want = f"the sandbox path {tree}/{path} {how}"
+        if how == "passes through the symlink":
+            want += f" {tree}/links/rtmp"
+        assert only_ended(lab, "a", h) == {"outcome": "refused", "why": want + ": refused"}, log_b
+        assert not os.path.exists(os.path.join(lab.state["b"], "jobs", h, "stdout"))  # never started
+    assert not os.path.exists(dropped)
+    host.check()
+
+
+def test_a_workspace_inside_another_runs_is_refused_while_that_run_plants_links(
+    lab: rk.Lab, host: rk.HostSentinels
+) -> None:
+    """Attacks 2 and 3: an outer run (same sandbox uid) keeps planting symlinks in its own workspace
+    where inner runs' workspaces would be (their ``tree``, a bind below it); inner runs ask for a
+    workspace inside the outer one, one to bind through the planted link, one to extract its files
+    there. Both are refused at the ``directory`` step naming the folder the sandbox can write; the outer
+    run is untouched and ends only by its sender's stop, answered by the node alone."""
+    code = lab.server_code("b")
+    plant = (  # the moment an inner workspace appears, redirect its tree (or a bind below it)
+        "mkdir -p $$workspace$$/nest/in $$workspace$$/nest/ex; i=0; while [ $i -lt 900 ]; do"
+        f" ln -sfn {UP}tmp $$workspace$$/nest/in/w/tree/l 2>/dev/null;"
+        " rm -rf $$workspace$$/nest/ex/w/tree 2>/dev/null;"
+        f" ln -sfn {host.folder} $$workspace$$/nest/ex/w/tree 2>/dev/null; i=$((i+1)); sleep 0.05; done"
+    )
+    node = rk.start_node(lab, "b", interval=0.3)
+    try:
+        outer = rk.post_run(lab, "a", rk.run_body(code, ["sh", "-c", plant], limits={"wall": "3m"}))
+        ws_outer = rk.wait_answer(lab, "a", outer, "started")["values"]["workspace"]
+        assert ws_outer == workspace_of(lab, outer)
+        inner_at = f"$$root$$/build-user/projects/proj/{outer}/nest/in/w"
+        bind = rk.run_body(code, ["sh", "-c", "echo pwned > $$tree$$/x"])
+        bind["workspace"][0]["at"] = inner_at
+        bind["sandbox"]["read_write"] = ["$$workspace$$", "$$tree$$/l"]
+        files = rk.run_body(code, ["true"])
+        files["workspace"][0]["at"] = f"$$root$$/build-user/projects/proj/{outer}/nest/ex/w"
+        h_bind, h_files = rk.post_run(lab, "a", bind), rk.post_run(lab, "a", files)
+        for h, sub in ((h_bind, "nest/in/w"), (h_files, "nest/ex/w")):
+            ended = rk.wait_answer(lab, "a", h, "ended")
+            assert ended == {
+                "outcome": "refused",
+                "why": f"run.workspace[0].at: the workspace {ws_outer}/{sub} would lie inside {ws_outer},"
+                " which uid 1000 or others can write (another run's workspace?): refused",
+            }
+            assert not os.path.lexists(os.path.join(ws_outer, sub))
+        rk.post_stop(lab, "a", outer)
+        assert rk.wait_answer(lab, "a", outer, "ended")["outcome"] == "stopped"
+        got = rk.answers(lab, "a", outer)
+        assert [(k, s) for k, _, s in got] == [
+            ("started", "lab-user"),
+            ("stop", "alice"),
+            ("ended", "lab-user"),
+        ]
+    finally:
+        rk.stop_node(node)
+    host.check()
+    assert os.listdir(host.folder) == ["secret"]
+
+
+def test_forged_answers_and_overwrites_through_output_names_are_refused(lab: rk.Lab) -> None:
+    """Attack 4: carol (a login the node takes runs from) declares outputs named as OCX's own files: a
+    forged ``stop`` for alice's run as ``ocx/m/<hash>.json``, and alice's run's log. Both runs end
+    refused naming the field; a third run of carol's storing ``builds/board.img`` (the name alice's run
+    uses) lands below its own prefix. Alice's run is answered only by the node and its image is intact."""
+    rk.add_poster(lab, "c", "carol")
+    rk.set_senders(lab, ["alice", "carol"])
+    code = lab.server_code("b")
+    victim = rk.post_run(lab, "a", rk.run_body(code, ["make", "-C", "$$tree$$", "image"]))
+    forged = json.dumps({"ocx": 2, "re": victim, "stop": {}}).encode()
+    forged_name = f"ocx/m/{hashlib.sha3_256(forged).hexdigest()}.json"
+    write = ["sh", "-c", f"mkdir -p $$tree$$/out; printf '%s' '{forged.decode()}' > $$tree$$/out/board.img"]
+    runs = {}
+    for name, as_ in (
+        ("stop", forged_name),
+        ("log", f"ocx/logs/{victim}/stdout"),
+        ("same", "builds/board.img"),
+    ):
+        b = rk.run_body(code, write)
+        b["process"]["unversioned_files"] = [{"at": "$$workspace$$/tree/out/board.img", "as": as_}]
+        runs[name] = rk.post_run(lab, "c", b)
+    rk.node_once(lab, "b")
+    for name in ("stop", "log"):
+        as_ = forged_name if name == "stop" else f"ocx/logs/{victim}/stdout"
+        assert only_ended(lab, "c", runs[name]) == {
+            "outcome": "refused",
+            "why": "run.process.unversioned_files[0].as may not name anything under 'ocx/' (the names OCX"
+            f" itself writes), not {as_!r}",
+        }
+    got = rk.answers(lab, "a", victim)
+    assert [(k, s) for k, _, s in got] == [("started", "lab-user"), ("ended", "lab-user")]
+    assert got[1][1]["outcome"] == "passed"
+    img = rk.uv_bytes(lab.clones["a"], output_name(victim, "builds/board.img"), lab.top)
+    assert img is not None and img.startswith(b"board 0\n")
+    assert got[1][1]["outputs"] == {"builds/board.img": hashlib.sha3_256(img).hexdigest()}
+    other = rk.uv_bytes(lab.clones["a"], output_name(runs["same"], "builds/board.img"), lab.top)
+    assert other == forged
+    names = rk.fossil("uv", "list", "-R", lab.clones["a"], env=rk.base_env(lab.top)).split()
+    assert output_name(victim, "builds/board.img") in names
+    assert forged_name not in names and "builds/board.img" not in names
+
+
+def test_runs_only_from_the_logins_the_policy_names(lab: rk.Lab) -> None:
+    """Who may ask: carol may push but is not in ``runs.senders``: her run ends refused, answered to her;
+    with no list for the clone, no one's run is taken, alice's included."""
+    rk.add_poster(lab, "c", "carol")
+    code = lab.server_code("b")
+    h = rk.post_run(lab, "c", rk.run_body(code, ["true"]))
+    rk.node_once(lab, "b")
+    assert only_ended(lab, "c", h) == {
+        "outcome": "refused",
+        "why": "this node does not take runs on the clone 'proj' from the login 'carol'",
+    }
+    rk.set_senders(lab, [])
+    h2 = rk.post_run(lab, "a", rk.run_body(code, ["true", "alice"]))  # other bytes: another RUN-HASH
+    rk.node_once(lab, "b")
+    assert only_ended(lab, "a", h2) == {
+        "outcome": "refused",
+        "why": "this node takes runs on the clone 'proj' from no login (its policy lists none in runs.senders)",
+    }
