@@ -48,6 +48,7 @@ import threading
 import time
 import tomllib
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from sotd import _clock
@@ -382,7 +383,11 @@ class Runs:
             body,
             run_hash=a.run_hash,
             repository_name=clone.name,
-            target=stp.Target(clone.repository, self.settings.clone_urls.get(clone.name)),
+            target=stp.Target(
+                clone.repository,
+                self.settings.clone_urls.get(clone.name),
+                pull=partial(self.node.pull_checkins, clone.name),
+            ),
             node=self.jobs,
             hash_name=_hash_name(info.hash_policy),
         )

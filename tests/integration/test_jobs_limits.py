@@ -52,6 +52,9 @@ class DirCarrier:
     def checkout(self, repo: str, ref: str, dir: str, ids: tuple[int, int] | None = None) -> None:
         raise RuntimeError("not used")
 
+    def resolve(self, repo: str, ref: str) -> str | None:
+        return "d" * 64  # a folder, not a repository: it stands for one check-in
+
 
 @pytest.fixture
 def node() -> Iterator[runner.Node]:

@@ -2,21 +2,26 @@
 commands and fields it chooses). Each attack runs against a real node (``sotd ocx node``), real
 bubblewrap and real Fossil, and each test shows it refused with the reason, the host untouched (a
 sentinel file and a root-only 0700 folder, checked byte for byte), and other runs answered only by the
-node."""
+node. Then the items "on the same path": fresh trees, no secrets on command lines."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
+import subprocess
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from sotd.jobs.spec import output_name
 from tests.ocx import runkit as rk
+from tests.ocx.fossilkit import free_port, wait_port
 
 pytestmark = [
     pytest.mark.integration,
@@ -203,3 +208,98 @@ def test_runs_only_from_the_logins_the_policy_names(lab: rk.Lab) -> None:
         "outcome": "refused",
         "why": "this node takes runs on the clone 'proj' from no login (its policy lists none in runs.senders)",
     }
+
+
+def test_a_build_uses_the_remote_trunk_and_started_names_the_checkin(lab: rk.Lab) -> None:
+    """Fresh trees: a check-in made on the hub after B cloned it is built (B pulls before the ``files``
+    step) and ``started.checkins`` names it; a name no check-in has, even after the pull, is refused."""
+    checkin = rk.commit_files(lab, {"NEWS": "fresh\n"}, {}, "new trunk", pull_b=False)
+    code = lab.server_code("b")
+    h = rk.post_run(lab, "a", rk.run_body(code, ["cat", "$$tree$$/NEWS"]))
+    b = rk.run_body(code, ["true"])
+    b["workspace"][1]["of"] = "no-such-tag"
+    h_bad = rk.post_run(lab, "a", b)
+    rk.node_once(lab, "b")
+    got = rk.answers(lab, "a", h)
+    assert [k for k, _, _ in got] == ["started", "ended"], got
+    assert got[0][1]["checkins"] == [{"step": 1, "of": "trunk", "checkin": checkin}]
+    assert got[1][1]["outcome"] == "passed"
+    out = rk.uv_bytes(lab.clones["a"], f"ocx/logs/{h}/stdout", lab.top)
+    assert out == b"fresh\n"
+    assert only_ended(lab, "a", h_bad) == {
+        "outcome": "refused",
+        "why": "run.workspace[1].of names no check-in of this clone, even after a pull: 'no-such-tag'",
+    }
+
+
+def _secret_cmdlines(
+    stop: threading.Event, found: list[bytes], seen: list[int], secrets_: list[bytes]
+) -> None:
+    """Read every /proc/*/cmdline until ``stop`` (bounded: 60 s): a command line holding a password (a
+    known one, or any URL with one) goes to ``found``; ``seen`` counts fossil command lines read."""
+    url_pw = re.compile(rb"://[^/\x00@:]+:[^/\x00@]+@")
+    deadline = time.monotonic() + 60
+    while not stop.is_set() and time.monotonic() < deadline:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    line = f.read()
+            except OSError:
+                continue
+            if b"fossil" in line.split(b"\x00", 1)[0]:
+                seen.append(1)
+            if (
+                url_pw.search(line)
+                or any(s in line for s in secrets_)
+                or b"password\x00build-user\x00" in line
+            ):
+                found.append(line)
+        time.sleep(0.002)
+
+
+def test_no_password_reaches_a_command_line(lab: rk.Lab) -> None:
+    """No secrets on command lines: while node B syncs with a ``password_file`` and runs the password,
+    clone and checkout steps (a fresh password, a clone that saves it), a watcher reads every
+    /proc/*/cmdline; no password, and no URL carrying one, is ever there."""
+    clone_b = lab.clones["b"]
+    env = rk.base_env(lab.top)
+    rk.fossil("user", "new", "build-user", "b@example.invalid", "unused", "-R", clone_b, env=env)
+    rk.fossil("user", "capabilities", "build-user", "gioy", "-R", clone_b, env=env)
+    pw_file = os.path.join(lab.top, "lab-user.pw")
+    with open(pw_file, "w") as f:
+        f.write(rk.RUN_USERS["lab-user"][0] + "\n")
+    os.chmod(pw_file, 0o600)
+    rk.write_config(lab.envs["b"]["SOT_OCX_CONFIG"], os.path.join(lab.top, "b.sqlite"),
+                    [{"name": "proj", "repository": clone_b, "login": "lab-user",
+                      "url": f"http://lab-user@{lab.host}:{lab.port}/", "password_file": pw_file}])  # fmt: skip
+    port = free_port()
+    srv = subprocess.Popen(["fossil", "server", "--localhost", "--port", str(port), clone_b],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)  # fmt: skip
+    stop, found, seen = threading.Event(), [], []
+    watcher = threading.Thread(target=_secret_cmdlines, args=(stop, found, seen, [b"labpw"]), daemon=True)
+    try:
+        wait_port("127.0.0.1", port)
+        with open(lab.envs["b"]["SOT_OCX_POLICY"], "a") as f:
+            f.write(f'\n[runs.clone_urls]\nproj = "http://127.0.0.1:{port}/"\n')
+        b = rk.run_body(lab.server_code("b"), ["make", "-C", "$$tree$$", "image"], limits={"wall": "5m"})
+        b["workspace"] = [
+            b["workspace"][0],
+            {"step": "password"},
+            {"step": "clone", "into": "$$workspace$$/clone.fossil"},
+            {"step": "checkout", "of": "trunk", "into": "$$workspace$$/tree"},
+        ]
+        h = rk.post_run(lab, "a", b)
+        watcher.start()
+        rk.node_once(lab, "b")
+    finally:
+        stop.set()
+        if watcher.is_alive():
+            watcher.join(timeout=10)
+        srv.terminate()
+        srv.wait(timeout=10)
+    got = rk.answers(lab, "a", h)
+    assert [k for k, _, _ in got] == ["started", "ended"] and got[1][1]["outcome"] == "passed", got
+    assert seen, "the watcher read no fossil command line: it proves nothing"
+    assert found == []

@@ -320,9 +320,12 @@ def set_senders(lab: Lab, logins: list[str]) -> None:
         f.write(text[:start] + f"senders = {{ proj = {json.dumps(logins)} }}" + text[end:])
 
 
-def commit_files(lab: Lab, files: dict[str, str], links: dict[str, str], message: str) -> None:
+def commit_files(
+    lab: Lab, files: dict[str, str], links: dict[str, str], message: str, *, pull_b: bool = True
+) -> str:
     """Commit ``files`` (name -> text) and symlinks (name -> target) on the hub's trunk, with Fossil's
-    ``allow-symlinks`` on so the check-in (and its tarball) holds real links. Node B then pulls it."""
+    ``allow-symlinks`` on so the check-in (and its tarball) holds real links; its full hash. Node B's
+    clone pulls it when ``pull_b``."""
     hub = os.path.join(lab.top, "hub.fossil")
     e = base_env(lab.top)
     co = os.path.join(lab.top, f"co-{secrets.token_hex(3)}")
@@ -339,11 +342,14 @@ def commit_files(lab: Lab, files: dict[str, str], links: dict[str, str], message
         os.symlink(target, os.path.join(co, name))
     run(["fossil", "add", *files, *links])
     run(["fossil", "commit", "-m", message, "--user", "admin", "--no-warnings"])
+    checkin = run(["fossil", "whatis", "trunk", "-R", hub], text=True).stdout
     run(["fossil", "close", "--force"])
     shutil.rmtree(co)
-    run = partial(subprocess.run, env=e, check=True, capture_output=True, timeout=60)
-    pw = RUN_USERS["lab-user"][0]
-    run(["fossil", "pull", f"http://lab-user:{pw}@{lab.host}:{lab.port}/", "--once", "-R", lab.clones["b"]])
+    if pull_b:
+        pw = RUN_USERS["lab-user"][0]
+        subprocess.run(["fossil", "pull", f"http://lab-user:{pw}@{lab.host}:{lab.port}/", "--once", "-R",
+                        lab.clones["b"]], env=e, check=True, capture_output=True, timeout=60)  # fmt: skip
+    return next(ln.split()[1] for ln in checkin.splitlines() if ln.startswith("artifact:"))
 
 
 class HostSentinels:

@@ -234,6 +234,7 @@ class Run:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.bind_fds: dict[str, int] = {}  # bind source -> O_PATH descriptor, from _check_sources
+        self.checkins: list[dict[str, object]] = []  # started.checkins: the check-in each step used
 
     # -------------------------------------------------------------------------------------- preparation
 
@@ -325,7 +326,8 @@ class Run:
             self.run = run
             self._check_sources(run, before_steps=True)
             stp.claim_password(self.node.passwords, run, self.target.repository, self.run_hash)
-            stp.run_steps(run, self.node.root, self.target, self.node.carrier)
+            prep = stp.run_steps(run, self.node.root, self.target, self.node.carrier)
+            self.checkins = prep.checkins
             self._check_sources(run, before_steps=False)
             assert self.values.get("workspace")
             stp.bring_homes(run.sandbox.homes, self.values["workspace"], run.sandbox.uid, run.sandbox.gid)
@@ -341,7 +343,10 @@ class Run:
             return None
         finally:
             self._close_binds()
-        return {"values": dict(self.values), "limits": self.limits.report()}
+        started: dict[str, object] = {"values": dict(self.values), "limits": self.limits.report()}
+        if self.checkins:
+            started["checkins"] = list(self.checkins)
+        return started
 
     def _spawn(self, run: spec.Run) -> None:
         assert self.plan is not None

@@ -24,14 +24,17 @@ import secrets
 import shutil
 import subprocess
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from sotd.errors import SotdError
 from sotd.jobs import paths
 from sotd.jobs.errors import Refused, StepFailed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sotd.jobs.spec import Run
 
 FOSSIL_TIMEOUT = 600.0
@@ -105,13 +108,18 @@ class Carrier(Protocol):
     def checkout(self, repo: str, ref: str, dir: str, ids: tuple[int, int] | None = None) -> None:
         """Open a working checkout of ``ref`` of the clone ``repo`` in the existing directory ``dir``."""
 
+    def resolve(self, repo: str, ref: str) -> str | None:
+        """The full hash of the check-in ``ref`` names in ``repo``, or ``None`` when it names none."""
+
 
 @dataclass(frozen=True)
 class Target:
-    """The addressed repository: its file, the URL a new clone is made from (http, no credentials)."""
+    """The addressed repository: its file, the URL a new clone is made from (http, no credentials), and
+    how the node pulls its check-ins before a ``files`` step (``None``: the file is the hub itself)."""
 
     repository: str
     url: str | None = None
+    pull: Callable[[], None] | None = None
 
 
 @dataclass
@@ -121,6 +129,7 @@ class Prepared:
     workspace: str
     password: str | None = None
     clone: str | None = None
+    checkins: list[dict[str, object]] = field(default_factory=list)  # started.checkins
 
 
 def _run(
@@ -192,8 +201,8 @@ class FossilCarrier:
     """The real carrier: Debian's ``fossil`` (2.21), with the commands checked in ocx.md 1.3.
 
     What writes into a workspace (``tar`` of an export, ``clone``, ``open``) runs as the sandbox uid/gid,
-    so a path redirected under it could give no more than the sandbox has. ``set_password`` reads the new
-    password from its standard input (fossil prompts there without a terminal), never from argv."""
+    so a path redirected under it could give no more than the sandbox has. Passwords reach fossil through
+    ``--args FILE`` (a 0600 file in the call's private folder), never its command line."""
 
     def __init__(self, fossil: str = "fossil") -> None:
         self.fossil = fossil
@@ -205,14 +214,28 @@ class FossilCarrier:
 
     def _fossil(
         self, args: list[str], *, cwd: str | None = None, ids: tuple[int, int] | None = None,
-        input: bytes | None = None,
+        secret: tuple[str, ...] = (),
     ) -> None:  # fmt: skip
+        """``fossil ARGS`` with a private ``FOSSIL_HOME``; ``secret`` (a password, a URL carrying one) is
+        written one a line to a 0600 file in that folder and given as ``--args FILE`` where ``args`` holds
+        the word ``--args``: fossil reads it from there, so no secret is on a command line."""
         import tempfile
 
+        if any("\n" in x or "\r" in x for x in secret):
+            raise RuntimeError("a secret for fossil holds a line break")
         with tempfile.TemporaryDirectory(prefix="sotd-fossil-home-") as home:
+            argv = [self.fossil, *args]
+            if secret:
+                path = os.path.join(home, "args")
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write("".join(x + "\n" for x in secret))
+                if ids is not None:
+                    os.chown(path, ids[0], ids[1])
+                argv[argv.index("--args") + 1 : argv.index("--args") + 1] = [path]
             if ids is not None:
                 os.chown(home, ids[0], ids[1])
-            _run([self.fossil, *args], cwd=cwd, env=self._env(home), ids=ids, input=input)
+            _run(argv, cwd=cwd, env=self._env(home), ids=ids)
 
     def export(self, repo: str, ref: str, into: str, ids: tuple[int, int] | None = None) -> None:
         try:
@@ -234,22 +257,46 @@ class FossilCarrier:
 
     def set_password(self, repo: str, login: str, password: str) -> None:
         before = _login_pw(repo, login)
-        line = password.encode() + b"\n"
-        self._fossil(["user", "password", login, "-R", repo], input=line + line)
+        self._fossil(["user", "password", "--args", "-R", repo], secret=(login, password))
         if _login_pw(repo, login) == before:
             raise RuntimeError(f"fossil user password left the password of {login!r} unchanged")
 
     def clone(
         self, url: str, file: str, login: str, password: str, ids: tuple[int, int] | None = None
     ) -> None:
-        # The password rides in the URL (fossil has no other non-interactive way); _run never repeats
-        # argv beyond its first two words in an error, so it does not reach ended.why.
+        # The password rides in the URL, which fossil reads from --args FILE (never argv); _run never
+        # repeats argv beyond its first two words in an error, so it does not reach ended.why either.
         self._fossil(
-            ["clone", "--save-http-password", "--no-open", with_login(url, login, password), file], ids=ids
-        )
+            ["clone", "--save-http-password", "--no-open", "--args", file],
+            ids=ids, secret=(with_login(url, login, password),),
+        )  # fmt: skip
 
     def checkout(self, repo: str, ref: str, dir: str, ids: tuple[int, int] | None = None) -> None:
         self._fossil(["open", repo, ref, "--workdir", dir], cwd=dir, ids=ids)
+
+    def resolve(self, repo: str, ref: str) -> str | None:
+        try:
+            p = subprocess.run(
+                [self.fossil, "whatis", ref, "-R", repo], capture_output=True, timeout=FOSSIL_TIMEOUT,
+                check=False, env=self._env(), start_new_session=True,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise RuntimeError(f"fossil whatis: {e}") from None
+        return checkin_hash(p.stdout.decode(errors="replace")) if p.returncode == 0 else None
+
+
+def checkin_hash(whatis: str) -> str | None:
+    """Pure: the full hash ``fossil whatis`` names when it names exactly one check-in, else ``None``."""
+    fields: dict[str, list[str]] = {}
+    for line in whatis.splitlines():
+        k, sep, v = line.partition(":")
+        if sep:
+            fields.setdefault(k.strip(), []).append(v.strip())
+    art, kind = fields.get("artifact", []), fields.get("type", [])
+    if len(art) != 1 or len(kind) != 1 or not kind[0].startswith("Check-in"):
+        return None
+    h = art[0].split()[0] if art[0] else ""
+    return h if len(h) in (40, 64) and all(c in "0123456789abcdef" for c in h) else None
 
 
 def chown_tree(top: str, uid: int, gid: int) -> None:
@@ -262,6 +309,7 @@ def run_steps(run: Run, root: str, target: Target, carrier: Carrier) -> Prepared
     sb, login = run.sandbox, run.process.user
     ids = (sb.uid, sb.gid)
     prep: Prepared | None = None
+    pulled = False
     for i, s in enumerate(run.workspace):
         what = f"run.workspace[{i}]"
         try:
@@ -288,20 +336,30 @@ def run_steps(run: Run, root: str, target: Target, carrier: Carrier) -> Prepared
                 prep.clone = s.into
                 continue
             assert s.of is not None
+            source = target.repository if s.kind == "files" else prep.clone
+            assert source is not None
+            if s.kind == "files" and target.pull is not None and not pulled:
+                target.pull()  # the clone's check-ins as its remote has them now
+                pulled = True
+            checkin = carrier.resolve(source, s.of)
+            if checkin is None:
+                raise Refused(f"{what}.of names no check-in of this clone, even after a pull: {s.of!r}")
+            prep.checkins.append({"step": i, "of": s.of, "checkin": checkin})
             try:
                 fd = paths.make_below(prep.workspace, s.into, sb.uid, sb.gid, what + ".into", last=True)
             except FileExistsError:
                 raise StepFailed(i, s.kind, f"step {i} ({s.kind}): {s.into} already exists") from None
             try:
                 if s.kind == "files":
-                    carrier.export(target.repository, s.of, fd_path(fd), ids)
+                    carrier.export(source, checkin, fd_path(fd), ids)
                 else:
-                    assert prep.clone is not None
-                    carrier.checkout(prep.clone, s.of, s.into, ids)
+                    carrier.checkout(source, checkin, s.into, ids)
             finally:
                 os.close(fd)
         except (StepFailed, Refused):
             raise
+        except SotdError as e:  # the node's pull (sotd.ocx errors are SotdErrors)
+            raise StepFailed(i, s.kind, f"step {i} ({s.kind}) failed: {e.message}") from None
         except (OSError, RuntimeError) as e:
             raise StepFailed(i, s.kind, f"step {i} ({s.kind}) failed: {e}") from None
     assert prep is not None
