@@ -629,14 +629,16 @@ class SessionRun(runner.Run):
         except OSError as e:
             raise Refused(f"this node could not prepare the session's inbox and outbox: {e}") from None
         assert self.plan is not None
-        names = {resource.RLIMIT_CPU: "cpu", resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NPROC: "nproc"}
+        names = {resource.RLIMIT_CPU: "cpu", resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NPROC: "nproc",
+                 resource.RLIMIT_AS: "as"}  # fmt: skip
         rl = [f"--{names[res]}={soft}:{hard}" for res, soft, hard in lim.rlimits_for(self.limits, self.plan)]
         pre = [PRLIMIT, *rl, "--"] if rl else []
-        argv = [*pre, *sbx.bwrap_argv(run.sandbox, run.process, usr_links=self._usr_links())]
+        argv = [*pre, *sbx.bwrap_argv(run.sandbox, run.process, usr_links=self._usr_links(),
+                                      tmp_size=self.limits.tmp_size)]  # fmt: skip
         if not all(argv):  # a row's command is a list of non-empty words
             raise Refused("a session's command line cannot carry an empty word (an empty env value?)")
         cg = lim.Cgroups(self.plan, "sotd-job-" + self.run_hash[:16])
-        cg.create(self.limits.processes)
+        cg.create(self.limits.processes, self.limits.memory)
         self.cgroups = cg
         procs = cg.procs_files()
         self.argv = argv
@@ -668,6 +670,7 @@ class Session:
         self.seen: set[str] = set()  # thread messages looked at (delivered, passed by, or skipped by `new`)
         self.row = ""
         self.ready = False
+        self.hit: str | None = None  # the limit a "limit" outcome names, when not cpu
 
     def _save(self) -> None:
         """``session.json``: what a restarted node needs to adopt the session (``Session.adopt``)."""
@@ -676,7 +679,7 @@ class Session:
         _write_json(self.record, {
             "run": self.a.run_hash, "session_id": self.row, "handle": self.handle, "body": r.body,
             "repository_name": r.repository_name, "hash_name": r.hash_name, "values": r.values,
-            "deadline": deadline, "started": self.started, "ready": self.ready, "cpu": r.limits.cpu,
+            "deadline": deadline, "started": self.started, "ready": self.ready, "cpu": r.limits.cpu, "disk": r.limits.disk,
             "cgroups": r.cgroups.dirs if r.cgroups else {},
             "plan": None if r.plan is None else {"pids": r.plan.pids, "cpu": r.plan.cpu, "kill": r.plan.kill},
         })  # fmt: skip
@@ -714,7 +717,9 @@ class Session:
             if isinstance(dl, (int, float)):
                 r.deadline = time.monotonic() + max(0.0, float(dl) - _clock.now())
             cpu, pl, dirs = rec.get("cpu"), rec.get("plan"), rec.get("cgroups")
-            r.limits = spec.Limits(cpu=cpu if isinstance(cpu, int) else None)
+            disk = rec.get("disk")
+            r.limits = spec.Limits(cpu=cpu if isinstance(cpu, int) else None,
+                                   disk=disk if isinstance(disk, int) else None)  # fmt: skip
             if isinstance(pl, dict) and isinstance(dirs, dict) and dirs:
                 r.plan = lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={},
                                   how={})  # fmt: skip
@@ -786,16 +791,22 @@ class Session:
             cg.kill()  # nothing of the session outlives it, whatever it left behind
             cg.remove()
         if outcome == "limit":
-            limit = "cpu"
+            limit = self.hit or "cpu"
         self._post_outbox()  # what the session wrote before it ended still goes out
         self.runs._finish(a, runner.Ended(outcome, limit=limit, why=why), "started")
 
     def _loop(self) -> tuple[str, str | None]:
+        next_disk = time.monotonic() + runner.DISK_POLL
         while True:
             if self.a.stop_asked:
                 return "stopped", None
             if self.r.deadline is not None and time.monotonic() >= self.r.deadline:
                 return "timed_out", None
+            if self.r.limits.disk is not None and time.monotonic() >= next_disk:
+                next_disk = time.monotonic() + runner.DISK_POLL
+                if self.r._disk_used() > self.r.limits.disk:
+                    self.hit = "disk"
+                    return "limit", None  # the workspace's disk bound
             if self.r.cgroups is not None and lim.over_budget(
                 self.r.cgroups.cpu_seconds(), self.r.limits.cpu
             ):

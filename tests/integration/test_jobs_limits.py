@@ -18,6 +18,7 @@ import pytest
 from sotd.demo_ocx import BOARD_C, MAKEFILE  # the board project the demo builds too
 from sotd.jobs import limits as lim
 from sotd.jobs import runner, spec
+from sotd.jobs.spec import DEFAULT_MAXIMA
 from sotd.jobs.steps import Target
 
 pytestmark = [
@@ -139,7 +140,13 @@ def test_seed_build_example_passes_and_hashes_the_image(node: runner.Node) -> No
     started, ended = r.execute()
     assert started is not None, r.result
     ws = started["values"]["workspace"]  # type: ignore[index]
-    assert started["limits"] == {"wall": "1h", "cpu": 3000, "processes": 256, "file_size": "2G"}
+    assert started["limits"] == {
+        "wall": "1h",
+        "cpu": 3000,
+        "processes": 256,
+        "file_size": "2G",
+        **DEFAULT_MAXIMA,
+    }
     with open(os.path.join(r.dir, "stderr")) as f:
         assert ended.outcome == "passed", f.read()
     img = os.path.join(ws, "tree/out/board.img")

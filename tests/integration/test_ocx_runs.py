@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from sotd.jobs import runner
-from sotd.jobs.spec import output_name
+from sotd.jobs.spec import DEFAULT_MAXIMA, output_name
 from sotd.ocx.config import load_config
 from sotd.ocx.node import Node
 from sotd.ocxrun import Runs, load_settings, log_name
@@ -79,7 +79,13 @@ def test_seed_build_example_end_to_end(lab: rk.Lab) -> None:
     started, ended = got[0][1], got[1][1]
     ws = started["values"]["workspace"]
     assert ws == os.path.join(lab.top, "b-root", "build-user", "projects", "proj", h)
-    assert started["limits"] == {"wall": "1h", "cpu": 3000, "processes": 256, "file_size": "2G"}
+    assert started["limits"] == {
+        "wall": "1h",
+        "cpu": 3000,
+        "processes": 256,
+        "file_size": "2G",
+        **DEFAULT_MAXIMA,
+    }
     assert ended["outcome"] == "passed" and ended["verdict"] is True and ended["exit"] == 0
     assert list(ended) == ["outcome", "verdict", "exit", "outputs", "logs"]
     # the image itself, on A, matches the hash ended put on record

@@ -180,7 +180,8 @@ BAD_FIELDS = [
     ("limits.cpu", 0, "run.limits.cpu must be positive"),
     ("limits.processes", "256", "run.limits.processes must be a positive integer"),
     ("limits.file_size", "2GB", "run.limits.file_size must be"),
-    ("limits.memory", "1G", "run.limits has an unknown field 'memory'"),
+    ("limits.swap", "1G", "run.limits has an unknown field 'swap'"),
+    ("limits.memory", "lots", "run.limits.memory must be a positive number of bytes"),
     ("process.user", "a/b", "run.process.user must be a login"),
     ("process.command", [], "run.process.command must be a non-empty list"),
     ("process.command", "make", "run.process.command must be a list"),
@@ -437,7 +438,15 @@ def test_cap_limits_lowers_and_fills_from_maxima() -> None:
     pol = spec.parse_policy(POLICY_TOML)
     capped = spec.cap_limits(spec.parse_limits({"wall": "8h", "cpu": 60, "file_size": "2G"}), pol)
     assert (capped.wall, capped.cpu, capped.processes, capped.file_size) == (7200, 60, 512, 2 << 30)
-    assert capped.report() == {"wall": "2h", "cpu": 60, "processes": 512, "file_size": "2G"}
+    assert capped.report() == {"wall": "2h", "cpu": 60, "processes": 512, "file_size": "2G",
+                               **spec.DEFAULT_MAXIMA}  # fmt: skip
+
+
+def test_policy_defaults_for_memory_tmp_and_disk_and_a_policy_may_change_them() -> None:
+    pol = spec.parse_policy({"limits": {"memory": "1G"}})
+    assert (pol.limits.memory, pol.limits.tmp_size, pol.limits.disk) == (1 << 30, 512 << 20, 8 << 30)
+    capped = spec.cap_limits(spec.parse_limits({"memory": "2G", "tmp_size": "1M"}), pol)
+    assert capped.report() == {"memory": "1G", "tmp_size": "1M", "disk": "8G"}
     assert spec.cap_limits(spec.parse_limits(None), spec.Policy()).report() == {}
 
 

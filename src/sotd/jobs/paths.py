@@ -184,3 +184,26 @@ def chown_tree_fd(top: str, uid: int, gid: int, what: str) -> None:
                 os.chown(n, uid, gid, dir_fd=dfd, follow_symlinks=False)
     finally:
         os.close(fd)
+
+
+def disk_used(top: str) -> int:
+    """Bytes of disk the tree at ``top`` takes (allocated blocks, hard links counted once), walked
+    through descriptors without following a symlink."""
+    fd = open_dir(top, "the workspace")
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    try:
+        st = os.fstat(fd)
+        total += st.st_blocks * 512
+        for _root, dirs, files, dfd in os.fwalk(".", follow_symlinks=False, dir_fd=fd):
+            for n in dirs + files:
+                try:
+                    st = os.stat(n, dir_fd=dfd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_blocks * 512
+    finally:
+        os.close(fd)
+    return total

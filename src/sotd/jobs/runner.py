@@ -33,7 +33,7 @@ from functools import partial
 
 from sotd import _clock
 from sotd.jobs import limits as lim
-from sotd.jobs import paths, spec
+from sotd.jobs import paths, seccomp, spec
 from sotd.jobs import sandbox as sbx
 from sotd.jobs import steps as stp
 from sotd.jobs.errors import Refused, StepFailed
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 POLL = 0.05
+DISK_POLL = 2.0  # seconds between two measures of the workspace's disk use (limits.disk)
 
 
 @dataclass
@@ -59,6 +60,7 @@ class Ended:
     missing: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # as -> path on this node
     log_files: dict[str, str] = field(default_factory=dict)  # stdout/stderr -> path on this node
+    limits_hit: list[str] = field(default_factory=list)
 
     def body(self) -> dict[str, object]:
         """The JSON body of ``ended`` (O9): outcome first, then what applies."""
@@ -75,6 +77,8 @@ class Ended:
             b["logs"] = dict(self.logs)
         if self.missing:
             b["missing"] = list(self.missing)
+        if self.limits_hit:
+            b["limits_hit"] = list(self.limits_hit)
         return b
 
     def to_json(self) -> dict[str, object]:
@@ -108,6 +112,8 @@ def classify(
     timed_out: bool,
     cpu_over: bool,
     pids_refused: int,
+    memory_hit: bool = False,
+    disk_over: bool = False,
 ) -> tuple[str, str | None]:
     """Pure: ``(outcome, limit)`` from what the supervisor saw. ``exit_status`` is bwrap's (128+N for a
     signal N)."""
@@ -117,13 +123,48 @@ def classify(
         return "timed_out", None
     if cpu_over or exit_status == 128 + signal.SIGXCPU:
         return "limit", "cpu"
+    if disk_over:
+        return "limit", "disk"
     if exit_status == 128 + signal.SIGXFSZ:
         return "limit", "file_size"
+    if memory_hit and exit_status != 0:
+        return "limit", "memory"
     if pids_refused and exit_status != 0:
         return "limit", "processes"
     if verdict:
         return ("passed" if exit_status == 0 else "failed"), None
     return "exited", None
+
+
+def limits_hit(
+    *,
+    cpu_over: bool,
+    pids_refused: int,
+    memory_hit: bool,
+    disk_over: bool,
+    file_size: int | None,
+    sizes: list[int],
+    killed_by_xfsz: bool,
+    missing: bool,
+) -> list[str]:
+    """Pure: ``ended.limits_hit``, every limit the run met, whatever its outcome (a fork bomb that met
+    ``processes`` and still exited 0, say): ``cpu``, ``processes`` (pids.max refused a fork), ``memory``
+    (the cgroup reached its cap), ``disk``, ``file_size`` (a process got SIGXFSZ, or an output or log is
+    exactly ``file_size`` bytes: cut there), ``outputs`` (a declared output is missing)."""
+    out = []
+    if cpu_over:
+        out.append("cpu")
+    if pids_refused:
+        out.append("processes")
+    if memory_hit:
+        out.append("memory")
+    if disk_over:
+        out.append("disk")
+    if killed_by_xfsz or (file_size is not None and any(n >= file_size for n in sizes)):
+        out.append("file_size")
+    if missing:
+        out.append("outputs")
+    return out
 
 
 def hash_file(path: str, top: str, hash_name: str, copy_to: str | None = None) -> str | None:
@@ -352,7 +393,7 @@ class Run:
         assert self.plan is not None
         os.makedirs(self.dir, mode=0o700, exist_ok=False)
         cg = lim.Cgroups(self.plan, "sotd-job-" + self.run_hash[:16])
-        cg.create(self.limits.processes)
+        cg.create(self.limits.processes, self.limits.memory)
         self.cgroups = cg
         fds: list[int] = []
         try:
@@ -361,6 +402,12 @@ class Run:
                 os.write(fd, c.content.encode())
                 os.lseek(fd, 0, os.SEEK_SET)
                 fds.append(fd)
+            filter_fd = None
+            if seccomp.available():
+                filter_fd = os.memfd_create("seccomp", 0)
+                os.write(filter_fd, seccomp.program())
+                os.lseek(filter_fd, 0, os.SEEK_SET)
+                fds.insert(len(run.sandbox.created_files), filter_fd)
             status_fd = os.open(
                 os.path.join(self.dir, "status.json"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
             )
@@ -369,8 +416,9 @@ class Run:
             err = os.open(os.path.join(self.dir, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             fds += [out, err]
             argv = sbx.bwrap_argv(
-                run.sandbox, run.process, usr_links=self._usr_links(), data_fds=fds[:-3], status_fd=status_fd,
-                bind_fds=self.bind_fds,
+                run.sandbox, run.process, usr_links=self._usr_links(),
+                data_fds=fds[: len(run.sandbox.created_files)], status_fd=status_fd, bind_fds=self.bind_fds,
+                tmp_size=self.limits.tmp_size, seccomp_fd=filter_fd,
             )  # fmt: skip
             self.started_at = time.monotonic()
             if self.limits.wall is not None:
@@ -413,6 +461,7 @@ class Run:
                 "started": _clock.now(),
                 "deadline": None if self.limits.wall is None else _clock.now() + self.limits.wall,
                 "cpu": self.limits.cpu,
+                "disk": self.limits.disk,
                 "verdict": run.process.verdict,
                 "workspace": self.values.get("workspace"),
                 "outputs": [[o.at, o.as_] for o in run.process.unversioned_files],
@@ -450,7 +499,8 @@ class Run:
             return self.result
         with self._lock:
             give_up = None if timeout is None else time.monotonic() + timeout
-            stopped = timed_out = cpu_over = False
+            stopped = timed_out = cpu_over = disk_over = False
+            next_disk = time.monotonic() + DISK_POLL
             while self._alive():
                 if self._stop.is_set():
                     stopped = True
@@ -460,7 +510,10 @@ class Run:
                     self.cgroups.cpu_seconds(), self.limits.cpu
                 ):
                     cpu_over = True
-                if stopped or timed_out or cpu_over:
+                elif self.limits.disk is not None and time.monotonic() >= next_disk:
+                    next_disk = time.monotonic() + DISK_POLL
+                    disk_over = self._disk_used() > self.limits.disk
+                if stopped or timed_out or cpu_over or disk_over:
                     self._kill()
                     break
                 if give_up is not None and time.monotonic() >= give_up:
@@ -474,6 +527,9 @@ class Run:
                     self.proc.wait()
             exit_status = self._exit_status()
             pids_refused = self.cgroups.pids_refused() if self.cgroups else 0
+            memory_hit = self.cgroups.memory_hit() if self.cgroups else False
+            if self.limits.disk is not None and not disk_over:
+                disk_over = self._disk_used() > self.limits.disk
             if self.cgroups is not None and not cpu_over and self.limits.cpu is not None:
                 cpu_over = lim.over_budget(self.cgroups.cpu_seconds(), self.limits.cpu)
             if self.cgroups is not None:
@@ -487,11 +543,33 @@ class Run:
                 timed_out=timed_out,
                 cpu_over=cpu_over,
                 pids_refused=pids_refused,
+                memory_hit=memory_hit,
+                disk_over=disk_over,
             )
-            self.result = self._collect(Ended(outcome, exit=exit_status, limit=limit))
+            e = self._collect(Ended(outcome, exit=exit_status, limit=limit))
+            e.limits_hit = limits_hit(
+                cpu_over=cpu_over or limit == "cpu",
+                pids_refused=pids_refused,
+                memory_hit=memory_hit,
+                disk_over=disk_over,
+                file_size=self.limits.file_size,
+                sizes=[os.path.getsize(p) for p in (*e.files.values(), *e.log_files.values())],
+                killed_by_xfsz=limit == "file_size",
+                missing=bool(e.missing),
+            )
+            self.result = e
             self.node.passwords.release(self.run_hash)
             _write_json(os.path.join(self.dir, "ended.json"), self.result.to_json())
             return self.result
+
+    def _disk_used(self) -> int:
+        ws = self.values.get("workspace")
+        if not ws:
+            return 0
+        try:
+            return paths.disk_used(ws)
+        except (OSError, Refused):
+            return 0
 
     def _exit_status(self) -> int | None:
         code = read_exit(os.path.join(self.dir, "status.json"))
@@ -586,7 +664,7 @@ def adopt(state_dir: str, run_hash: str, node: Node | None = None) -> Run | Ende
         r.run = parsed
     except (Refused, KeyError):
         r.run = None
-    r.limits = spec.Limits(cpu=st.get("cpu"))
+    r.limits = spec.Limits(cpu=st.get("cpu"), disk=st.get("disk"))
     pl = st.get("plan") or {}
     r.plan = lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={}, how={})
     r.cgroups = lim.Cgroups.existing(st.get("cgroups") or {}, r.plan)

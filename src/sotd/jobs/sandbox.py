@@ -62,6 +62,8 @@ def bwrap_argv(
     data_fds: Sequence[int] = (),
     status_fd: int | None = None,
     bind_fds: Mapping[str, int] | None = None,
+    tmp_size: int | None = None,
+    seccomp_fd: int | None = None,
     bwrap: str = BWRAP,
     setpriv: str = SETPRIV,
 ) -> list[str]:
@@ -73,13 +75,15 @@ def bwrap_argv(
     JSON status (child pid, then exit code) there, so a restarted node can learn how an adopted run ended.
     ``bind_fds``: bind source -> a descriptor opened without following links (``paths.open_nofollow``);
     such a bind becomes ``--bind-fd FD DEST`` / ``--ro-bind-fd FD DEST``, so bwrap mounts exactly what
-    was checked and never resolves the source path again.
+    was checked and never resolves the source path again. ``tmp_size``: ``--size`` of the sandbox's
+    tmpfs (``limits.tmp_size``). ``seccomp_fd``: the filter (``sotd.jobs.seccomp.program``) for
+    ``--seccomp``. Nested user namespaces are always off (``--disable-userns``).
     """
     sb = sandbox
     if len(data_fds) != len(sb.created_files):
         raise ValueError("bwrap_argv needs one data fd per created file")
     a = [*drop_argv(sb.uid, sb.gid, setpriv), bwrap]
-    a += ["--unshare-user", "--uid", str(sb.uid), "--gid", str(sb.gid)]
+    a += ["--unshare-user", "--disable-userns", "--uid", str(sb.uid), "--gid", str(sb.gid)]
     a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not sb.network:
         a += ["--unshare-net"]
@@ -95,7 +99,7 @@ def bwrap_argv(
     if sb.dev is not None:
         a += ["--dev", sb.dev]
     if sb.tmp is not None:
-        a += ["--tmpfs", sb.tmp]
+        a += [*(["--size", str(tmp_size)] if tmp_size is not None else []), "--tmpfs", sb.tmp]
     bound = {*sb.read_only, *sb.read_write}
     links = {k: v for k, v in usr_links.items() if "/usr" in bound}
     binds = [("--ro-bind", p) for p in sb.read_only if p not in links]
@@ -112,6 +116,8 @@ def bwrap_argv(
         a += ["--perms", f"{c.mode:04o}", "--ro-bind-data", str(fd), c.path]
     if status_fd is not None:
         a += ["--json-status-fd", str(status_fd)]
+    if seccomp_fd is not None:
+        a += ["--seccomp", str(seccomp_fd)]
     a += ["--clearenv"]
     for k, v in process.env.items():
         a += ["--setenv", k, v]

@@ -139,13 +139,20 @@ class Limits:
     cpu: int | None = None
     processes: int | None = None
     file_size: int | None = None
+    memory: int | None = None
+    tmp_size: int | None = None
+    disk: int | None = None
     text: Mapping[str, str | int] = field(default_factory=dict)
 
     def report(self) -> dict[str, str | int]:
         """``started.limits``: each applied limit as written (or as the node's maximum was written)."""
-        return {
-            k: self.text[k] for k in ("wall", "cpu", "processes", "file_size") if getattr(self, k) is not None
-        }
+        return {k: self.text[k] for k in LIMIT_NAMES if getattr(self, k) is not None}
+
+
+LIMIT_NAMES = ("wall", "cpu", "processes", "file_size", "memory", "tmp_size", "disk")
+SIZE_LIMITS = ("file_size", "memory", "tmp_size", "disk")
+# What a node's policy caps when it names no maximum (issue 18: each of these limits has a default).
+DEFAULT_MAXIMA: Mapping[str, str] = {"memory": "4G", "tmp_size": "512M", "disk": "8G"}
 
 
 @dataclass(frozen=True)
@@ -389,8 +396,9 @@ def parse_sandbox(v: object) -> Sandbox:
 
 
 def parse_limits(v: object) -> Limits:
-    """``run.limits``: any subset of wall, cpu (durations), processes (count), file_size (size)."""
-    d = _obj({} if v is None else v, "run.limits", ("wall", "cpu", "processes", "file_size"))
+    """``run.limits``: any subset of wall, cpu (durations), processes (count), file_size, memory, tmp_size,
+    disk (sizes)."""
+    d = _obj({} if v is None else v, "run.limits", LIMIT_NAMES)
     text: dict[str, str | int] = {}
     for k, x in d.items():
         if not isinstance(x, str | int) or isinstance(x, bool):
@@ -403,8 +411,8 @@ def parse_limits(v: object) -> Limits:
         wall=None if d.get("wall") is None else parse_duration(d["wall"], "run.limits.wall"),
         cpu=None if d.get("cpu") is None else parse_duration(d["cpu"], "run.limits.cpu"),
         processes=procs if isinstance(procs, int) else None,
-        file_size=None if d.get("file_size") is None else parse_size(d["file_size"], "run.limits.file_size"),
         text=text,
+        **{k: None if d.get(k) is None else parse_size(d[k], f"run.limits.{k}") for k in SIZE_LIMITS},
     )
 
 
@@ -688,9 +696,12 @@ def parse_policy(table: Mapping[str, object]) -> Policy:
             raise PolicyError(f"jobs.policy.{k} must be true or false")
         return v
 
+    lim_table = table.get("limits", {})
+    if isinstance(lim_table, dict):
+        lim_table = {**DEFAULT_MAXIMA, **lim_table}
     try:
         caps = frozenset(_capability(c, "jobs.policy.capabilities") for c in strs("capabilities"))
-        limits = parse_limits(table.get("limits", {}))
+        limits = parse_limits(lim_table)
     except Refused as e:
         raise PolicyError(e.message.replace("run.limits", "jobs.policy.limits")) from None
     return Policy(
@@ -795,7 +806,7 @@ def cap_limits(limits: Limits, policy: Policy) -> Limits:
     mx = policy.limits
     out: dict[str, int | None] = {}
     text = dict(limits.text)
-    for k in ("wall", "cpu", "processes", "file_size"):
+    for k in LIMIT_NAMES:
         asked, cap = getattr(limits, k), getattr(mx, k)
         if cap is not None and (asked is None or asked > cap):
             out[k] = cap
