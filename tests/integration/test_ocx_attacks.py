@@ -303,3 +303,72 @@ def test_no_password_reaches_a_command_line(lab: rk.Lab) -> None:
     assert [k for k, _, _ in got] == ["started", "ended"] and got[1][1]["outcome"] == "passed", got
     assert seen, "the watcher read no fossil command line: it proves nothing"
     assert found == []
+
+
+# forks 40 sleepers, ignoring the forks pids.max refuses, then exits 0
+FORK_BOMB = """import os, time
+for i in range(40):
+    try:
+        if os.fork() == 0:
+            time.sleep(2)
+            os._exit(0)
+    except OSError:
+        pass
+"""
+
+
+def _limited(code: str, script: str, limits: dict[str, object], *, output: bool = False) -> dict[str, object]:
+    b = rk.run_body(code, ["sh", "-c", script], limits={"wall": "2m", **limits})
+    if not output:
+        b["process"]["unversioned_files"] = []
+    return b
+
+
+def test_limits_hold_and_ended_names_each_limit_met(lab: rk.Lab, host: rk.HostSentinels) -> None:
+    """Limits that hold, against a real node: a fork bomb meets ``processes`` and still exits 0 (passed,
+    ``limits_hit: [processes]``); an output cut at ``file_size`` by a process the shell outlives; a
+    declared output missing; a memory hog killed by the memory cgroup; a 2 MiB write into a 1 MiB
+    sandbox /tmp; a workspace over its disk bound; nested user namespaces and the filtered calls
+    (``keyctl``, ``ptrace``) refused with EPERM inside."""
+    code = lab.server_code("b")
+    py = "import ctypes; c = ctypes.CDLL(None, use_errno=True)"
+    calls = (
+        f"python3 -c '{py}; r = c.syscall(250, 0, -3, 0); print(\"keyctl\", r, ctypes.get_errno())';"
+        f" python3 -c '{py}; r = c.syscall(101, 0, 0, 0, 0); print(\"ptrace\", r, ctypes.get_errno())';"
+        " unshare -U true 2>/dev/null; echo unshare $?"
+    )
+    runs = {
+        "fork": _limited(code, f"python3 -c '{FORK_BOMB}'", {"processes": 10}),
+        "fsize": _limited(code, "mkdir -p $$tree$$/out; head -c 2097152 /dev/zero > $$tree$$/out/board.img; exit 0",
+                          {"file_size": "1M"}, output=True),
+        "missing": _limited(code, "true", {}, output=True),
+        "memory": _limited(code, "python3 -c 'b = bytearray(256 << 20); print(len(b))'", {"memory": "64M"}),
+        "tmp": _limited(code, "head -c 2097152 /dev/zero > /tmp/x; echo wrote $?; exit 0", {"tmp_size": "1M"}),
+        "disk": _limited(code, "head -c 16777216 /dev/zero > $$workspace$$/big; sleep 20", {"disk": "4M"}),
+        "calls": _limited(code, calls, {}),
+    }  # fmt: skip
+    posted = {name: rk.post_run(lab, "a", b) for name, b in runs.items()}
+    rk.node_once(lab, "b")
+    ended = {name: rk.wait_answer(lab, "a", h, "ended") for name, h in posted.items()}
+
+    def stdout(name: str) -> bytes:
+        return rk.uv_bytes(lab.clones["a"], f"ocx/logs/{posted[name]}/stdout", lab.top) or b""
+
+    assert (ended["fork"]["outcome"], ended["fork"]["exit"], ended["fork"]["limits_hit"]) == (
+        "passed", 0, ["processes"]
+    ), ended["fork"]  # fmt: skip
+    assert ended["fsize"]["outcome"] == "passed" and ended["fsize"]["limits_hit"] == ["file_size"]
+    img = rk.uv_bytes(lab.clones["a"], output_name(posted["fsize"], "builds/board.img"), lab.top)
+    assert img is not None and len(img) == 1 << 20
+    assert ended["missing"]["missing"] == ["builds/board.img"] and ended["missing"]["limits_hit"] == [
+        "outputs"
+    ]
+    assert ended["missing"]["outcome"] == "passed"
+    assert (ended["memory"]["outcome"], ended["memory"].get("limit")) == ("limit", "memory"), ended["memory"]
+    assert "memory" in ended["memory"]["limits_hit"]
+    assert ended["tmp"]["outcome"] == "passed" and stdout("tmp") == b"wrote 1\n"
+    assert (ended["disk"]["outcome"], ended["disk"]["limit"], ended["disk"]["limits_hit"]) == (
+        "limit", "disk", ["disk"]
+    ), ended["disk"]  # fmt: skip
+    assert stdout("calls") == b"keyctl -1 1\nptrace -1 1\nunshare 1\n", stdout("calls")
+    host.check()

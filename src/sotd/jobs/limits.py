@@ -314,10 +314,17 @@ class Cgroups:
         return 0
 
     def memory_hit(self) -> bool:
-        """Did the run's memory reach its cap (v1 ``memory.failcnt``; v2 ``memory.events`` max/oom_kill)?"""
+        """Did the run's memory reach its cap (v1 ``memory.failcnt`` or ``oom_kill`` in
+        ``memory.oom_control``: one big allocation is OOM-killed without a failcnt; v2 ``memory.events``
+        max/oom_kill)?"""
         try:
             if self.plan.memory == "v1" and "memory" in self.dirs:
-                return int(_read(os.path.join(self.dirs["memory"], "memory.failcnt"))) > 0
+                d = self.dirs["memory"]
+                for line in _read(os.path.join(d, "memory.oom_control")).splitlines():
+                    k, _, v = line.partition(" ")
+                    if k == "oom_kill" and int(v) > 0:
+                        return True
+                return int(_read(os.path.join(d, "memory.failcnt"))) > 0
             if self.plan.memory == "v2" and "v2" in self.dirs:
                 for line in _read(os.path.join(self.dirs["v2"], "memory.events")).splitlines():
                     k, _, v = line.partition(" ")
