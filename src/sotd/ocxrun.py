@@ -54,7 +54,7 @@ from typing import Protocol
 from sotd import _clock
 from sotd.errors import SotdError
 from sotd.jobs import limits as lim
-from sotd.jobs import runner, spec
+from sotd.jobs import paths, runner, spec
 from sotd.jobs import sandbox as sbx
 from sotd.jobs import steps as stp
 from sotd.jobs.errors import PolicyError, Refused
@@ -880,12 +880,14 @@ class Session:
             )
 
     def _mirror(self, line: dict[str, object]) -> None:
-        """Append the delivery to ``$$workspace$$/inbox.jsonl``: the session's sandbox sees its mail there."""
+        """Append the delivery to ``$$workspace$$/inbox.jsonl``: the session's sandbox sees its mail there.
+        Opened one component at a time without following a link: the session may have replaced it."""
         path = os.path.join(self.ws, SESSION_INBOX)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
-        except OSError as e:
-            log.warning("ocx: run %s: %s not mirrored: %s", self.a.run_hash[:12], path, e)
+            fd = paths.open_nofollow(path, "the session's inbox", flags=os.O_WRONLY | os.O_APPEND)
+        except (OSError, Refused) as e:
+            log.warning("ocx: run %s: %s not mirrored: %s", self.a.run_hash[:12], path,
+                        e.message if isinstance(e, Refused) else e)  # fmt: skip
             return
         try:
             os.write(fd, (json.dumps(line) + "\n").encode("utf-8"))
@@ -894,31 +896,46 @@ class Session:
 
     # ------------------------------------------------------------------------------------------ outbox
 
+    def _outbox_fd(self) -> int | None:
+        """The outbox folder, opened without following a link (the session owns it and may swap it for a
+        symlink to anywhere: every read and move below goes through this descriptor)."""
+        try:
+            return paths.open_dir(self.outbox, "the session's outbox")
+        except (OSError, Refused) as e:
+            if not isinstance(e, FileNotFoundError):
+                log.warning("ocx: run %s: outbox not read: %s", self.a.run_hash[:12],
+                            e.message if isinstance(e, Refused) else e)  # fmt: skip
+            return None
+
     def _post_outbox(self) -> None:
         """Post each ``outbox/*.json`` the session finished writing, oldest first; move it to ``sent/`` or
         ``rejected/`` (with a ``.why`` beside it)."""
-        try:
-            names = [n for n in os.listdir(self.outbox) if n.endswith(".json") and not n.startswith(".")]
-        except OSError:
+        dfd = self._outbox_fd()
+        if dfd is None:
             return
-        entries = []
-        for n in names:
-            try:
-                st = os.lstat(os.path.join(self.outbox, n))
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                entries.append((st.st_mtime_ns, n))
-        for _, n in sorted(entries):
-            self._post_one(n)
+        try:
+            names = [n for n in os.listdir(dfd) if n.endswith(".json") and not n.startswith(".")]
+            entries = []
+            for n in names:
+                try:
+                    st = os.stat(n, dir_fd=dfd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    entries.append((st.st_mtime_ns, n))
+            for _, n in sorted(entries):
+                self._post_one(dfd, n)
+        finally:
+            os.close(dfd)
 
-    def _post_one(self, n: str) -> None:
-        path = os.path.join(self.outbox, n)
+    def _post_one(self, dfd: int, n: str) -> None:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = os.open(n, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
         except OSError:
             return
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return
             data = os.read(fd, envelope.MAX_MESSAGE_BYTES + 1)
         finally:
             os.close(fd)
@@ -931,10 +948,10 @@ class Session:
             else:
                 log.info("ocx: run %s: the session posted %s%s", self.a.run_hash[:12], res.hash[:12],
                          "" if res.delivered else f" (not delivered yet: {res.reason})")  # fmt: skip
-                self._move(n, "sent")
+                self._move(dfd, n, "sent")
                 return
         log.info("ocx: run %s: outbox file %s not posted: %s", self.a.run_hash[:12], n, why)
-        self._move(n, "rejected", why)
+        self._move(dfd, n, "rejected", why)
 
     def _refuse_post(self, data: bytes) -> str | None:
         if len(data) > envelope.MAX_MESSAGE_BYTES:
@@ -950,13 +967,22 @@ class Session:
             return f"{v.re} is neither the run nor a message of its thread"
         return None
 
-    def _move(self, n: str, where: str, why: str | None = None) -> None:
-        d = os.path.join(self.outbox, where)
+    def _move(self, dfd: int, n: str, where: str, why: str | None = None) -> None:
+        """Move ``n`` into ``where/`` of the held outbox (never through a link)."""
         try:
-            os.makedirs(d, mode=0o700, exist_ok=True)
-            os.replace(os.path.join(self.outbox, n), os.path.join(d, n))
-            if why is not None:
-                with open(os.path.join(d, n + ".why"), "w", encoding="utf-8") as f:
-                    f.write(why + "\n")
+            try:
+                os.mkdir(where, 0o700, dir_fd=dfd)
+            except FileExistsError:
+                pass
+            sub = os.open(where, paths.DIR_FLAGS, dir_fd=dfd)
+            try:
+                os.replace(n, n, src_dir_fd=dfd, dst_dir_fd=sub)
+                if why is not None:
+                    wfd = os.open(n + ".why", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600,
+                                  dir_fd=sub)  # fmt: skip
+                    with os.fdopen(wfd, "w", encoding="utf-8") as f:
+                        f.write(why + "\n")
+            finally:
+                os.close(sub)
         except OSError as e:
             log.warning("ocx: run %s: outbox file %s not moved to %s: %s", self.a.run_hash[:12], n, where, e)

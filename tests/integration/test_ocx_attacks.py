@@ -372,3 +372,40 @@ def test_limits_hold_and_ended_names_each_limit_met(lab: rk.Lab, host: rk.HostSe
     ), ended["disk"]  # fmt: skip
     assert stdout("calls") == b"keyctl -1 1\nptrace -1 1\nunshare 1\n", stdout("calls")
     host.check()
+
+
+def test_a_session_outbox_swapped_for_a_link_is_never_followed(host: rk.HostSentinels, tmp_path: str) -> None:
+    """A session owns its outbox and inbox and may swap them for symlinks to a root-only folder: the node
+    then lists, reads, moves and appends nothing through them (it used to move host files into
+    ``rejected/`` as root). In process: ``Session`` with a stand-in node that records posts."""
+    from sotd.ocxrun import Session
+
+    ws = os.path.join(str(tmp_path), "ws")
+    os.mkdir(ws)
+    with open(os.path.join(host.folder, "note.json"), "w") as f:
+        f.write('{"ocx": 2, "re": "x", "post": {}}')
+    host.before = host._snapshot()  # the folder now holds a .json the outbox reader would take
+    os.symlink(host.folder, os.path.join(ws, "outbox"))
+    os.symlink(os.path.join(host.folder, "secret"), os.path.join(ws, "inbox.jsonl"))
+
+    class Posts:
+        def __init__(self) -> None:
+            self.posted: list[bytes] = []
+
+        def post(self, repo: str, data: bytes) -> object:
+            self.posted.append(data)
+            raise AssertionError("nothing may be posted from a linked outbox")
+
+    class Runs:
+        node = Posts()
+
+    class Active:
+        run_hash = "f" * 64
+        repo = "proj"
+
+    s = Session.__new__(Session)
+    s.runs, s.a, s.ws, s.outbox = Runs(), Active(), ws, os.path.join(ws, "outbox")  # type: ignore[assignment]
+    s._post_outbox()
+    s._mirror({"hash": "h", "from": "alice"})
+    assert Runs.node.posted == []
+    host.check()
