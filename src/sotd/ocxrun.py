@@ -44,6 +44,7 @@ import logging
 import os
 import resource
 import stat
+import sys
 import threading
 import time
 import tomllib
@@ -54,7 +55,7 @@ from typing import Protocol
 from sotd import _clock
 from sotd.errors import SotdError
 from sotd.jobs import limits as lim
-from sotd.jobs import paths, runner, spec
+from sotd.jobs import paths, runner, seccomp, spec
 from sotd.jobs import sandbox as sbx
 from sotd.jobs import steps as stp
 from sotd.jobs.errors import PolicyError, Refused
@@ -549,6 +550,7 @@ class Runs:
 # --------------------------------------------------------------------------------------------- sessions
 
 SESSION_RECORD = "session.json"
+LAUNCH_SPEC = "launch.json"  # what sotd.jobs.launch opens and execs in a session's row
 SESSION_SEEN = "seen"  # one thread message hash a line: looked at (delivered, passed by, or skipped by `new`)
 
 
@@ -633,8 +635,22 @@ class SessionRun(runner.Run):
                  resource.RLIMIT_AS: "as"}  # fmt: skip
         rl = [f"--{names[res]}={soft}:{hard}" for res, soft, hard in lim.rlimits_for(self.limits, self.plan)]
         pre = [PRLIMIT, *rl, "--"] if rl else []
-        argv = [*pre, *sbx.bwrap_argv(run.sandbox, run.process, usr_links=self._usr_links(),
-                                      tmp_size=self.limits.tmp_size)]  # fmt: skip
+        # the row cannot inherit descriptors: sotd.jobs.launch opens the binds (no link followed) and
+        # the seccomp filter when the row starts, and fills them into the bwrap argv's slots
+        slots: list[tuple[int, str]] = []
+        links = self._usr_links()
+        binds = {p: -1 for p in (*run.sandbox.read_only, *run.sandbox.read_write)
+                 if not ("/usr" in (*run.sandbox.read_only, *run.sandbox.read_write) and p in links)}  # fmt: skip
+        box = sbx.bwrap_argv(run.sandbox, run.process, usr_links=links, tmp_size=self.limits.tmp_size,
+                             bind_fds=binds, seccomp_fd=-1 if seccomp.available() else None, slots=slots)  # fmt: skip
+        spec = {
+            "argv": box,
+            "binds": [[i, p] for i, p in slots if p],
+            "seccomp": next((i for i, p in slots if not p), None),
+        }
+        spec_path = os.path.join(self.dir, LAUNCH_SPEC)
+        _write_json(spec_path, spec)
+        argv = [*pre, sys.executable, "-I", "-m", "sotd.jobs.launch", spec_path]
         if not all(argv):  # a row's command is a list of non-empty words
             raise Refused("a session's command line cannot carry an empty word (an empty env value?)")
         cg = lim.Cgroups(self.plan, "sotd-job-" + self.run_hash[:16])

@@ -130,8 +130,8 @@ def test_a_workspace_inside_another_runs_is_refused_while_that_run_plants_links(
             ended = rk.wait_answer(lab, "a", h, "ended")
             assert ended == {
                 "outcome": "refused",
-                "why": f"run.workspace[0].at: the workspace {ws_outer}/{sub} would lie inside {ws_outer},"
-                " which uid 1000 or others can write (another run's workspace?): refused",
+                "why": f"run.workspace[0].at: the workspace {ws_outer}/{sub} would lie inside {ws_outer}"
+                " (owner uid 1000, mode 0700), where a sandbox could write: refused",
             }
             assert not os.path.lexists(os.path.join(ws_outer, sub))
         rk.post_stop(lab, "a", outer)

@@ -109,7 +109,10 @@ def make_workspace(root: str, at: str, uid: int, gid: int, what: str) -> None:
     try:
         st = os.fstat(fd)
         if sandbox_writable(st.st_mode, st.st_uid):
-            raise Refused(f"{what}: $$root$$ ({root}) can be written by uid {st.st_uid} or others: refused")
+            raise Refused(
+                f"{what}: $$root$$ ({root}) (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}) is"
+                " where a sandbox could write: refused"
+            )
         cur = root
         for name in rel[:-1]:
             cur = os.path.join(cur, name)
@@ -126,8 +129,8 @@ def make_workspace(root: str, at: str, uid: int, gid: int, what: str) -> None:
             st = os.fstat(fd)
             if sandbox_writable(st.st_mode, st.st_uid):
                 raise Refused(
-                    f"{what}: the workspace {at} would lie inside {cur}, which uid {st.st_uid} or others can"
-                    " write (another run's workspace?): refused"
+                    f"{what}: the workspace {at} would lie inside {cur} (owner uid {st.st_uid}, mode"
+                    f" {stat.S_IMODE(st.st_mode):04o}), where a sandbox could write: refused"
                 )
         os.mkdir(rel[-1], 0o700, dir_fd=fd)
         wfd = _step(fd, rel[-1], os.O_RDONLY | os.O_DIRECTORY, what, path=at, upto=components(at))

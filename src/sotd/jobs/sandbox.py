@@ -64,6 +64,7 @@ def bwrap_argv(
     bind_fds: Mapping[str, int] | None = None,
     tmp_size: int | None = None,
     seccomp_fd: int | None = None,
+    slots: list[tuple[int, str]] | None = None,
     bwrap: str = BWRAP,
     setpriv: str = SETPRIV,
 ) -> list[str]:
@@ -77,7 +78,9 @@ def bwrap_argv(
     such a bind becomes ``--bind-fd FD DEST`` / ``--ro-bind-fd FD DEST``, so bwrap mounts exactly what
     was checked and never resolves the source path again. ``tmp_size``: ``--size`` of the sandbox's
     tmpfs (``limits.tmp_size``). ``seccomp_fd``: the filter (``sotd.jobs.seccomp.program``) for
-    ``--seccomp``. Nested user namespaces are always off (``--disable-userns``).
+    ``--seccomp``. Nested user namespaces are always off (``--disable-userns``). ``slots``, when given,
+    receives ``(argv index, source)`` of each bind descriptor and ``(index, "")`` of the seccomp one, so
+    a launcher can open them later (``sotd.jobs.launch``).
     """
     sb = sandbox
     if len(data_fds) != len(sb.created_files):
@@ -107,6 +110,8 @@ def bwrap_argv(
     fds = bind_fds or {}
     for flag, p in sorted(binds, key=lambda b: _depth(b[1])):  # stable: same depth keeps the run's order
         if p in fds:
+            if slots is not None:
+                slots.append((len(a) + 1, p))
             a += [flag + "-fd", str(fds[p]), p]
         else:
             a += [flag, p, p]
@@ -117,6 +122,8 @@ def bwrap_argv(
     if status_fd is not None:
         a += ["--json-status-fd", str(status_fd)]
     if seccomp_fd is not None:
+        if slots is not None:
+            slots.append((len(a) + 1, ""))
         a += ["--seccomp", str(seccomp_fd)]
     a += ["--clearenv"]
     for k, v in process.env.items():
