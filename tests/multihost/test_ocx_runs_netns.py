@@ -67,7 +67,7 @@ def test_build_and_stop_across_namespaces(namespaces: dict[str, str]) -> None:
         out = rk.fossil(
             "sql", "-R", hub_repo,
             "SELECT DISTINCT user.login, rcvfrom.ipaddr FROM unversioned JOIN rcvfrom USING(rcvid) "
-            "JOIN user USING(uid) WHERE unversioned.name = 'builds/board.img'",
+            f"JOIN user USING(uid) WHERE unversioned.name = '{output_name(h, 'builds/board.img')}'",
             env=base_env(top),
         )  # fmt: skip
         assert f"'lab-user','{NODE_ADDRS['b']}'" in out
