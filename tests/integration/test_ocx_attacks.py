@@ -80,6 +80,11 @@ def test_symlinked_bind_paths_are_refused_naming_the_link(lab: rk.Lab, host: rk.
             "links/rtmp/" + os.path.basename(host.folder),
             "passes through the symlink",
         ),
+        "mount point": (
+            {"tmp": "$$tree$$/links/rtmp/sotd-mnt"},
+            "links/rtmp/sotd-mnt",
+            "passes through the symlink",
+        ),
     }
     posted = {}
     for name, (sandbox, _, _) in asks.items():
@@ -90,7 +95,8 @@ def test_symlinked_bind_paths_are_refused_naming_the_link(lab: rk.Lab, host: rk.
     for name, (_, path, how) in asks.items():
         h = posted[name]
         tree = os.path.join(workspace_of(lab, h), "tree")
-        want = f"the sandbox path {tree}/{path} {how}"
+        what = "the sandbox's tmp mount point" if name == "mount point" else "the sandbox path"
+        want = f"{what} {tree}/{path} {how}"
         if how == "passes through the symlink":
             want += f" {tree}/links/rtmp"
         assert only_ended(lab, "a", h) == {"outcome": "refused", "why": want + ": refused"}, log_b

@@ -94,6 +94,23 @@ def open_nofollow(path: str, what: str, *, flags: int = os.O_PATH) -> int:
     return fd
 
 
+def check_dest(path: str, what: str) -> None:
+    """``Refused`` when the part of ``path`` that exists on this host is, or passes through, a symlink: a
+    mount point or created file bwrap places there would follow it (the rest is made by bwrap inside)."""
+    names = components(path)
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, name in enumerate(names):
+            try:
+                nfd = _step(fd, name, os.O_PATH, what, path=path, upto=names[: i + 1])
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            os.close(fd)
+            fd = nfd
+    finally:
+        os.close(fd)
+
+
 def open_dir(path: str, what: str) -> int:
     """An ``O_RDONLY | O_DIRECTORY`` descriptor of the folder ``path`` (usable with ``fchown``/``*at``)."""
     return open_nofollow(path, what, flags=os.O_RDONLY | os.O_DIRECTORY)

@@ -336,13 +336,12 @@ class Run:
                 raise Refused(
                     f"the sandbox path {p} cannot be reached by uid {sb.uid}: {bad} is not searchable"
                 )
-        for c in sb.created_files:  # a file bwrap creates below a bound folder: no link on the way
-            parent = os.path.dirname(c.path)
-            if not before_steps and os.path.lexists(parent):
-                try:
-                    os.close(paths.open_nofollow(parent, "the created file's folder"))
-                except OSError as e:
-                    raise Refused(f"the created file {c.path} cannot be placed: {e.strerror}") from None
+        if not before_steps:  # where bwrap mounts or creates (maybe below a bound folder): no link on the way
+            for what, dest in (("proc", sb.proc), ("dev", sb.dev), ("tmp", sb.tmp)):
+                if dest is not None:
+                    paths.check_dest(dest, f"the sandbox's {what} mount point")
+            for c in sb.created_files:
+                paths.check_dest(c.path, "the created file")
         if os.geteuid() != 0 and (sb.uid, sb.gid) != (os.geteuid(), os.getegid()):
             raise Refused(f"this node cannot run as uid {sb.uid}: it is not root")
 
