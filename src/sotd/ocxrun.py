@@ -8,8 +8,11 @@
   ``refused``. The run then goes to ``sotd.jobs.runner.Run`` in a thread of its own: node policy, steps,
   sandbox, limits, process. Its answers go where the run is, with ``Node.answer``: one ``started`` (when
   the process started), then one ``ended`` (O9). Only after ``ended`` is written are the
-  ``unversioned_files`` stored as their ``as`` names and the logs as ``ocx/logs/<RUN-HASH>/stdout`` and
-  ``…/stderr``, and the clone synced, so a reader checks what arrives against the hashes on record.
+  ``unversioned_files`` stored below the run's own prefix (``ocx/out/<RUN-HASH>/<as>``; an ``as`` under
+  ``ocx/`` is refused) and the logs as ``ocx/logs/<RUN-HASH>/stdout`` and ``…/stderr``, and the clone
+  synced, so a reader checks what arrives against the hashes on record. Only senders the policy lists
+  for the clone (``[runs.senders]``) get their runs taken; any other's ends ``refused``. A run for
+  another clone's server-code is not answered, and logged in one line.
 - **stop**: a ``stop`` answering a run this node is running stops it (the whole tree is killed; the run
   ends ``stopped``) when it comes from the run's sender, the run's ``to``, or a login with admin (``a``)
   or setup (``s``) capability in the clone's user table (O10). Any other is logged and ignored.

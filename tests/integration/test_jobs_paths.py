@@ -110,3 +110,21 @@ def test_launch_binds_by_descriptor_with_the_filter_and_refuses_a_link(top: str)
     bad = _launch(top, link, ("cat", "/etc/hostname"))
     assert bad.returncode == 126 and bad.stdout == ""
     assert bad.stderr == f"sotd.jobs.launch: the sandbox path {link} is a symlink: refused\n"
+
+
+def test_claim_workspace_refuses_nesting_whatever_the_owner(top: str) -> None:
+    """The node's record of workspaces refuses a workspace inside another run's, or holding one, even
+    when that one is root-owned (a uid-0 sandbox's); a sibling is fine."""
+    from sotd.jobs.runner import claim_workspace
+
+    state = os.path.join(top, "state")
+    claim_workspace(state, "a" * 64, "/srv/ocx/u/p/r/" + "a" * 64)
+    claim_workspace(state, "b" * 64, "/srv/ocx/u/p/r/" + "b" * 64)
+    with pytest.raises(Refused) as e:
+        claim_workspace(state, "c" * 64, "/srv/ocx/u/p/r/" + "a" * 64 + "/nest")
+    assert e.value.message == (
+        f"the workspace /srv/ocx/u/p/r/{'a' * 64}/nest would lie inside, or hold, run {'a' * 12}'s workspace"
+        f" /srv/ocx/u/p/r/{'a' * 64}"
+    )
+    with pytest.raises(Refused, match="would lie inside, or hold, run aaaaaaaaaaaa"):
+        claim_workspace(state, "d" * 64, "/srv/ocx/u/p")

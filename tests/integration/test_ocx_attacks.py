@@ -112,7 +112,9 @@ def test_a_workspace_inside_another_runs_is_refused_while_that_run_plants_links(
     where inner runs' workspaces would be (their ``tree``, a bind below it); inner runs ask for a
     workspace inside the outer one, one to bind through the planted link, one to extract its files
     there. Both are refused at the ``directory`` step naming the folder the sandbox can write; the outer
-    run is untouched and ends only by its sender's stop, answered by the node alone."""
+    run is untouched and ends only by its sender's stop, answered by the node alone. (The node refuses
+    them first from its record of workspaces; the ``directory`` step's own rule, a folder a sandbox can
+    write, is the second wall: tests/integration/test_jobs_paths.py.)"""
     code = lab.server_code("b")
     plant = (  # the moment an inner workspace appears, redirect its tree (or a bind below it)
         "mkdir -p $$workspace$$/nest/in $$workspace$$/nest/ex; i=0; while [ $i -lt 900 ]; do"
@@ -136,8 +138,8 @@ def test_a_workspace_inside_another_runs_is_refused_while_that_run_plants_links(
             ended = rk.wait_answer(lab, "a", h, "ended")
             assert ended == {
                 "outcome": "refused",
-                "why": f"run.workspace[0].at: the workspace {ws_outer}/{sub} would lie inside {ws_outer}"
-                " (owner uid 1000, mode 0700), where a sandbox could write: refused",
+                "why": f"the workspace {ws_outer}/{sub} would lie inside, or hold, run {outer[:12]}'s workspace"
+                f" {ws_outer}",
             }
             assert not os.path.lexists(os.path.join(ws_outer, sub))
         rk.post_stop(lab, "a", outer)

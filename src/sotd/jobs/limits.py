@@ -12,6 +12,9 @@ how it is enforced and says so (``Plan.how``, what ``started`` can report). The 
 * ``processes``: v2 or v1 ``pids.max``; else RLIMIT_NPROC, usable only for a non-root uid (it counts
   every process of that uid, so one uid per run); for uid 0 without a pids cgroup the run is refused.
 * ``file_size``: RLIMIT_FSIZE (per file; SIGXFSZ). It also bounds the stdout/stderr logs.
+* ``memory``: v2 ``memory.max`` or v1 ``memory.limit_in_bytes`` (swap too where accounted); else
+  RLIMIT_AS per process. ``Cgroups.memory_hit`` says whether the cap was met.
+* ``tmp_size`` (bwrap ``--size``) and ``disk`` (the runner measures the workspace) are named in ``how``.
 
 Guarantee: every limit a run asks for is enforced by the named mechanism or the run is refused.
 What would break it: a cgroup created but not joined before exec (the child joins itself in

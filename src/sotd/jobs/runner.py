@@ -14,9 +14,13 @@ needs), ``stdout``, ``stderr``, ``status.json`` (bwrap's ``--json-status-fd``: c
 
 Outcome order, first that holds: stopped, timed_out, limit cpu (budget reached, or SIGXCPU), limit
 file_size (SIGXFSZ, exit 153), limit processes (a fork refused by pids.max and a non-zero exit), then the
-verdict (``passed``/``failed``) or ``exited``. Outputs are hashed with the repository's hash (``sha3_256``
-or ``sha1``) through ``O_NOFOLLOW`` and a ``realpath`` check, so a symlink planted by the process never
-makes the node read or upload a file outside the workspace.
+verdict (``passed``/``failed``) or ``exited``; ``ended.limits_hit`` names every limit met whatever the
+outcome (``limits_hit``). Outputs are hashed with the repository's hash (``sha3_256`` or ``sha1``)
+through a descriptor opened one component at a time without following links and copied as hashed into
+the state folder, so a symlink planted by the process never makes the node read or upload a file
+outside the workspace, and what is uploaded is what was hashed. Bind sources reach bwrap as descriptors
+(``--bind-fd``), the seccomp filter as a memfd; a run's workspace may not nest with another's
+(``claim_workspace``).
 """
 
 from __future__ import annotations
@@ -365,6 +369,7 @@ class Run:
             run = self._decide()
             self.run = run
             self._check_sources(run, before_steps=True)
+            claim_workspace(self.node.state_dir, self.run_hash, self.values.get("workspace"))
             stp.claim_password(self.node.passwords, run, self.target.repository, self.run_hash)
             prep = stp.run_steps(run, self.node.root, self.target, self.node.carrier)
             self.checkins = prep.checkins
@@ -607,6 +612,40 @@ class Run:
         """``start`` then ``wait``: ``(started body or None, ended)``."""
         started = self.start()
         return started, self.wait()
+
+
+WORKSPACES = ".workspaces"  # STATE/.workspaces/<RUN-HASH>: the workspace each run's directory step names
+
+
+def nested_in(at: str, others: Mapping[str, str]) -> tuple[str, str] | None:
+    """Pure: ``(run hash, workspace)`` of another run whose workspace holds ``at`` or lies inside it."""
+    for h, w in sorted(others.items()):
+        if spec.inside(at, w) or spec.inside(w, at):
+            return h, w
+    return None
+
+
+def claim_workspace(state_dir: str, run_hash: str, at: str | None) -> None:
+    """Record this run's workspace in ``STATE/.workspaces/``, then ``Refused`` when it would lie inside
+    another run's (or hold one), whatever the uids and modes (a uid-0 sandbox owns its workspace as
+    root). Recording first means two runs racing each see the other."""
+    if not at:
+        return
+    d = os.path.join(state_dir, WORKSPACES)
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    with open(os.path.join(d, run_hash), "w", encoding="utf-8") as f:
+        f.write(at)
+    others: dict[str, str] = {}
+    for name in os.listdir(d):
+        if name != run_hash:
+            try:
+                with open(os.path.join(d, name), encoding="utf-8") as f:
+                    others[name] = f.read()
+            except OSError:
+                continue
+    hit = nested_in(at, others)
+    if hit is not None:
+        raise Refused(f"the workspace {at} would lie inside, or hold, run {hit[0][:12]}'s workspace {hit[1]}")
 
 
 def unfinished(state_dir: str) -> list[str]:

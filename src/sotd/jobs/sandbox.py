@@ -11,9 +11,13 @@ Capabilities: always ``--cap-drop ALL`` before any ``--cap-add`` (a bare ``--cap
 almost all). Mount order: proc, dev, tmp, then binds from the shallowest path down (a parent bind never
 hides a child bind), then the merged-/usr symlinks, then created files.
 
+Binds given in ``bind_fds`` become ``--bind-fd``/``--ro-bind-fd`` (bwrap mounts the checked descriptor,
+never the path again); nested user namespaces are always off (``--disable-userns``); ``--size`` bounds
+the tmpfs; ``--seccomp`` loads the filter.
+
 Guarantee: nothing of the host is visible but what the run names; the environment is exactly
 ``process.env``. What would break it: passing an unresolved run (placeholders still in paths) -- the
-runner resolves and checks first.
+runner resolves and checks first -- or a bind left without its descriptor (then bwrap resolves the path).
 """
 
 from __future__ import annotations

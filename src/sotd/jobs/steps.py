@@ -11,10 +11,17 @@ A ``password`` step leaves the login's password changed (the run's clone keeps s
 node lets one run at a time rotate a given login on a given repository: ``PasswordClaims`` records the
 holder until the run ends, and a second run asking for the same rotation meanwhile is ``Refused``.
 
+Every path goes through descriptors (``sotd.jobs.paths``): ``directory`` only below folders owned by
+root and writable by no one else, made and handed over with ``mkdir``/``fchmod``/``fchown`` relative to a
+held parent; ``files`` extracts as the sandbox uid into a held folder (``/proc/self/fd/N``); ``clone`` and
+``checkout`` run fossil as the sandbox uid; passwords reach fossil through ``--args FILE``, never argv.
+Before ``files`` the node pulls the clone (``Target.pull``) and the name is resolved to one check-in.
+
 Guarantee: a step failure raises ``StepFailed(index, kind, why)`` and leaves the workspace in place for
-inspection; a path that ``realpath`` puts outside ``$$root$$`` is ``Refused`` before it is written.
-What would break it: a symlink placed under ``$$root$$`` by an earlier run -- ``directory`` refuses a
-pre-existing path and every later path is re-checked with ``realpath``.
+inspection; a path that is, or passes through, a symlink is ``Refused`` before anything is written
+through it, and nothing running as root writes into a folder a sandbox can change. What would break
+it: a caller using a path by name after the check (only ``clone``/``checkout`` take paths, and they run
+as the sandbox uid), or a ``$$root$$`` a sandbox can write (``make_workspace`` refuses it).
 """
 
 from __future__ import annotations
