@@ -114,3 +114,19 @@ def test_secrets_moved_puts_the_url_in_a_private_args_file() -> None:
     assert not os.path.exists(path)
     with fossil.secrets_moved(["uv", "sync", "-R", "r.fossil"]) as argv:
         assert argv == ["uv", "sync", "-R", "r.fossil"]
+
+
+@pytest.mark.parametrize(
+    ("at", "want"),
+    [
+        ("/r/u/p/x/nest", ("x", "/r/u/p/x")),
+        ("/r/u/p", ("x", "/r/u/p/x")),  # would hold one
+        ("/r/u/p/x", ("x", "/r/u/p/x")),
+        ("/r/u/p/xy", None),  # a sibling whose name starts alike
+        ("/r/u/q/z", None),
+    ],
+)
+def test_nested_in(at: str, want: tuple[str, str] | None) -> None:
+    from sotd.jobs.runner import nested_in
+
+    assert nested_in(at, {"x": "/r/u/p/x", "y": "/r/u/q/y"}) == want
