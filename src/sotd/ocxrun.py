@@ -23,7 +23,8 @@ gone ends ``lost``; one that ended while the node was down gets its recorded ``e
 
 **Sessions (O11).** A run with ``session: true`` is prepared by the executor like any run (policy, steps,
 homes, sandbox argv), then handed to a ``SessionHost`` (the daemon's terminal rows, ``sotd.daemon.ocxnode``)
-as one row running ``prlimit … setpriv … bwrap … COMMAND``. Posts from a ``hears`` login answering the run
+as one row running ``prlimit … python -I -m sotd.jobs.launch SPEC`` (which opens the binds and the
+seccomp filter, then execs ``setpriv … bwrap … COMMAND``). Posts from a ``hears`` login answering the run
 (or an answer of it) are filed as sot-comm mail to the session's handle ``ocx-<RUN-HASH[:16]>`` (so the
 wake wakes it) and mirrored into ``$$workspace$$/inbox.jsonl``; ``deliveries`` is ``start``, ``new`` or
 ``none``. Files the session writes into ``$$workspace$$/outbox/`` are posted as OCX messages answering the
