@@ -141,7 +141,9 @@ def parse_settings(doc: Mapping[str, object], path: str) -> RunSettings:
             return None
         if not isinstance(v, str) or not v:
             raise OcxConfigError(f"ocx: {path}: runs.{key} must be a non-empty path")
-        return os.path.normpath(os.path.join(base, v))
+        # the real path: the executor walks these without following links, so a link the operator put
+        # on the way (/var/run -> /run) is resolved once, here, from the trusted configuration
+        return os.path.realpath(os.path.join(base, v))
 
     urls = runs.get("clone_urls", {})
     if not isinstance(urls, dict) or not all(
