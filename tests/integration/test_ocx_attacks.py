@@ -156,7 +156,9 @@ def test_a_workspace_inside_another_runs_is_refused_while_that_run_plants_links(
     assert os.listdir(host.folder) == ["secret"]
 
 
-def test_forged_answers_and_overwrites_through_output_names_are_refused(lab: rk.Lab) -> None:
+def test_forged_answers_and_overwrites_through_output_names_are_refused(
+    lab: rk.Lab, host: rk.HostSentinels
+) -> None:
     """Attack 4: carol (a login the node takes runs from) declares outputs named as OCX's own files: a
     forged ``stop`` for alice's run as ``ocx/m/<hash>.json``, and alice's run's log. Both runs end
     refused naming the field; a third run of carol's storing ``builds/board.img`` (the name alice's run
@@ -196,9 +198,10 @@ def test_forged_answers_and_overwrites_through_output_names_are_refused(lab: rk.
     names = rk.fossil("uv", "list", "-R", lab.clones["a"], env=rk.base_env(lab.top)).split()
     assert output_name(victim, "builds/board.img") in names
     assert forged_name not in names and "builds/board.img" not in names
+    host.check()
 
 
-def test_runs_only_from_the_logins_the_policy_names(lab: rk.Lab) -> None:
+def test_runs_only_from_the_logins_the_policy_names(lab: rk.Lab, host: rk.HostSentinels) -> None:
     """Who may ask: carol may push but is not in ``runs.senders``: her run ends refused, answered to her;
     with no list for the clone, no one's run is taken, alice's included."""
     rk.add_poster(lab, "c", "carol")
@@ -216,6 +219,8 @@ def test_runs_only_from_the_logins_the_policy_names(lab: rk.Lab) -> None:
         "outcome": "refused",
         "why": "this node takes runs on the clone 'proj' from no login (its policy lists none in runs.senders)",
     }
+    assert not os.path.exists(workspace_of(lab, h)) and not os.path.exists(workspace_of(lab, h2))
+    host.check()
 
 
 def test_a_build_uses_the_remote_trunk_and_started_names_the_checkin(lab: rk.Lab) -> None:
@@ -416,4 +421,20 @@ def test_a_session_outbox_swapped_for_a_link_is_never_followed(host: rk.HostSent
     s._post_outbox()
     s._mirror({"hash": "h", "from": "alice"})
     assert Runs.node.posted == []
+    host.check()
+
+
+def test_the_tree_is_extracted_as_the_sandbox_uid(lab: rk.Lab, host: rk.HostSentinels) -> None:
+    """The second wall of attack 3: were a ``files`` step's folder swapped for a root-only folder, the
+    extraction runs as the sandbox uid and cannot write there (it used to run as root and reset the
+    folder's mode and mtime from the archive). The real carrier, handed the root-only folder itself."""
+    from sotd.jobs import paths
+    from sotd.jobs.steps import FossilCarrier, fd_path
+
+    fd = paths.open_dir(host.folder, "the tree")
+    try:
+        with pytest.raises(RuntimeError, match="tar -xzf exited 2"):
+            FossilCarrier().export(os.path.join(lab.top, "hub.fossil"), "trunk", fd_path(fd), (1000, 1000))
+    finally:
+        os.close(fd)
     host.check()
