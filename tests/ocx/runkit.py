@@ -253,18 +253,22 @@ def hub_order(hub: str, names: list[str], top: str) -> list[int]:
 
 
 def sandbox_cleanup() -> None:
-    """Kill and remove any job cgroup a failed test left behind (pids v1 on this host)."""
+    """Kill and remove any job cgroup a failed test left behind (pids and memory v1 on this host)."""
     from sotd.jobs import limits as lim
     from sotd.jobs import spec
 
-    base = "/sys/fs/cgroup/pids"
-    if not os.path.isdir(base):
-        return
-    for d in os.listdir(base):
-        if d.startswith("sotd-job-"):
-            cg = lim.Cgroups.existing({"pids": f"{base}/{d}"}, lim.plan(spec.Limits(), lim.CgroupFacts(), 0))
-            cg.kill()
-            cg.remove()
+    bases = [("pids", "/sys/fs/cgroup/pids")]
+    memory = lim.read_facts().v1.get("memory")
+    if memory:
+        bases.append(("memory", memory))
+    for key, base in bases:
+        if not os.path.isdir(base):
+            continue
+        for d in os.listdir(base):
+            if d.startswith("sotd-job-"):
+                cg = lim.Cgroups.existing({key: f"{base}/{d}"}, lim.plan(spec.Limits(), lim.CgroupFacts(), 0))
+                cg.kill()
+                cg.remove()
 
 
 @contextmanager
