@@ -278,3 +278,22 @@ def test_adopt_lost_when_processes_are_gone_and_adopted_when_alive(node: runner.
     assert runner.adopt(node.state_dir, r2.run_hash, node).outcome == "lost"  # recorded once
     for d in list(r2.cgroups.dirs.values()) if r2.cgroups else []:
         assert not os.path.exists(d)
+
+
+def test_a_pull_that_fails_ends_error_and_builds_nothing(node: runner.Node) -> None:
+    """Fresh trees: before a ``files`` step the node pulls; when it cannot, the run ends ``error`` naming
+    the step, and no tree is exported (it never builds the old trunk silently)."""
+    from sotd.errors import SotdError
+
+    def pull() -> None:
+        raise SotdError("ocx: fossil pull -R proj.fossil failed: cannot reach the hub")
+
+    r = make_run(node, body(["true"]))
+    r.target = Target("/nonexistent.fossil", pull=pull)
+    assert r.start() is None and r.result is not None
+    assert r.result.body() == {
+        "outcome": "error",
+        "why": "step 1 (files) failed: ocx: fossil pull -R proj.fossil failed: cannot reach the hub",
+        "step": 1,
+    }
+    assert not os.path.exists(os.path.join(node.root, "build-user/projects/proj", r.run_hash, "tree"))
