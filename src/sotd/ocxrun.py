@@ -647,8 +647,10 @@ class SessionRun(runner.Run):
         links = self._usr_links()
         binds = {p: -1 for p in (*run.sandbox.read_only, *run.sandbox.read_write)
                  if not ("/usr" in (*run.sandbox.read_only, *run.sandbox.read_write) and p in links)}  # fmt: skip
+        pol = self.node.policy
         box = sbx.bwrap_argv(run.sandbox, run.process, usr_links=links, tmp_size=self.limits.tmp_size,
-                             bind_fds=binds, seccomp_fd=-1 if seccomp.available() else None, slots=slots)  # fmt: skip
+                             bind_fds=binds, seccomp_fd=-1 if pol.seccomp and seccomp.available() else None,
+                             slots=slots, user_namespaces=pol.user_namespaces)  # fmt: skip
         spec = {
             "argv": box,
             "binds": [[i, p] for i, p in slots if p],

@@ -297,3 +297,25 @@ def test_a_pull_that_fails_ends_error_and_builds_nothing(node: runner.Node) -> N
         "step": 1,
     }
     assert not os.path.exists(os.path.join(node.root, "build-user/projects/proj", r.run_hash, "tree"))
+
+
+def test_the_filter_and_userns_follow_the_policy(node: runner.Node) -> None:
+    """By default every sandbox runs under the seccomp filter with nested user namespaces off; a policy
+    saying ``seccomp = false`` / ``user_namespaces = true`` gets neither (real bwrap, /proc/self/status)."""
+    import dataclasses
+
+    script = "grep ^Seccomp: /proc/self/status; unshare -U true 2>/dev/null; echo userns $?"
+
+    def out(n: runner.Node) -> str:
+        b = body(["sh", "-c", script], verdict=False)
+        b["process"]["unversioned_files"] = []
+        b["objective"] = str(n.policy.seccomp)  # another RUN-HASH per policy
+        r = make_run(n, b)
+        started, _ = r.execute()
+        assert started is not None, r.result
+        with open(os.path.join(r.dir, "stdout")) as f:
+            return f.read()
+
+    assert out(node) == "Seccomp:\t2\nuserns 1\n"
+    loose = dataclasses.replace(node.policy, seccomp=False, user_namespaces=True)
+    assert out(dataclasses.replace(node, policy=loose)) == "Seccomp:\t0\nuserns 0\n"

@@ -44,6 +44,11 @@ def test_binds_by_descriptor_tmp_size_and_seccomp() -> None:
     ]  # fmt: skip
 
 
+def test_user_namespaces_only_when_the_policy_allows_them() -> None:
+    assert "--disable-userns" in sbx.bwrap_argv(BARE, PROC)
+    assert "--disable-userns" not in sbx.bwrap_argv(BARE, PROC, user_namespaces=True)
+
+
 def test_uid_gid_drop_first_then_namespace_ids() -> None:
     a = sbx.bwrap_argv(replace(BARE, uid=2001, gid=3002), PROC)
     assert a[:6] == [

@@ -442,6 +442,15 @@ def test_cap_limits_lowers_and_fills_from_maxima() -> None:
                                **spec.DEFAULT_MAXIMA}  # fmt: skip
 
 
+def test_policy_user_namespaces_off_and_seccomp_on_by_default() -> None:
+    pol = spec.parse_policy({})
+    assert (pol.user_namespaces, pol.seccomp) == (False, True)
+    pol = spec.parse_policy({"user_namespaces": True, "seccomp": False})
+    assert (pol.user_namespaces, pol.seccomp) == (True, False)
+    with pytest.raises(PolicyError, match=r"jobs\.policy\.seccomp must be true or false"):
+        spec.parse_policy({"seccomp": "yes"})
+
+
 def test_policy_defaults_for_memory_tmp_and_disk_and_a_policy_may_change_them() -> None:
     pol = spec.parse_policy({"limits": {"memory": "1G"}})
     assert (pol.limits.memory, pol.limits.tmp_size, pol.limits.disk) == (1 << 30, 512 << 20, 8 << 30)

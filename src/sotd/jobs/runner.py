@@ -407,7 +407,7 @@ class Run:
                 os.lseek(fd, 0, os.SEEK_SET)
                 fds.append(fd)
             filter_fd = None
-            if seccomp.available():
+            if self.node.policy.seccomp and seccomp.available():
                 filter_fd = os.memfd_create("seccomp", 0)
                 os.write(filter_fd, seccomp.program())
                 os.lseek(filter_fd, 0, os.SEEK_SET)
@@ -423,6 +423,7 @@ class Run:
                 run.sandbox, run.process, usr_links=self._usr_links(),
                 data_fds=fds[: len(run.sandbox.created_files)], status_fd=status_fd, bind_fds=self.bind_fds,
                 tmp_size=self.limits.tmp_size, seccomp_fd=filter_fd,
+                user_namespaces=self.node.policy.user_namespaces,
             )  # fmt: skip
             self.started_at = time.monotonic()
             if self.limits.wall is not None:

@@ -12,7 +12,8 @@ almost all). Mount order: proc, dev, tmp, then binds from the shallowest path do
 hides a child bind), then the merged-/usr symlinks, then created files.
 
 Binds given in ``bind_fds`` become ``--bind-fd``/``--ro-bind-fd`` (bwrap mounts the checked descriptor,
-never the path again); nested user namespaces are always off (``--disable-userns``); ``--size`` bounds
+never the path again); nested user namespaces are off (``--disable-userns``) unless the policy allows
+them; ``--size`` bounds
 the tmpfs; ``--seccomp`` loads the filter.
 
 Guarantee: nothing of the host is visible but what the run names; the environment is exactly
@@ -69,6 +70,7 @@ def bwrap_argv(
     tmp_size: int | None = None,
     seccomp_fd: int | None = None,
     slots: list[tuple[int, str]] | None = None,
+    user_namespaces: bool = False,
     bwrap: str = BWRAP,
     setpriv: str = SETPRIV,
 ) -> list[str]:
@@ -82,7 +84,8 @@ def bwrap_argv(
     such a bind becomes ``--bind-fd FD DEST`` / ``--ro-bind-fd FD DEST``, so bwrap mounts exactly what
     was checked and never resolves the source path again. ``tmp_size``: ``--size`` of the sandbox's
     tmpfs (``limits.tmp_size``). ``seccomp_fd``: the filter (``sotd.jobs.seccomp.program``) for
-    ``--seccomp``. Nested user namespaces are always off (``--disable-userns``). ``slots``, when given,
+    ``--seccomp``. Nested user namespaces are off (``--disable-userns``) unless ``user_namespaces`` (the
+    policy's ``user_namespaces = true``). ``slots``, when given,
     receives ``(argv index, source)`` of each bind descriptor and ``(index, "")`` of the seccomp one, so
     a launcher can open them later (``sotd.jobs.launch``).
     """
@@ -90,7 +93,8 @@ def bwrap_argv(
     if len(data_fds) != len(sb.created_files):
         raise ValueError("bwrap_argv needs one data fd per created file")
     a = [*drop_argv(sb.uid, sb.gid, setpriv), bwrap]
-    a += ["--unshare-user", "--disable-userns", "--uid", str(sb.uid), "--gid", str(sb.gid)]
+    a += ["--unshare-user", *([] if user_namespaces else ["--disable-userns"])]
+    a += ["--uid", str(sb.uid), "--gid", str(sb.gid)]
     a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not sb.network:
         a += ["--unshare-net"]

@@ -641,6 +641,8 @@ class Policy:
     capabilities: frozenset[str] = frozenset()
     network: bool = False
     sessions: bool = False
+    user_namespaces: bool = False  # may a sandbox make user namespaces of its own (bwrap --disable-userns)
+    seccomp: bool = True  # the seccomp filter (sotd.jobs.seccomp) on every sandbox
     read_only: tuple[str, ...] = ()
     read_write: tuple[str, ...] = ("$$workspace$$",)
     homes: tuple[str, ...] = ()
@@ -674,6 +676,8 @@ def parse_policy(table: Mapping[str, object]) -> Policy:
         "capabilities",
         "network",
         "sessions",
+        "user_namespaces",
+        "seccomp",
         "read_only",
         "read_write",
         "homes",
@@ -690,8 +694,8 @@ def parse_policy(table: Mapping[str, object]) -> Policy:
             raise PolicyError(f"jobs.policy.{k} must be a list of strings")
         return tuple(v)
 
-    def flag(k: str) -> bool:
-        v = table.get(k, False)
+    def flag(k: str, default: bool = False) -> bool:
+        v = table.get(k, default)
         if not isinstance(v, bool):
             raise PolicyError(f"jobs.policy.{k} must be true or false")
         return v
@@ -711,6 +715,8 @@ def parse_policy(table: Mapping[str, object]) -> Policy:
         capabilities=caps,
         network=flag("network"),
         sessions=flag("sessions"),
+        user_namespaces=flag("user_namespaces"),
+        seccomp=flag("seccomp", True),
         read_only=strs("read_only"),
         read_write=strs("read_write", ("$$workspace$$",)),
         homes=strs("homes"),
