@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+from sotd.jobs.spec import output_name
+
 STEP_S = 30.0
 MAKEFILE = "image: out/board.img\n\nout/board.img: board.c\n\tmkdir -p out\n\tcc -o out/board board.c\n\t./out/board > out/board.img\n"
 BOARD_C = '#include <stdio.h>\nint main(void) { for (int i = 0; i < 64; i++) printf("board %d\\n", i); return 0; }\n'
@@ -29,6 +31,7 @@ POLICY = """\
 [runs]
 root = "{root}"
 state = "{state}"
+senders = {{ proj = ["alice"] }}
 
 [jobs.policy]
 users = ["build-user"]
@@ -187,11 +190,12 @@ class Demo:
         ended = got.get("ended", {})
         print(f"\n# started: {json.dumps(got.get('started'))}")
         print(f"# ended:   {json.dumps(ended)}")
-        img = subprocess.run(["fossil", "uv", "cat", "builds/board.img", "-R", os.path.join(self.top, "a.fossil")],
+        stored = output_name(run_hash, "builds/board.img")  # the node stores outputs below ocx/out/RUN-HASH/
+        img = subprocess.run(["fossil", "uv", "cat", stored, "-R", os.path.join(self.top, "a.fossil")],
                              env=self.base, capture_output=True, timeout=STEP_S, check=False).stdout  # fmt: skip
         h = hashlib.sha3_256(img).hexdigest()
         want = ended.get("outputs", {}).get("builds/board.img")
-        print(f"\n[a]$ fossil uv cat builds/board.img -R a.fossil | sha3-256  ->  {h}")
+        print(f"\n[a]$ fossil uv cat {stored} -R a.fossil | sha3-256  ->  {h}")
         first = img.split(b"\n", 1)[0].decode(errors="replace")
         print(f"  {len(img)} bytes, first line {first!r}")
         ok = ended.get("outcome") == "passed" and want == h

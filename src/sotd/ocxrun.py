@@ -8,8 +8,11 @@
   ``refused``. The run then goes to ``sotd.jobs.runner.Run`` in a thread of its own: node policy, steps,
   sandbox, limits, process. Its answers go where the run is, with ``Node.answer``: one ``started`` (when
   the process started), then one ``ended`` (O9). Only after ``ended`` is written are the
-  ``unversioned_files`` stored as their ``as`` names and the logs as ``ocx/logs/<RUN-HASH>/stdout`` and
-  ``…/stderr``, and the clone synced, so a reader checks what arrives against the hashes on record.
+  ``unversioned_files`` stored below the run's own prefix (``ocx/out/<RUN-HASH>/<as>``; an ``as`` under
+  ``ocx/`` is refused) and the logs as ``ocx/logs/<RUN-HASH>/stdout`` and ``…/stderr``, and the clone
+  synced, so a reader checks what arrives against the hashes on record. Only senders the policy lists
+  for the clone (``[runs.senders]``) get their runs taken; any other's ends ``refused``. A run for
+  another clone's server-code is not answered, and logged in one line.
 - **stop**: a ``stop`` answering a run this node is running stops it (the whole tree is killed; the run
   ends ``stopped``) when it comes from the run's sender, the run's ``to``, or a login with admin (``a``)
   or setup (``s``) capability in the clone's user table (O10). Any other is logged and ignored.
@@ -20,7 +23,8 @@ gone ends ``lost``; one that ended while the node was down gets its recorded ``e
 
 **Sessions (O11).** A run with ``session: true`` is prepared by the executor like any run (policy, steps,
 homes, sandbox argv), then handed to a ``SessionHost`` (the daemon's terminal rows, ``sotd.daemon.ocxnode``)
-as one row running ``prlimit … setpriv … bwrap … COMMAND``. Posts from a ``hears`` login answering the run
+as one row running ``prlimit … python -I -m sotd.jobs.launch SPEC`` (which opens the binds and the
+seccomp filter, then execs ``setpriv … bwrap … COMMAND``). Posts from a ``hears`` login answering the run
 (or an answer of it) are filed as sot-comm mail to the session's handle ``ocx-<RUN-HASH[:16]>`` (so the
 wake wakes it) and mirrored into ``$$workspace$$/inbox.jsonl``; ``deliveries`` is ``start``, ``new`` or
 ``none``. Files the session writes into ``$$workspace$$/outbox/`` are posted as OCX messages answering the
@@ -44,16 +48,18 @@ import logging
 import os
 import resource
 import stat
+import sys
 import threading
 import time
 import tomllib
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from sotd import _clock
 from sotd.errors import SotdError
 from sotd.jobs import limits as lim
-from sotd.jobs import runner, spec
+from sotd.jobs import paths, runner, seccomp, spec
 from sotd.jobs import sandbox as sbx
 from sotd.jobs import steps as stp
 from sotd.jobs.errors import PolicyError, Refused
@@ -106,6 +112,7 @@ class RunSettings:
     state: str
     release: str | None = None
     clone_urls: Mapping[str, str] = field(default_factory=dict)
+    senders: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 def policy_path(config: NodeConfig, environ: Mapping[str, str]) -> str:
@@ -124,7 +131,7 @@ def parse_settings(doc: Mapping[str, object], path: str) -> RunSettings:
     runs = doc.get("runs", {})
     if not isinstance(runs, dict):
         raise OcxConfigError(f"ocx: {path}: [runs] must be a table")
-    bad = sorted(set(runs) - {"root", "state", "release", "clone_urls"})
+    bad = sorted(set(runs) - {"root", "state", "release", "clone_urls", "senders"})
     if bad:
         raise OcxConfigError(f"ocx: {path}: [runs] has an unknown key {bad[0]!r}")
 
@@ -134,7 +141,9 @@ def parse_settings(doc: Mapping[str, object], path: str) -> RunSettings:
             return None
         if not isinstance(v, str) or not v:
             raise OcxConfigError(f"ocx: {path}: runs.{key} must be a non-empty path")
-        return os.path.normpath(os.path.join(base, v))
+        # the real path: the executor walks these without following links, so a link the operator put
+        # on the way (/var/run -> /run) is resolved once, here, from the trusted configuration
+        return os.path.realpath(os.path.join(base, v))
 
     urls = runs.get("clone_urls", {})
     if not isinstance(urls, dict) or not all(
@@ -142,6 +151,7 @@ def parse_settings(doc: Mapping[str, object], path: str) -> RunSettings:
         for k, v in urls.items()
     ):
         raise OcxConfigError(f"ocx: {path}: runs.clone_urls must map clone names to http(s) URLs")
+    senders = parse_senders(runs.get("senders", {}), path)
     jobs = doc.get("jobs", {})
     table = jobs.get("policy", {}) if isinstance(jobs, dict) else None
     if not isinstance(table, dict):
@@ -160,7 +170,29 @@ def parse_settings(doc: Mapping[str, object], path: str) -> RunSettings:
         state=state,
         release=where("release", None),
         clone_urls={str(k): str(v) for k, v in urls.items()},
+        senders=senders,
     )
+
+
+def parse_senders(v: object, path: str) -> dict[str, frozenset[str]]:
+    """``[runs.senders]``: clone name -> the logins whose runs the node takes on that clone."""
+    if not isinstance(v, dict) or not all(
+        isinstance(k, str) and isinstance(x, list) and all(envelope.is_login(y) for y in x)
+        for k, x in v.items()
+    ):
+        raise OcxConfigError(f"ocx: {path}: runs.senders must map clone names to lists of logins")
+    return {str(k): frozenset(str(y) for y in x) for k, x in v.items()}
+
+
+def sender_refusal(senders: Mapping[str, frozenset[str]], clone: str, sender: str) -> str | None:
+    """Why the node policy takes no run from ``sender`` on ``clone`` (``None``: it does). No list for the
+    clone takes runs from no one."""
+    allowed = senders.get(clone)
+    if not allowed:
+        return f"this node takes runs on the clone {clone!r} from no login (its policy lists none in runs.senders)"
+    if sender not in allowed:
+        return f"this node does not take runs on the clone {clone!r} from the login {sender!r}"
+    return None
 
 
 def load_settings(config: NodeConfig, environ: Mapping[str, str]) -> RunSettings:
@@ -289,8 +321,10 @@ class Runs:
         body = doc.get("run") if isinstance(doc, dict) else None
         clone = body.get("clone") if isinstance(body, dict) else None
         code = fossil.repo_info(d.clone.repository).server_code  # fresh: --new may have changed it
-        if clone != code:
-            return  # another clone's run: nothing is written back (1.2)
+        if clone != code:  # another clone's run: nothing is written back (1.2), one line is logged
+            log.info("ocx: run %s from %s in %s is for the server-code %s, not this clone's; not answered",
+                     d.hash[:12], d.sender, d.clone.name, repr(clone)[:48])  # fmt: skip
+            return
         to = d.envelope.to or ""
         with self._lock:
             if d.hash in self._active or self._read_record(d.hash) is not None:
@@ -298,7 +332,7 @@ class Runs:
             a = Active(d.hash, d.clone.name, to, d.sender)
             self._record(a, "accepted")
             self._active[d.hash] = a
-        why = self._refuse_login(d.clone, to)
+        why = sender_refusal(self.settings.senders, d.clone.name, d.sender) or self._refuse_login(d.clone, to)
         log.info("ocx: run %s from %s to %s in %s: %s", d.hash[:12], d.sender, to, d.clone.name,
                  f"refused: {why}" if why else "accepted")  # fmt: skip
         self._spawn(a, self._drive, (a, body, why))
@@ -356,7 +390,11 @@ class Runs:
             body,
             run_hash=a.run_hash,
             repository_name=clone.name,
-            target=stp.Target(clone.repository, self.settings.clone_urls.get(clone.name)),
+            target=stp.Target(
+                clone.repository,
+                self.settings.clone_urls.get(clone.name),
+                pull=partial(self.node.pull_checkins, clone.name),
+            ),
             node=self.jobs,
             hash_name=_hash_name(info.hash_policy),
         )
@@ -418,7 +456,11 @@ class Runs:
         log.info(
             "ocx: run %s ended: %s%s", a.run_hash[:12], ended.outcome, f" ({ended.why})" if ended.why else ""
         )
-        uploads = [(name, ended.files[name], h) for name, h in ended.outputs.items() if name in ended.files]
+        uploads = [
+            (spec.output_name(a.run_hash, name), ended.files[name], h)
+            for name, h in ended.outputs.items()
+            if name in ended.files
+        ]
         uploads += [
             (log_name(a.run_hash, k), ended.log_files[k], h)
             for k, h in ended.logs.items()
@@ -514,6 +556,7 @@ class Runs:
 # --------------------------------------------------------------------------------------------- sessions
 
 SESSION_RECORD = "session.json"
+LAUNCH_SPEC = "launch.json"  # what sotd.jobs.launch opens and execs in a session's row
 SESSION_SEEN = "seen"  # one thread message hash a line: looked at (delivered, passed by, or skipped by `new`)
 
 
@@ -594,14 +637,32 @@ class SessionRun(runner.Run):
         except OSError as e:
             raise Refused(f"this node could not prepare the session's inbox and outbox: {e}") from None
         assert self.plan is not None
-        names = {resource.RLIMIT_CPU: "cpu", resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NPROC: "nproc"}
+        names = {resource.RLIMIT_CPU: "cpu", resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NPROC: "nproc",
+                 resource.RLIMIT_AS: "as"}  # fmt: skip
         rl = [f"--{names[res]}={soft}:{hard}" for res, soft, hard in lim.rlimits_for(self.limits, self.plan)]
         pre = [PRLIMIT, *rl, "--"] if rl else []
-        argv = [*pre, *sbx.bwrap_argv(run.sandbox, run.process, usr_links=self._usr_links())]
+        # the row cannot inherit descriptors: sotd.jobs.launch opens the binds (no link followed) and
+        # the seccomp filter when the row starts, and fills them into the bwrap argv's slots
+        slots: list[tuple[int, str]] = []
+        links = self._usr_links()
+        binds = {p: -1 for p in (*run.sandbox.read_only, *run.sandbox.read_write)
+                 if not ("/usr" in (*run.sandbox.read_only, *run.sandbox.read_write) and p in links)}  # fmt: skip
+        pol = self.node.policy
+        box = sbx.bwrap_argv(run.sandbox, run.process, usr_links=links, tmp_size=self.limits.tmp_size,
+                             bind_fds=binds, seccomp_fd=-1 if pol.seccomp and seccomp.available() else None,
+                             slots=slots, user_namespaces=pol.user_namespaces)  # fmt: skip
+        spec = {
+            "argv": box,
+            "binds": [[i, p] for i, p in slots if p],
+            "seccomp": next((i for i, p in slots if not p), None),
+        }
+        spec_path = os.path.join(self.dir, LAUNCH_SPEC)
+        _write_json(spec_path, spec)
+        argv = [*pre, sys.executable, "-I", "-m", "sotd.jobs.launch", spec_path]
         if not all(argv):  # a row's command is a list of non-empty words
             raise Refused("a session's command line cannot carry an empty word (an empty env value?)")
         cg = lim.Cgroups(self.plan, "sotd-job-" + self.run_hash[:16])
-        cg.create(self.limits.processes)
+        cg.create(self.limits.processes, self.limits.memory)
         self.cgroups = cg
         procs = cg.procs_files()
         self.argv = argv
@@ -633,6 +694,7 @@ class Session:
         self.seen: set[str] = set()  # thread messages looked at (delivered, passed by, or skipped by `new`)
         self.row = ""
         self.ready = False
+        self.hit: str | None = None  # the limit a "limit" outcome names, when not cpu
 
     def _save(self) -> None:
         """``session.json``: what a restarted node needs to adopt the session (``Session.adopt``)."""
@@ -641,7 +703,7 @@ class Session:
         _write_json(self.record, {
             "run": self.a.run_hash, "session_id": self.row, "handle": self.handle, "body": r.body,
             "repository_name": r.repository_name, "hash_name": r.hash_name, "values": r.values,
-            "deadline": deadline, "started": self.started, "ready": self.ready, "cpu": r.limits.cpu,
+            "deadline": deadline, "started": self.started, "ready": self.ready, "cpu": r.limits.cpu, "disk": r.limits.disk,
             "cgroups": r.cgroups.dirs if r.cgroups else {},
             "plan": None if r.plan is None else {"pids": r.plan.pids, "cpu": r.plan.cpu, "kill": r.plan.kill},
         })  # fmt: skip
@@ -679,7 +741,9 @@ class Session:
             if isinstance(dl, (int, float)):
                 r.deadline = time.monotonic() + max(0.0, float(dl) - _clock.now())
             cpu, pl, dirs = rec.get("cpu"), rec.get("plan"), rec.get("cgroups")
-            r.limits = spec.Limits(cpu=cpu if isinstance(cpu, int) else None)
+            disk = rec.get("disk")
+            r.limits = spec.Limits(cpu=cpu if isinstance(cpu, int) else None,
+                                   disk=disk if isinstance(disk, int) else None)  # fmt: skip
             if isinstance(pl, dict) and isinstance(dirs, dict) and dirs:
                 r.plan = lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={},
                                   how={})  # fmt: skip
@@ -751,16 +815,22 @@ class Session:
             cg.kill()  # nothing of the session outlives it, whatever it left behind
             cg.remove()
         if outcome == "limit":
-            limit = "cpu"
+            limit = self.hit or "cpu"
         self._post_outbox()  # what the session wrote before it ended still goes out
         self.runs._finish(a, runner.Ended(outcome, limit=limit, why=why), "started")
 
     def _loop(self) -> tuple[str, str | None]:
+        next_disk = time.monotonic() + runner.DISK_POLL
         while True:
             if self.a.stop_asked:
                 return "stopped", None
             if self.r.deadline is not None and time.monotonic() >= self.r.deadline:
                 return "timed_out", None
+            if self.r.limits.disk is not None and time.monotonic() >= next_disk:
+                next_disk = time.monotonic() + runner.DISK_POLL
+                if self.r._disk_used() > self.r.limits.disk:
+                    self.hit = "disk"
+                    return "limit", None  # the workspace's disk bound
             if self.r.cgroups is not None and lim.over_budget(
                 self.r.cgroups.cpu_seconds(), self.r.limits.cpu
             ):
@@ -834,12 +904,14 @@ class Session:
             )
 
     def _mirror(self, line: dict[str, object]) -> None:
-        """Append the delivery to ``$$workspace$$/inbox.jsonl``: the session's sandbox sees its mail there."""
+        """Append the delivery to ``$$workspace$$/inbox.jsonl``: the session's sandbox sees its mail there.
+        Opened one component at a time without following a link: the session may have replaced it."""
         path = os.path.join(self.ws, SESSION_INBOX)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
-        except OSError as e:
-            log.warning("ocx: run %s: %s not mirrored: %s", self.a.run_hash[:12], path, e)
+            fd = paths.open_nofollow(path, "the session's inbox", flags=os.O_WRONLY | os.O_APPEND)
+        except (OSError, Refused) as e:
+            log.warning("ocx: run %s: %s not mirrored: %s", self.a.run_hash[:12], path,
+                        e.message if isinstance(e, Refused) else e)  # fmt: skip
             return
         try:
             os.write(fd, (json.dumps(line) + "\n").encode("utf-8"))
@@ -848,31 +920,46 @@ class Session:
 
     # ------------------------------------------------------------------------------------------ outbox
 
+    def _outbox_fd(self) -> int | None:
+        """The outbox folder, opened without following a link (the session owns it and may swap it for a
+        symlink to anywhere: every read and move below goes through this descriptor)."""
+        try:
+            return paths.open_dir(self.outbox, "the session's outbox")
+        except (OSError, Refused) as e:
+            if not isinstance(e, FileNotFoundError):
+                log.warning("ocx: run %s: outbox not read: %s", self.a.run_hash[:12],
+                            e.message if isinstance(e, Refused) else e)  # fmt: skip
+            return None
+
     def _post_outbox(self) -> None:
         """Post each ``outbox/*.json`` the session finished writing, oldest first; move it to ``sent/`` or
         ``rejected/`` (with a ``.why`` beside it)."""
-        try:
-            names = [n for n in os.listdir(self.outbox) if n.endswith(".json") and not n.startswith(".")]
-        except OSError:
+        dfd = self._outbox_fd()
+        if dfd is None:
             return
-        entries = []
-        for n in names:
-            try:
-                st = os.lstat(os.path.join(self.outbox, n))
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                entries.append((st.st_mtime_ns, n))
-        for _, n in sorted(entries):
-            self._post_one(n)
+        try:
+            names = [n for n in os.listdir(dfd) if n.endswith(".json") and not n.startswith(".")]
+            entries = []
+            for n in names:
+                try:
+                    st = os.stat(n, dir_fd=dfd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    entries.append((st.st_mtime_ns, n))
+            for _, n in sorted(entries):
+                self._post_one(dfd, n)
+        finally:
+            os.close(dfd)
 
-    def _post_one(self, n: str) -> None:
-        path = os.path.join(self.outbox, n)
+    def _post_one(self, dfd: int, n: str) -> None:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = os.open(n, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
         except OSError:
             return
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return
             data = os.read(fd, envelope.MAX_MESSAGE_BYTES + 1)
         finally:
             os.close(fd)
@@ -885,10 +972,10 @@ class Session:
             else:
                 log.info("ocx: run %s: the session posted %s%s", self.a.run_hash[:12], res.hash[:12],
                          "" if res.delivered else f" (not delivered yet: {res.reason})")  # fmt: skip
-                self._move(n, "sent")
+                self._move(dfd, n, "sent")
                 return
         log.info("ocx: run %s: outbox file %s not posted: %s", self.a.run_hash[:12], n, why)
-        self._move(n, "rejected", why)
+        self._move(dfd, n, "rejected", why)
 
     def _refuse_post(self, data: bytes) -> str | None:
         if len(data) > envelope.MAX_MESSAGE_BYTES:
@@ -904,13 +991,22 @@ class Session:
             return f"{v.re} is neither the run nor a message of its thread"
         return None
 
-    def _move(self, n: str, where: str, why: str | None = None) -> None:
-        d = os.path.join(self.outbox, where)
+    def _move(self, dfd: int, n: str, where: str, why: str | None = None) -> None:
+        """Move ``n`` into ``where/`` of the held outbox (never through a link)."""
         try:
-            os.makedirs(d, mode=0o700, exist_ok=True)
-            os.replace(os.path.join(self.outbox, n), os.path.join(d, n))
-            if why is not None:
-                with open(os.path.join(d, n + ".why"), "w", encoding="utf-8") as f:
-                    f.write(why + "\n")
+            try:
+                os.mkdir(where, 0o700, dir_fd=dfd)
+            except FileExistsError:
+                pass
+            sub = os.open(where, paths.DIR_FLAGS, dir_fd=dfd)
+            try:
+                os.replace(n, n, src_dir_fd=dfd, dst_dir_fd=sub)
+                if why is not None:
+                    wfd = os.open(n + ".why", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600,
+                                  dir_fd=sub)  # fmt: skip
+                    with os.fdopen(wfd, "w", encoding="utf-8") as f:
+                        f.write(why + "\n")
+            finally:
+                os.close(sub)
         except OSError as e:
             log.warning("ocx: run %s: outbox file %s not moved to %s: %s", self.a.run_hash[:12], n, where, e)

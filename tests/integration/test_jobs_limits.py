@@ -18,6 +18,7 @@ import pytest
 from sotd.demo_ocx import BOARD_C, MAKEFILE  # the board project the demo builds too
 from sotd.jobs import limits as lim
 from sotd.jobs import runner, spec
+from sotd.jobs.spec import DEFAULT_MAXIMA
 from sotd.jobs.steps import Target
 
 pytestmark = [
@@ -38,17 +39,22 @@ class DirCarrier:
     def __init__(self, src: str) -> None:
         self.src = src
 
-    def export(self, repo: str, ref: str, into: str) -> None:
+    def export(self, repo: str, ref: str, into: str, ids: tuple[int, int] | None = None) -> None:
         shutil.copytree(self.src, into, dirs_exist_ok=True)
 
     def set_password(self, repo: str, login: str, password: str) -> None:
         raise RuntimeError("not used")
 
-    def clone(self, url: str, file: str, login: str, password: str) -> None:
+    def clone(
+        self, url: str, file: str, login: str, password: str, ids: tuple[int, int] | None = None
+    ) -> None:
         raise RuntimeError("not used")
 
-    def checkout(self, repo: str, ref: str, dir: str) -> None:
+    def checkout(self, repo: str, ref: str, dir: str, ids: tuple[int, int] | None = None) -> None:
         raise RuntimeError("not used")
+
+    def resolve(self, repo: str, ref: str) -> str | None:
+        return "d" * 64  # a folder, not a repository: it stands for one check-in
 
 
 @pytest.fixture
@@ -134,7 +140,13 @@ def test_seed_build_example_passes_and_hashes_the_image(node: runner.Node) -> No
     started, ended = r.execute()
     assert started is not None, r.result
     ws = started["values"]["workspace"]  # type: ignore[index]
-    assert started["limits"] == {"wall": "1h", "cpu": 3000, "processes": 256, "file_size": "2G"}
+    assert started["limits"] == {
+        "wall": "1h",
+        "cpu": 3000,
+        "processes": 256,
+        "file_size": "2G",
+        **DEFAULT_MAXIMA,
+    }
     with open(os.path.join(r.dir, "stderr")) as f:
         assert ended.outcome == "passed", f.read()
     img = os.path.join(ws, "tree/out/board.img")
@@ -142,7 +154,10 @@ def test_seed_build_example_passes_and_hashes_the_image(node: runner.Node) -> No
         data = f.read()
     assert data.startswith(b"board 0\n")
     assert ended.outputs == {"builds/board.img": hashlib.sha3_256(data).hexdigest()}
-    assert ended.files == {"builds/board.img": img}
+    # the file to upload is the node's private copy of the bytes hashed, not the workspace's path
+    assert ended.files == {"builds/board.img": os.path.join(r.dir, "outputs", "0")}
+    with open(ended.files["builds/board.img"], "rb") as f:
+        assert f.read() == data
     assert os.stat(img).st_uid == 1000 and os.stat(ws).st_mode & 0o777 == 0o700
     assert set(ended.logs) == {"stdout", "stderr"}
     with open(ended.log_files["stdout"], "rb") as f:
@@ -263,3 +278,44 @@ def test_adopt_lost_when_processes_are_gone_and_adopted_when_alive(node: runner.
     assert runner.adopt(node.state_dir, r2.run_hash, node).outcome == "lost"  # recorded once
     for d in list(r2.cgroups.dirs.values()) if r2.cgroups else []:
         assert not os.path.exists(d)
+
+
+def test_a_pull_that_fails_ends_error_and_builds_nothing(node: runner.Node) -> None:
+    """Fresh trees: before a ``files`` step the node pulls; when it cannot, the run ends ``error`` naming
+    the step, and no tree is exported (it never builds the old trunk silently)."""
+    from sotd.errors import SotdError
+
+    def pull() -> None:
+        raise SotdError("ocx: fossil pull -R proj.fossil failed: cannot reach the hub")
+
+    r = make_run(node, body(["true"]))
+    r.target = Target("/nonexistent.fossil", pull=pull)
+    assert r.start() is None and r.result is not None
+    assert r.result.body() == {
+        "outcome": "error",
+        "why": "step 1 (files) failed: ocx: fossil pull -R proj.fossil failed: cannot reach the hub",
+        "step": 1,
+    }
+    assert not os.path.exists(os.path.join(node.root, "build-user/projects/proj", r.run_hash, "tree"))
+
+
+def test_the_filter_and_userns_follow_the_policy(node: runner.Node) -> None:
+    """By default every sandbox runs under the seccomp filter with nested user namespaces off; a policy
+    saying ``seccomp = false`` / ``user_namespaces = true`` gets neither (real bwrap, /proc/self/status)."""
+    import dataclasses
+
+    script = "grep ^Seccomp: /proc/self/status; unshare -U true 2>/dev/null; echo userns $?"
+
+    def out(n: runner.Node) -> str:
+        b = body(["sh", "-c", script], verdict=False)
+        b["process"]["unversioned_files"] = []
+        b["objective"] = str(n.policy.seccomp)  # another RUN-HASH per policy
+        r = make_run(n, b)
+        started, _ = r.execute()
+        assert started is not None, r.result
+        with open(os.path.join(r.dir, "stdout")) as f:
+            return f.read()
+
+    assert out(node) == "Seccomp:\t2\nuserns 1\n"
+    loose = dataclasses.replace(node.policy, seccomp=False, user_namespaces=True)
+    assert out(dataclasses.replace(node, policy=loose)) == "Seccomp:\t0\nuserns 0\n"

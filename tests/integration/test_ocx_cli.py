@@ -174,3 +174,29 @@ def test_clone_replaces_a_server_code_a_configured_clone_has(
     out = capsys.readouterr().out
     assert calls == [] and "replaced" not in out
     assert out == f"cloned {hub} into {new}; server-code {fx.repo_info(new).server_code}\n"
+
+
+def test_server_code_names_the_configured_clone_even_beside_a_folder_of_that_name(home: str) -> None:
+    """``sotd ocx server-code NAME`` run where a folder NAME exists: the configured clone's server-code,
+    not an error about the folder; a path to a repository file still works, and a name neither configured
+    nor a file says which clones there are."""
+    import subprocess
+
+    from tests.ocx.fossilkit import SOTD
+
+    hub = os.path.join(home, "hub.fossil")
+    make_hub(hub, USERS)
+    env = hub_env(home, [{"name": "proj", "repository": hub, "login": "alice"}])
+    work = os.path.join(home, "work")
+    os.makedirs(os.path.join(work, "proj"))
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([SOTD, "ocx", "server-code", *args], cwd=work, env=env, capture_output=True,
+                              text=True, timeout=60, check=False)  # fmt: skip
+
+    code = fx.repo_info(hub).server_code
+    assert (run("proj").returncode, run("proj").stdout) == (0, code + "\n")
+    assert run(hub).stdout == code + "\n"
+    os.makedirs(os.path.join(work, "other"))
+    bad = run("other")
+    assert bad.returncode != 0 and "no clone named 'other'" in bad.stderr and "(clones: proj)" in bad.stderr

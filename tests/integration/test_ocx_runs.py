@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from sotd.jobs import runner
+from sotd.jobs.spec import DEFAULT_MAXIMA, output_name
 from sotd.ocx.config import load_config
 from sotd.ocx.node import Node
 from sotd.ocxrun import Runs, load_settings, log_name
@@ -69,7 +70,7 @@ def test_seed_build_example_end_to_end(lab: rk.Lab) -> None:
     assert code_b != lab.server_code("a")
     h = rk.post_run(lab, "a", rk.run_body(code_b, ["make", "-C", "$$tree$$", "image"]))
     log_a = rk.node_once(lab, "a")  # A's clone has another server-code: it takes nothing, writes nothing
-    assert "run " not in log_a
+    assert log_a.count(f"run {h[:12]}") == 1 and "not this clone's; not answered" in log_a, log_a
     assert rk.answers(lab, "a", h) == []
     log_b = rk.node_once(lab, "b")
     assert "accepted" in log_b and "ended: passed" in log_b, log_b
@@ -78,11 +79,17 @@ def test_seed_build_example_end_to_end(lab: rk.Lab) -> None:
     started, ended = got[0][1], got[1][1]
     ws = started["values"]["workspace"]
     assert ws == os.path.join(lab.top, "b-root", "build-user", "projects", "proj", h)
-    assert started["limits"] == {"wall": "1h", "cpu": 3000, "processes": 256, "file_size": "2G"}
+    assert started["limits"] == {
+        "wall": "1h",
+        "cpu": 3000,
+        "processes": 256,
+        "file_size": "2G",
+        **DEFAULT_MAXIMA,
+    }
     assert ended["outcome"] == "passed" and ended["verdict"] is True and ended["exit"] == 0
     assert list(ended) == ["outcome", "verdict", "exit", "outputs", "logs"]
     # the image itself, on A, matches the hash ended put on record
-    img = rk.uv_bytes(lab.clones["a"], "builds/board.img", lab.top)
+    img = rk.uv_bytes(lab.clones["a"], output_name(h, "builds/board.img"), lab.top)
     assert img is not None and img.startswith(b"board 0\n")
     assert ended["outputs"] == {"builds/board.img": hashlib.sha3_256(img).hexdigest()}
     for which in ("stdout", "stderr"):
@@ -91,7 +98,7 @@ def test_seed_build_example_end_to_end(lab: rk.Lab) -> None:
     # the hub received started, then ended, then the image (O9: ended before the files)
     rows = json.loads(rk.sotd("ocx", "answers", h, "--json", env=lab.envs["a"]).out)
     order = rk.hub_order(
-        hub_of(lab), [f"ocx/m/{rows[0]['hash']}.json", f"ocx/m/{rows[1]['hash']}.json", "builds/board.img"],
+        hub_of(lab), [f"ocx/m/{rows[0]['hash']}.json", f"ocx/m/{rows[1]['hash']}.json", output_name(h, "builds/board.img")],
         lab.top,
     )  # fmt: skip
     assert order[0] < order[1] < order[2]
@@ -180,7 +187,7 @@ def test_restart_adopts_live_runs_and_ends_gone_ones_lost(lab: rk.Lab) -> None:
     assert [k for k, _, _ in a_ans] == ["started", "ended"]
     ended = a_ans[1][1]
     assert ended["outcome"] == "passed", ended
-    img = rk.uv_bytes(lab.clones["a"], "builds/board.img", lab.top)
+    img = rk.uv_bytes(lab.clones["a"], output_name(alive, "builds/board.img"), lab.top)
     assert img is not None and ended["outputs"]["builds/board.img"] == hashlib.sha3_256(img).hexdigest()
     g_ans = rk.answers(lab, "a", gone)
     assert [k for k, _, _ in g_ans] == ["started", "ended"] and g_ans[1][1]["outcome"] == "lost"

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from sotd.jobs.spec import DEFAULT_MAXIMA
 from sotd.ocxrun import session_handle
 from tests.ocx import runkit as rk
 from tests.ocx.fossilkit import base_env, free_port, need_fossil, wait_port
@@ -38,6 +39,7 @@ SESSION_POLICY = """\
 root = "{root}"
 state = "{state}"
 release = "{release}"
+senders = {{ proj = ["alice"] }}
 
 [jobs.policy]
 users = ["build-user", "agent-user"]
@@ -214,7 +216,7 @@ def test_seed_agent_session_hears_alice_not_carol_answers_and_stops(lab: rk.Lab)
         started = rk.wait_answer(lab, "a", h, "started", bound=60)
         ws = started["values"]["workspace"]
         assert ws == os.path.join(lab.top, "b-root", "agent-user", "projects", "proj", h)
-        assert started["limits"] == {"wall": "1h"}  # capped by the node
+        assert started["limits"] == {"wall": "1h", **DEFAULT_MAXIMA}  # capped by the node
         handle = session_handle(h)
         inbox = os.path.join(d.home, "inbox", f"{handle}.jsonl")
         wait_for(lambda: f"session @{handle} in row" in d.log(), 30, "the session's row")
@@ -392,7 +394,11 @@ def test_session_cpu_is_a_whole_run_budget(lab: rk.Lab) -> None:
         body["limits"] = {"wall": "2m", "cpu": "3s"}
         body["process"]["command"] = ["/bin/sh", "-c", "yes >/dev/null & yes >/dev/null & wait"]
         h = rk.post_run(lab, "a", body, to="lab-user")
-        assert rk.wait_answer(lab, "a", h, "started", bound=60)["limits"] == {"wall": "2m", "cpu": "3s"}
+        assert rk.wait_answer(lab, "a", h, "started", bound=60)["limits"] == {
+            "wall": "2m",
+            "cpu": "3s",
+            **DEFAULT_MAXIMA,
+        }
         ended = rk.wait_answer(lab, "a", h, "ended", bound=90)
         assert (ended["outcome"], ended.get("limit")) == ("limit", "cpu"), ended
     finally:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from sotd.jobs.spec import output_name
 from tests.ocx import runkit as rk
 from tests.ocx.fossilkit import base_env, bridge_namespaces, need_fossil, stop_server, wait_port
 
@@ -53,20 +54,20 @@ def test_build_and_stop_across_namespaces(namespaces: dict[str, str]) -> None:
         lab = rk.setup_nodes(top, HUB_ADDR, PORT, prefixes)
         code_b = lab.server_code("b")
         h = rk.post_run(lab, "a", rk.run_body(code_b, ["make", "-C", "$$tree$$", "image"]))
-        assert "run " not in rk.node_once(lab, "a")  # A's clone: another server-code, nothing written
+        assert "not this clone's; not answered" in rk.node_once(lab, "a")  # another server-code: one line
         log_b = rk.node_once(lab, "b")
         assert "ended: passed" in log_b, log_b
         got = rk.answers(lab, "a", h)
         assert [(k, s) for k, _, s in got] == [("started", "lab-user"), ("ended", "lab-user")]
         ended = got[1][1]
         assert ended["outcome"] == "passed" and ended["verdict"] is True
-        img = rk.uv_bytes(lab.clones["a"], "builds/board.img", top)
+        img = rk.uv_bytes(lab.clones["a"], output_name(h, "builds/board.img"), top)
         assert img is not None and ended["outputs"] == {"builds/board.img": hashlib.sha3_256(img).hexdigest()}
         # the hub recorded B's answers and the image at first receipt from B's namespace address
         out = rk.fossil(
             "sql", "-R", hub_repo,
             "SELECT DISTINCT user.login, rcvfrom.ipaddr FROM unversioned JOIN rcvfrom USING(rcvid) "
-            "JOIN user USING(uid) WHERE unversioned.name = 'builds/board.img'",
+            f"JOIN user USING(uid) WHERE unversioned.name = '{output_name(h, 'builds/board.img')}'",
             env=base_env(top),
         )  # fmt: skip
         assert f"'lab-user','{NODE_ADDRS['b']}'" in out

@@ -5,19 +5,24 @@ runs as ``alice``; B serves its clone as ``lab-user`` with a node policy), and e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sotd.demo_ocx import BOARD_C, MAKEFILE  # the board project the demo builds too
 from tests.ocx.fossilkit import SOTD, base_env, fossil, make_hub, sotd, write_config
 
-__all__ = ["fossil", "sotd", "write_config"]
+__all__ = ["base_env", "fossil", "sotd", "write_config"]
 
 
 # alice posts runs (node A); lab-user is the login node B acts as; carol may post but is nobody to a run.
@@ -28,6 +33,7 @@ POLICY = """\
 [runs]
 root = "{root}"
 state = "{state}"
+senders = {{ proj = ["alice"] }}
 
 [jobs.policy]
 users = ["build-user"]
@@ -247,15 +253,141 @@ def hub_order(hub: str, names: list[str], top: str) -> list[int]:
 
 
 def sandbox_cleanup() -> None:
-    """Kill and remove any job cgroup a failed test left behind (pids v1 on this host)."""
+    """Kill and remove any job cgroup a failed test left behind (pids and memory v1 on this host)."""
     from sotd.jobs import limits as lim
     from sotd.jobs import spec
 
-    base = "/sys/fs/cgroup/pids"
-    if not os.path.isdir(base):
-        return
-    for d in os.listdir(base):
-        if d.startswith("sotd-job-"):
-            cg = lim.Cgroups.existing({"pids": f"{base}/{d}"}, lim.plan(spec.Limits(), lim.CgroupFacts(), 0))
-            cg.kill()
-            cg.remove()
+    bases = [("pids", "/sys/fs/cgroup/pids")]
+    memory = lim.read_facts().v1.get("memory")
+    if memory:
+        bases.append(("memory", memory))
+    for key, base in bases:
+        if not os.path.isdir(base):
+            continue
+        for d in os.listdir(base):
+            if d.startswith("sotd-job-"):
+                cg = lim.Cgroups.existing({key: f"{base}/{d}"}, lim.plan(spec.Limits(), lim.CgroupFacts(), 0))
+                cg.kill()
+                cg.remove()
+
+
+@contextmanager
+def served_lab(prefix: str = "sotd-ocxrun") -> Iterator[Lab]:
+    """The project hub served on loopback and nodes A and B set up (``setup_nodes``); all removed after.
+
+    The top folder is in /tmp and 0755: the sandbox uid must search its way to the workspaces."""
+    from tests.ocx.fossilkit import free_port, need_fossil, wait_port
+
+    need_fossil()
+    top = f"/tmp/{prefix}-{secrets.token_hex(4)}"
+    os.mkdir(top, 0o755)
+    hub = os.path.join(top, "hub.fossil")
+    srv = None
+    try:
+        make_project(hub, top)
+        port = free_port()
+        srv = subprocess.Popen(["fossil", "server", "--localhost", "--port", str(port), hub],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=base_env(top))  # fmt: skip
+        wait_port("127.0.0.1", port)
+        yield setup_nodes(top, "127.0.0.1", port, {})
+    finally:
+        if srv is not None:
+            srv.terminate()
+            srv.wait(timeout=10)
+        sandbox_cleanup()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def add_poster(lab: Lab, who: str, login: str) -> None:
+    """A third node configuration ``who`` posting as ``login`` (one of ``RUN_USERS``) through its own clone."""
+    e = base_env(lab.top)
+    cfg = os.path.join(lab.top, f"{who}.toml")
+    e["SOT_OCX_CONFIG"] = cfg
+    clone = os.path.join(lab.top, f"{who}.fossil")
+    pw = RUN_USERS[login][0]
+    r = sotd("ocx", "clone", f"http://{login}:{pw}@{lab.host}:{lab.port}/", clone, env=e)
+    assert r.code == 0, r
+    write_config(cfg, os.path.join(lab.top, f"{who}.sqlite"),
+                 [{"name": "proj", "repository": clone, "login": login,
+                   "url": f"http://{login}@{lab.host}:{lab.port}/"}])  # fmt: skip
+    lab.envs[who], lab.clones[who] = e, clone
+
+
+def set_senders(lab: Lab, logins: list[str]) -> None:
+    """Rewrite node B's ``runs.senders`` for the clone ``proj``."""
+    path = lab.envs["b"]["SOT_OCX_POLICY"]
+    with open(path) as f:
+        text = f.read()
+    start = text.index("senders = ")
+    end = text.index("\n", start)
+    with open(path, "w") as f:
+        f.write(text[:start] + f"senders = {{ proj = {json.dumps(logins)} }}" + text[end:])
+
+
+def commit_files(
+    lab: Lab, files: dict[str, str], links: dict[str, str], message: str, *, pull_b: bool = True
+) -> str:
+    """Commit ``files`` (name -> text) and symlinks (name -> target) on the hub's trunk, with Fossil's
+    ``allow-symlinks`` on so the check-in (and its tarball) holds real links; its full hash. Node B's
+    clone pulls it when ``pull_b``."""
+    hub = os.path.join(lab.top, "hub.fossil")
+    e = base_env(lab.top)
+    co = os.path.join(lab.top, f"co-{secrets.token_hex(3)}")
+    os.mkdir(co)
+    run = partial(subprocess.run, cwd=co, env=e, check=True, capture_output=True, timeout=60)
+    run(["fossil", "open", hub, "--workdir", co])
+    run(["fossil", "settings", "allow-symlinks", "on"])
+    for name, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(co, name)) or co, exist_ok=True)
+        with open(os.path.join(co, name), "w") as f:
+            f.write(text)
+    for name, target in links.items():
+        os.makedirs(os.path.dirname(os.path.join(co, name)) or co, exist_ok=True)
+        os.symlink(target, os.path.join(co, name))
+    run(["fossil", "add", *files, *links])
+    run(["fossil", "commit", "-m", message, "--user", "admin", "--no-warnings"])
+    checkin = run(["fossil", "whatis", "trunk", "-R", hub], text=True).stdout
+    run(["fossil", "close", "--force"])
+    shutil.rmtree(co)
+    if pull_b:
+        pw = RUN_USERS["lab-user"][0]
+        subprocess.run(["fossil", "pull", f"http://lab-user:{pw}@{lab.host}:{lab.port}/", "--once", "-R",
+                        lab.clones["b"]], env=e, check=True, capture_output=True, timeout=60)  # fmt: skip
+    return next(ln.split()[1] for ln in checkin.splitlines() if ln.startswith("artifact:"))
+
+
+class HostSentinels:
+    """A sentinel file in /tmp and a root-only 0700 folder with a secret in it: bytes, mode, owner and
+    mtime recorded, to be checked byte for byte after an attack (``check``)."""
+
+    def __init__(self) -> None:
+        tag = secrets.token_hex(4)
+        self.file = f"/tmp/sotd-sentinel-{tag}"
+        self.folder = f"/tmp/sotd-rootonly-{tag}"
+        with open(self.file, "w") as f:
+            f.write("sentinel " + tag + "\n")
+        os.chmod(self.file, 0o644)
+        os.mkdir(self.folder, 0o700)
+        with open(os.path.join(self.folder, "secret"), "w") as f:
+            f.write("root only " + tag + "\n")
+        self.before = self._snapshot()
+
+    def _snapshot(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for p in (self.file, self.folder, os.path.join(self.folder, "secret")):
+            st = os.lstat(p)
+            data = None
+            if os.path.isfile(p):
+                with open(p, "rb") as f:
+                    data = f.read()
+            out[p] = (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, data)
+        out["listing"] = sorted(os.listdir(self.folder))
+        return out
+
+    def check(self) -> None:
+        assert self._snapshot() == self.before
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(self.file)

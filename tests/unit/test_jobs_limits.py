@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import resource
 import signal
+import struct
 
 import pytest
 
 from sotd.jobs import limits as lim
+from sotd.jobs import seccomp
 from sotd.jobs.errors import Refused
-from sotd.jobs.runner import classify, read_exit
+from sotd.jobs.runner import classify, limits_hit, read_exit
 from sotd.jobs.spec import Limits
 
 pytestmark = pytest.mark.unit
@@ -129,6 +131,10 @@ def test_descendants() -> None:
         ({"exit_status": 128 + signal.SIGXFSZ, "verdict": False}, ("limit", "file_size")),
         ({"exit_status": 1, "verdict": True, "pids_refused": 3}, ("limit", "processes")),
         ({"exit_status": 0, "verdict": True, "pids_refused": 3}, ("passed", None)),
+        ({"exit_status": 137, "verdict": True, "memory_hit": True}, ("limit", "memory")),
+        ({"exit_status": 0, "verdict": True, "memory_hit": True}, ("passed", None)),
+        ({"exit_status": 137, "verdict": True, "disk_over": True, "memory_hit": True}, ("limit", "disk")),
+        ({"exit_status": 137, "verdict": True, "disk_over": True, "cpu_over": True}, ("limit", "cpu")),
     ],
 )
 def test_classify(kw: dict[str, object], want: tuple[str, str | None]) -> None:
@@ -158,3 +164,53 @@ def test_read_exit(tmp_path: object) -> None:
         f.write('{ "child-pid": 12 }\n{ "exit-')
     assert read_exit(p) is None
     assert read_exit(p + ".absent") is None
+
+
+NONE_HIT: dict[str, object] = {
+    "cpu_over": False, "pids_refused": 0, "memory_hit": False, "disk_over": False, "file_size": None,
+    "sizes": [], "killed_by_xfsz": False, "missing": False,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kw", "want"),
+    [
+        ({}, []),
+        ({"pids_refused": 4}, ["processes"]),
+        ({"file_size": 1024, "sizes": [10, 1024]}, ["file_size"]),
+        ({"file_size": 1024, "sizes": [10, 1023]}, []),
+        ({"killed_by_xfsz": True}, ["file_size"]),
+        ({"missing": True}, ["outputs"]),
+        ({"cpu_over": True, "memory_hit": True, "disk_over": True}, ["cpu", "memory", "disk"]),
+    ],
+)
+def test_limits_hit(kw: dict[str, object], want: list[str]) -> None:
+    assert limits_hit(**{**NONE_HIT, **kw}) == want  # type: ignore[arg-type]
+
+
+def test_memory_plan_prefers_a_cgroup_then_rlimit_as() -> None:
+    m = Limits(memory=64 << 20, tmp_size=1 << 20, disk=1 << 30)
+    v1 = lim.plan(m, lim.CgroupFacts(v1={"memory": "/sys/fs/cgroup/memory/x"}), 1000)
+    assert v1.memory == "v1" and lim.rlimits_for(m, v1) == []
+    v2 = lim.plan(m, lim.CgroupFacts(v2="/sys/fs/cgroup", v2_controllers=frozenset({"memory"})), 1000)
+    assert v2.memory == "v2"
+    none = lim.plan(m, lim.CgroupFacts(), 1000)
+    assert none.memory is None and lim.rlimits_for(m, none) == [(resource.RLIMIT_AS, 64 << 20, 64 << 20)]
+    assert set(none.how) == {"memory", "tmp_size", "disk"}
+
+
+def test_seccomp_program_shape() -> None:
+    """Whole 8-byte instructions; the arch check first; every jump lands inside; the last two return
+    allow and EPERM."""
+    prog = seccomp.program()
+    assert len(prog) % 8 == 0
+    ins = [struct.unpack("=HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
+    assert ins[0] == (seccomp.LD_W_ABS, 0, 0, seccomp.ARCH)
+    assert ins[1][3] == seccomp.AUDIT_ARCH_X86_64
+    assert ins[-2] == (seccomp.RET_K, 0, 0, seccomp.RET_ALLOW)
+    assert ins[-1] == (seccomp.RET_K, 0, 0, seccomp.RET_ERRNO | seccomp.EPERM)
+    for i, (code, jt, jf, _) in enumerate(ins):
+        if code in (seccomp.JEQ_K, seccomp.JGE_K):
+            assert i + 1 + jt < len(ins) and i + 1 + jf < len(ins)
+    denied = {k for code, jt, _, k in ins if code == seccomp.JEQ_K and jt and k != seccomp.AUDIT_ARCH_X86_64}
+    assert set(seccomp.DENIED.values()) | {seccomp.TIOCSTI} <= denied

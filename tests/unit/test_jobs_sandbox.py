@@ -14,7 +14,7 @@ pytestmark = pytest.mark.unit
 BARE = Sandbox(uid=1000, gid=1000, isolate_terminal=False, ends_with_parent=False)
 PROC = Process(user="u", command=("make", "image"))
 HEAD = ["/usr/bin/setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--", "/usr/bin/bwrap",
-        "--unshare-user", "--uid", "1000", "--gid", "1000",
+        "--unshare-user", "--disable-userns", "--uid", "1000", "--gid", "1000",
         "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]  # fmt: skip
 TAIL = ["--clearenv", "--", "make", "image"]
 
@@ -32,6 +32,23 @@ def test_bare_sandbox_exact_argv() -> None:
     assert sbx.bwrap_argv(BARE, PROC) == [*HEAD, "--unshare-net", "--cap-drop", "ALL", *TAIL]
 
 
+def test_binds_by_descriptor_tmp_size_and_seccomp() -> None:
+    """A bind with a descriptor is ``--bind-fd``/``--ro-bind-fd`` (no path resolved again); ``tmp_size``
+    is ``--size`` before the tmpfs; the filter is ``--seccomp FD``."""
+    sb = replace(BARE, tmp="/tmp", read_only=("/etc/alternatives",), read_write=("/srv/ws", "/srv/ws/x"))
+    got = middle(sb, bind_fds={"/srv/ws": 7, "/etc/alternatives": 9}, tmp_size=1024, seccomp_fd=5)
+    assert got == [
+        "--unshare-net", "--cap-drop", "ALL", "--size", "1024", "--tmpfs", "/tmp",
+        "--ro-bind-fd", "9", "/etc/alternatives", "--bind-fd", "7", "/srv/ws", "--bind", "/srv/ws/x", "/srv/ws/x",
+        "--seccomp", "5",
+    ]  # fmt: skip
+
+
+def test_user_namespaces_only_when_the_policy_allows_them() -> None:
+    assert "--disable-userns" in sbx.bwrap_argv(BARE, PROC)
+    assert "--disable-userns" not in sbx.bwrap_argv(BARE, PROC, user_namespaces=True)
+
+
 def test_uid_gid_drop_first_then_namespace_ids() -> None:
     a = sbx.bwrap_argv(replace(BARE, uid=2001, gid=3002), PROC)
     assert a[:6] == [
@@ -42,7 +59,7 @@ def test_uid_gid_drop_first_then_namespace_ids() -> None:
         "--",
         "/usr/bin/bwrap",
     ]
-    assert a[6:11] == ["--unshare-user", "--uid", "2001", "--gid", "3002"]
+    assert a[6:12] == ["--unshare-user", "--disable-userns", "--uid", "2001", "--gid", "3002"]
 
 
 @pytest.mark.parametrize(

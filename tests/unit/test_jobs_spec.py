@@ -180,7 +180,8 @@ BAD_FIELDS = [
     ("limits.cpu", 0, "run.limits.cpu must be positive"),
     ("limits.processes", "256", "run.limits.processes must be a positive integer"),
     ("limits.file_size", "2GB", "run.limits.file_size must be"),
-    ("limits.memory", "1G", "run.limits has an unknown field 'memory'"),
+    ("limits.swap", "1G", "run.limits has an unknown field 'swap'"),
+    ("limits.memory", "lots", "run.limits.memory must be a positive number of bytes"),
     ("process.user", "a/b", "run.process.user must be a login"),
     ("process.command", [], "run.process.command must be a non-empty list"),
     ("process.command", "make", "run.process.command must be a list"),
@@ -228,6 +229,53 @@ def test_expand(template: str, values: dict[str, str], out: str) -> None:
     assert spec.expand(template, values) == out
 
 
+def test_a_doubled_dollar_pair_is_a_literal_dollar_pair() -> None:
+    """The documented escape: ``$$$$`` expands to ``$$`` (a shell's pid), beside real placeholders."""
+    assert spec.expand("echo $$$$ in $$root$$", {"root": "/r"}) == "echo $$ in /r"
+    assert spec.expand("$$$$$$$$", {}) == "$$$$"
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("builds/board.img", None),
+        ("ocx/m/" + "a" * 64 + ".json", "may not name anything under 'ocx/' (the names OCX itself writes)"),
+        ("ocx/logs/x/stdout", "may not name anything under 'ocx/'"),
+        ("ocx", "may not name anything under 'ocx/'"),
+        ("OCX/m/x", None),  # fossil's names are case-sensitive: not OCX's
+        ("/etc/x", "must be a relative name of non-empty segments"),
+        ("a/../b", "must be a relative name of non-empty segments"),
+        ("a//b", "must be a relative name of non-empty segments"),
+        ("./ocx/m/x", "must be a relative name of non-empty segments"),
+        ("a/", "must be a relative name of non-empty segments"),
+        ("a\\b", "must hold no backslash or control character"),
+        ("a\nb", "must hold no backslash or control character"),
+        ("x" * 201, "must be at most 200 characters"),
+    ],
+)
+def test_output_name_refusal(name: str, why: str | None) -> None:
+    assert (
+        spec.output_name_refusal(name) == why
+        if why is None
+        else why in (spec.output_name_refusal(name) or "")
+    )
+
+
+def test_output_name_is_below_a_per_run_prefix() -> None:
+    assert spec.output_name("ab" * 32, "builds/board.img") == f"ocx/out/{'ab' * 32}/builds/board.img"
+
+
+def test_forged_message_name_as_output_is_refused_naming_the_field() -> None:
+    body = build_run()
+    body["process"]["unversioned_files"] = [{"at": "$$workspace$$/x", "as": "ocx/m/" + "b" * 64 + ".json"}]
+    with pytest.raises(Refused) as e:
+        spec.parse_run(body)
+    assert e.value.message == (
+        "run.process.unversioned_files[0].as may not name anything under 'ocx/' (the names OCX itself"
+        f" writes), not {'ocx/m/' + 'b' * 64 + '.json'!r}"
+    )
+
+
 @pytest.mark.parametrize(
     ("template", "why"),
     [
@@ -235,7 +283,7 @@ def test_expand(template: str, values: dict[str, str], out: str) -> None:
         ("a$$b$$c$$", "unclosed placeholder"),
         ("$$home$$", "unknown placeholder $$home$$"),
         ("$$ROOT$$", "unknown placeholder $$ROOT$$"),
-        ("$$$$", "unknown placeholder $$$$"),
+        ("$$$$$$", "unclosed placeholder"),
         ("$$tree$$", "placeholder $$tree$$ has no value"),
     ],
 )
@@ -335,7 +383,21 @@ def test_policy_allows_the_build_example() -> None:
         ("sandbox.read_only", ["/etc"], "does not bind /etc read-only"),
         ("sandbox.read_only", ["/usrx"], "does not bind /usrx read-only"),
         ("sandbox.read_write", ["/usr"], "does not bind /usr read-write"),
-        ("sandbox.read_write", ["$$root$$"], "does not bind /srv/ocx read-write"),
+        (
+            "sandbox.read_write",
+            ["$$root$$"],
+            "binds nothing of $$root$$ (/srv/ocx) into a sandbox but the run",
+        ),
+        (
+            "sandbox.read_only",
+            ["/srv"],
+            "binds nothing of $$root$$ (/srv/ocx) into a sandbox but the run's own",
+        ),
+        (
+            "sandbox.read_only",
+            ["$$root$$/build-user/projects/proj/" + "e" * 64],
+            "but the run's own workspace",
+        ),
         ("sandbox.homes", ["/root/.ssh"], "does not bring the home entry /root/.ssh"),
         ("sandbox.created_files", [{"path": "/etc/shadow", "content": "x"}], "does not create /etc/shadow"),
     ],
@@ -376,7 +438,24 @@ def test_cap_limits_lowers_and_fills_from_maxima() -> None:
     pol = spec.parse_policy(POLICY_TOML)
     capped = spec.cap_limits(spec.parse_limits({"wall": "8h", "cpu": 60, "file_size": "2G"}), pol)
     assert (capped.wall, capped.cpu, capped.processes, capped.file_size) == (7200, 60, 512, 2 << 30)
-    assert capped.report() == {"wall": "2h", "cpu": 60, "processes": 512, "file_size": "2G"}
+    assert capped.report() == {"wall": "2h", "cpu": 60, "processes": 512, "file_size": "2G",
+                               **spec.DEFAULT_MAXIMA}  # fmt: skip
+
+
+def test_policy_user_namespaces_off_and_seccomp_on_by_default() -> None:
+    pol = spec.parse_policy({})
+    assert (pol.user_namespaces, pol.seccomp) == (False, True)
+    pol = spec.parse_policy({"user_namespaces": True, "seccomp": False})
+    assert (pol.user_namespaces, pol.seccomp) == (True, False)
+    with pytest.raises(PolicyError, match=r"jobs\.policy\.seccomp must be true or false"):
+        spec.parse_policy({"seccomp": "yes"})
+
+
+def test_policy_defaults_for_memory_tmp_and_disk_and_a_policy_may_change_them() -> None:
+    pol = spec.parse_policy({"limits": {"memory": "1G"}})
+    assert (pol.limits.memory, pol.limits.tmp_size, pol.limits.disk) == (1 << 30, 512 << 20, 8 << 30)
+    capped = spec.cap_limits(spec.parse_limits({"memory": "2G", "tmp_size": "1M"}), pol)
+    assert capped.report() == {"memory": "1G", "tmp_size": "1M", "disk": "8G"}
     assert spec.cap_limits(spec.parse_limits(None), spec.Policy()).report() == {}
 
 

@@ -300,15 +300,30 @@ def cmd_clone(argv: list[str]) -> int:
     return 0
 
 
+def server_code_target(repo: str) -> str:
+    """The repository file ``sotd ocx server-code REPO`` means: a configured clone's name first; else a
+    path naming a regular file (a folder of that name in the current directory is not a repository)."""
+    from sotd.ocx.config import load_config
+    from sotd.ocx.errors import OcxConfigError
+
+    try:
+        cfg = load_config(os.environ)
+    except OcxConfigError:
+        cfg = None
+    if cfg is not None and any(c.name == repo for c in cfg.clones):
+        return cfg.clone(repo).repository
+    if os.path.isfile(repo):
+        return repo
+    if cfg is None:
+        return load_config(os.environ).clone(repo).repository  # raises: says what is missing
+    return cfg.clone(repo).repository  # a repository file named by another path, else the clear error
+
+
 def cmd_server_code(argv: list[str]) -> int:
     (repo,), opts = _parse(argv, 1, ("--new",))
     from sotd.ocx import fossil
 
-    path = repo
-    if not os.path.exists(repo):
-        from sotd.ocx.config import load_config
-
-        path = load_config(os.environ).clone(repo).repository
+    path = server_code_target(repo)
     if "--new" in opts:
         _out(fossil.new_server_code(path))
     else:

@@ -12,6 +12,9 @@ how it is enforced and says so (``Plan.how``, what ``started`` can report). The 
 * ``processes``: v2 or v1 ``pids.max``; else RLIMIT_NPROC, usable only for a non-root uid (it counts
   every process of that uid, so one uid per run); for uid 0 without a pids cgroup the run is refused.
 * ``file_size``: RLIMIT_FSIZE (per file; SIGXFSZ). It also bounds the stdout/stderr logs.
+* ``memory``: v2 ``memory.max`` or v1 ``memory.limit_in_bytes`` (swap too where accounted); else
+  RLIMIT_AS per process. ``Cgroups.memory_hit`` says whether the cap was met.
+* ``tmp_size`` (bwrap ``--size``) and ``disk`` (the runner measures the workspace) are named in ``how``.
 
 Guarantee: every limit a run asks for is enforced by the named mechanism or the run is refused.
 What would break it: a cgroup created but not joined before exec (the child joins itself in
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
 
     from sotd.jobs.spec import Limits
 
-V1_WANTED = ("pids", "cpuacct", "freezer")
+V1_WANTED = ("pids", "cpuacct", "freezer", "memory")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class Plan:
     v2: str | None
     v1: Mapping[str, str]
     how: Mapping[str, str]
+    memory: str | None = None
 
 
 def parse_mounts(text: str) -> tuple[str | None, dict[str, str]]:
@@ -157,7 +161,19 @@ def plan(limits: Limits, facts: CgroupFacts, uid: int) -> Plan:
             )
     if limits.file_size is not None:
         how["file_size"] = "RLIMIT_FSIZE"
-    return Plan(pids=pids, cpu=cpu, kill=kill, v2=v2, v1=dict(facts.v1), how=how)
+    memory = None
+    if limits.memory is not None:
+        memory = "v2" if v2 and "memory" in facts.v2_controllers else "v1" if "memory" in facts.v1 else None
+        how["memory"] = (
+            {"v2": "cgroup v2 memory.max", "v1": "cgroup v1 memory.limit_in_bytes"}[memory]
+            if memory
+            else "RLIMIT_AS per process only (no memory cgroup)"
+        )
+    if limits.tmp_size is not None:
+        how["tmp_size"] = "bwrap --size on the sandbox's tmpfs"
+    if limits.disk is not None:
+        how["disk"] = "the workspace's disk use, measured every few seconds, then the whole tree killed"
+    return Plan(pids=pids, cpu=cpu, kill=kill, v2=v2, v1=dict(facts.v1), how=how, memory=memory)
 
 
 def rlimits_for(limits: Limits, p: Plan) -> list[tuple[int, int, int]]:
@@ -170,6 +186,8 @@ def rlimits_for(limits: Limits, p: Plan) -> list[tuple[int, int, int]]:
         out.append((resource.RLIMIT_FSIZE, limits.file_size, limits.file_size))
     if limits.processes is not None and p.pids is None:
         out.append((resource.RLIMIT_NPROC, limits.processes, limits.processes))
+    if limits.memory is not None and p.memory is None:
+        out.append((resource.RLIMIT_AS, limits.memory, limits.memory))
     return out
 
 
@@ -225,13 +243,14 @@ class Cgroups:
         self.plan = p
         self.name = name
         self.dirs: dict[str, str] = {}  # "v2" or the v1 controller -> directory
-        if p.v2 and (p.pids == "v2" or p.cpu == "v2" or p.kill == "v2"):
+        if p.v2 and (p.pids == "v2" or p.cpu == "v2" or p.kill == "v2" or p.memory == "v2"):
             self.dirs["v2"] = os.path.join(p.v2, name)
-        for c in ("pids", "cpuacct", "freezer"):
+        for c in ("pids", "cpuacct", "freezer", "memory"):
             if c in p.v1 and (
                 (c == "pids" and (p.pids == "v1" or p.kill == "v1"))
                 or (c == "cpuacct" and p.cpu == "v1")
                 or (c == "freezer" and p.kill == "v1")
+                or (c == "memory" and p.memory == "v1")
             ):
                 self.dirs[c] = os.path.join(p.v1[c], name)
 
@@ -242,8 +261,9 @@ class Cgroups:
         cg.plan, cg.name, cg.dirs = p, os.path.basename(next(iter(dirs.values()), "")), dict(dirs)
         return cg
 
-    def create(self, processes: int | None) -> None:
-        """Make every directory and set ``pids.max``; on failure remove what was made and raise ``Refused``."""
+    def create(self, processes: int | None, memory: int | None = None) -> None:
+        """Make every directory and set ``pids.max`` and the memory cap (swap included where the host
+        accounts it); on failure remove what was made and raise ``Refused``."""
         try:
             for d in self.dirs.values():
                 os.mkdir(d, 0o755)
@@ -252,6 +272,14 @@ class Cgroups:
                     os.path.join(self.dirs["v2" if self.plan.pids == "v2" else "pids"], "pids.max"),
                     str(processes),
                 )
+            if memory is not None and self.plan.memory == "v2":
+                _write(os.path.join(self.dirs["v2"], "memory.max"), str(memory))
+                if os.path.exists(os.path.join(self.dirs["v2"], "memory.swap.max")):
+                    _write(os.path.join(self.dirs["v2"], "memory.swap.max"), "0")
+            elif memory is not None and self.plan.memory == "v1":
+                _write(os.path.join(self.dirs["memory"], "memory.limit_in_bytes"), str(memory))
+                if os.path.exists(os.path.join(self.dirs["memory"], "memory.memsw.limit_in_bytes")):
+                    _write(os.path.join(self.dirs["memory"], "memory.memsw.limit_in_bytes"), str(memory))
         except OSError as e:
             self.remove()
             raise Refused(f"this node cannot make the run's cgroup: {e}") from None
@@ -288,9 +316,30 @@ class Cgroups:
             pass
         return 0
 
+    def memory_hit(self) -> bool:
+        """Did the run's memory reach its cap (v1 ``memory.failcnt`` or ``oom_kill`` in
+        ``memory.oom_control``: one big allocation is OOM-killed without a failcnt; v2 ``memory.events``
+        max/oom_kill)?"""
+        try:
+            if self.plan.memory == "v1" and "memory" in self.dirs:
+                d = self.dirs["memory"]
+                for line in _read(os.path.join(d, "memory.oom_control")).splitlines():
+                    k, _, v = line.partition(" ")
+                    if k == "oom_kill" and int(v) > 0:
+                        return True
+                return int(_read(os.path.join(d, "memory.failcnt"))) > 0
+            if self.plan.memory == "v2" and "v2" in self.dirs:
+                for line in _read(os.path.join(self.dirs["v2"], "memory.events")).splitlines():
+                    k, _, v = line.partition(" ")
+                    if k in ("max", "oom_kill") and int(v) > 0:
+                        return True
+        except (OSError, ValueError):
+            pass
+        return False
+
     def pids(self) -> list[int]:
         """Every pid in the run's cgroup (the first directory that lists processes)."""
-        for key in ("v2", "pids", "freezer", "cpuacct"):
+        for key in ("v2", "pids", "freezer", "cpuacct", "memory"):
             d = self.dirs.get(key)
             if d:
                 try:

@@ -14,9 +14,13 @@ needs), ``stdout``, ``stderr``, ``status.json`` (bwrap's ``--json-status-fd``: c
 
 Outcome order, first that holds: stopped, timed_out, limit cpu (budget reached, or SIGXCPU), limit
 file_size (SIGXFSZ, exit 153), limit processes (a fork refused by pids.max and a non-zero exit), then the
-verdict (``passed``/``failed``) or ``exited``. Outputs are hashed with the repository's hash (``sha3_256``
-or ``sha1``) through ``O_NOFOLLOW`` and a ``realpath`` check, so a symlink planted by the process never
-makes the node read or upload a file outside the workspace.
+verdict (``passed``/``failed``) or ``exited``; ``ended.limits_hit`` names every limit met whatever the
+outcome (``limits_hit``). Outputs are hashed with the repository's hash (``sha3_256`` or ``sha1``)
+through a descriptor opened one component at a time without following links and copied as hashed into
+the state folder, so a symlink planted by the process never makes the node read or upload a file
+outside the workspace, and what is uploaded is what was hashed. Bind sources reach bwrap as descriptors
+(``--bind-fd``), the seccomp filter as a memfd; a run's workspace may not nest with another's
+(``claim_workspace``).
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from functools import partial
 
 from sotd import _clock
 from sotd.jobs import limits as lim
+from sotd.jobs import paths, seccomp, spec
 from sotd.jobs import sandbox as sbx
-from sotd.jobs import spec
 from sotd.jobs import steps as stp
 from sotd.jobs.errors import Refused, StepFailed
 
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 POLL = 0.05
+DISK_POLL = 2.0  # seconds between two measures of the workspace's disk use (limits.disk)
 
 
 @dataclass
@@ -59,6 +64,7 @@ class Ended:
     missing: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # as -> path on this node
     log_files: dict[str, str] = field(default_factory=dict)  # stdout/stderr -> path on this node
+    limits_hit: list[str] = field(default_factory=list)
 
     def body(self) -> dict[str, object]:
         """The JSON body of ``ended`` (O9): outcome first, then what applies."""
@@ -75,6 +81,8 @@ class Ended:
             b["logs"] = dict(self.logs)
         if self.missing:
             b["missing"] = list(self.missing)
+        if self.limits_hit:
+            b["limits_hit"] = list(self.limits_hit)
         return b
 
     def to_json(self) -> dict[str, object]:
@@ -108,6 +116,8 @@ def classify(
     timed_out: bool,
     cpu_over: bool,
     pids_refused: int,
+    memory_hit: bool = False,
+    disk_over: bool = False,
 ) -> tuple[str, str | None]:
     """Pure: ``(outcome, limit)`` from what the supervisor saw. ``exit_status`` is bwrap's (128+N for a
     signal N)."""
@@ -117,8 +127,12 @@ def classify(
         return "timed_out", None
     if cpu_over or exit_status == 128 + signal.SIGXCPU:
         return "limit", "cpu"
+    if disk_over:
+        return "limit", "disk"
     if exit_status == 128 + signal.SIGXFSZ:
         return "limit", "file_size"
+    if memory_hit and exit_status != 0:
+        return "limit", "memory"
     if pids_refused and exit_status != 0:
         return "limit", "processes"
     if verdict:
@@ -126,24 +140,65 @@ def classify(
     return "exited", None
 
 
-def hash_file(path: str, top: str, hash_name: str) -> str | None:
-    """The ``hash_name`` hex digest of the regular file ``path`` if it lies inside ``top`` once every
-    symlink is resolved and is not itself a symlink; else ``None``."""
-    real_top = os.path.realpath(top)
-    if not spec.inside(os.path.realpath(os.path.dirname(path)), real_top):
+def limits_hit(
+    *,
+    cpu_over: bool,
+    pids_refused: int,
+    memory_hit: bool,
+    disk_over: bool,
+    file_size: int | None,
+    sizes: list[int],
+    killed_by_xfsz: bool,
+    missing: bool,
+) -> list[str]:
+    """Pure: ``ended.limits_hit``, every limit the run met, whatever its outcome (a fork bomb that met
+    ``processes`` and still exited 0, say): ``cpu``, ``processes`` (pids.max refused a fork), ``memory``
+    (the cgroup reached its cap), ``disk``, ``file_size`` (a process got SIGXFSZ, or an output or log is
+    exactly ``file_size`` bytes: cut there), ``outputs`` (a declared output is missing)."""
+    out = []
+    if cpu_over:
+        out.append("cpu")
+    if pids_refused:
+        out.append("processes")
+    if memory_hit:
+        out.append("memory")
+    if disk_over:
+        out.append("disk")
+    if killed_by_xfsz or (file_size is not None and any(n >= file_size for n in sizes)):
+        out.append("file_size")
+    if missing:
+        out.append("outputs")
+    return out
+
+
+def hash_file(path: str, top: str, hash_name: str, copy_to: str | None = None) -> str | None:
+    """The ``hash_name`` hex digest of the regular file ``path`` below ``top``, opened one component at a
+    time without following a symlink (``paths.open_nofollow``); ``None`` when it is missing, is or passes
+    through a symlink, or is not a regular file. With ``copy_to``, the bytes hashed are also written
+    there (a new file), so what is uploaded later is exactly what was hashed."""
+    if not spec.inside(path, top):
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        fd = paths.open_nofollow(path, "the output", flags=os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, Refused):
         return None
     try:
         import stat
 
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        h = hashlib.new(hash_name)
-        while chunk := os.read(fd, 1 << 20):
-            h.update(chunk)
+        out = None if copy_to is None else os.open(copy_to, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            h = hashlib.new(hash_name)
+            while chunk := os.read(fd, 1 << 20):
+                h.update(chunk)
+                if out is not None:
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(out, view) :]
+        finally:
+            if out is not None:
+                os.close(out)
         return h.hexdigest()
     finally:
         os.close(fd)
@@ -223,6 +278,8 @@ class Run:
         self.deadline: float | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self.bind_fds: dict[str, int] = {}  # bind source -> O_PATH descriptor, from _check_sources
+        self.checkins: list[dict[str, object]] = []  # started.checkins: the check-in each step used
 
     # -------------------------------------------------------------------------------------- preparation
 
@@ -247,31 +304,55 @@ class Run:
             raise Refused("session runs are started by the daemon's terminal, not by the jobs executor")
 
     def _check_sources(self, run: spec.Run, *, before_steps: bool) -> None:
+        """Every bind source opened without following a symlink (``paths.open_nofollow``) and reachable
+        by the sandbox uid. Before the steps, paths the steps make (below the workspace) wait; after them
+        the descriptors are kept in ``bind_fds`` for bwrap's ``--bind-fd``/``--ro-bind-fd``."""
         sb = run.sandbox
         links = self._usr_links()
         ws = self.values.get("workspace", "/")
-        for p in (*sb.read_only, *sb.read_write):
+        self._close_binds()
+        for p in dict.fromkeys((*sb.read_only, *sb.read_write)):
             if "/usr" in (*sb.read_only, *sb.read_write) and p in links:
                 continue
             if before_steps and spec.inside(p, ws):
                 continue
-            if not os.path.exists(p):
-                raise Refused(f"the sandbox path {p} does not exist on this node")
+            try:
+                fd = paths.open_nofollow(p, "the sandbox path")
+            except FileNotFoundError:
+                raise Refused(f"the sandbox path {p} does not exist on this node") from None
+            except OSError as e:
+                raise Refused(f"the sandbox path {p} cannot be opened: {e.strerror}") from None
+            if before_steps:
+                os.close(fd)
+            else:
+                self.bind_fds[p] = fd
             stat = {}
             cur = "/"
             for part in [x for x in os.path.normpath(p).split("/") if x][:-1]:
-                st = os.stat(cur)
+                st = os.stat(cur, follow_symlinks=False)
                 stat[cur] = (st.st_mode, st.st_uid, st.st_gid)
                 cur = os.path.join(cur, part)
-            st = os.stat(cur)
+            st = os.stat(cur, follow_symlinks=False)
             stat[cur] = (st.st_mode, st.st_uid, st.st_gid)
             bad = sbx.unreachable(p, sb.uid, sb.gid, stat)
             if bad:
+                self._close_binds()
                 raise Refused(
                     f"the sandbox path {p} cannot be reached by uid {sb.uid}: {bad} is not searchable"
                 )
+        if not before_steps:  # where bwrap mounts or creates (maybe below a bound folder): no link on the way
+            for what, dest in (("proc", sb.proc), ("dev", sb.dev), ("tmp", sb.tmp)):
+                if dest is not None:
+                    paths.check_dest(dest, f"the sandbox's {what} mount point")
+            for c in sb.created_files:
+                paths.check_dest(c.path, "the created file")
         if os.geteuid() != 0 and (sb.uid, sb.gid) != (os.geteuid(), os.getegid()):
             raise Refused(f"this node cannot run as uid {sb.uid}: it is not root")
+
+    def _close_binds(self) -> None:
+        for fd in self.bind_fds.values():
+            os.close(fd)
+        self.bind_fds = {}
 
     def _usr_links(self) -> Mapping[str, str]:
         return self.node.usr_links if self.node.usr_links is not None else sbx.host_usr_links()
@@ -288,8 +369,10 @@ class Run:
             run = self._decide()
             self.run = run
             self._check_sources(run, before_steps=True)
+            claim_workspace(self.node.state_dir, self.run_hash, self.values.get("workspace"))
             stp.claim_password(self.node.passwords, run, self.target.repository, self.run_hash)
-            stp.run_steps(run, self.node.root, self.target, self.node.carrier)
+            prep = stp.run_steps(run, self.node.root, self.target, self.node.carrier)
+            self.checkins = prep.checkins
             self._check_sources(run, before_steps=False)
             assert self.values.get("workspace")
             stp.bring_homes(run.sandbox.homes, self.values["workspace"], run.sandbox.uid, run.sandbox.gid)
@@ -303,13 +386,18 @@ class Run:
         except StepFailed as e:
             self._end_early(Ended("error", step=e.step, why=e.message))
             return None
-        return {"values": dict(self.values), "limits": self.limits.report()}
+        finally:
+            self._close_binds()
+        started: dict[str, object] = {"values": dict(self.values), "limits": self.limits.report()}
+        if self.checkins:
+            started["checkins"] = list(self.checkins)
+        return started
 
     def _spawn(self, run: spec.Run) -> None:
         assert self.plan is not None
         os.makedirs(self.dir, mode=0o700, exist_ok=False)
         cg = lim.Cgroups(self.plan, "sotd-job-" + self.run_hash[:16])
-        cg.create(self.limits.processes)
+        cg.create(self.limits.processes, self.limits.memory)
         self.cgroups = cg
         fds: list[int] = []
         try:
@@ -318,6 +406,12 @@ class Run:
                 os.write(fd, c.content.encode())
                 os.lseek(fd, 0, os.SEEK_SET)
                 fds.append(fd)
+            filter_fd = None
+            if self.node.policy.seccomp and seccomp.available():
+                filter_fd = os.memfd_create("seccomp", 0)
+                os.write(filter_fd, seccomp.program())
+                os.lseek(filter_fd, 0, os.SEEK_SET)
+                fds.insert(len(run.sandbox.created_files), filter_fd)
             status_fd = os.open(
                 os.path.join(self.dir, "status.json"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
             )
@@ -326,8 +420,11 @@ class Run:
             err = os.open(os.path.join(self.dir, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             fds += [out, err]
             argv = sbx.bwrap_argv(
-                run.sandbox, run.process, usr_links=self._usr_links(), data_fds=fds[:-3], status_fd=status_fd
-            )
+                run.sandbox, run.process, usr_links=self._usr_links(),
+                data_fds=fds[: len(run.sandbox.created_files)], status_fd=status_fd, bind_fds=self.bind_fds,
+                tmp_size=self.limits.tmp_size, seccomp_fd=filter_fd,
+                user_namespaces=self.node.policy.user_namespaces,
+            )  # fmt: skip
             self.started_at = time.monotonic()
             if self.limits.wall is not None:
                 self.deadline = self.started_at + self.limits.wall
@@ -337,7 +434,7 @@ class Run:
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=err,
-                    pass_fds=tuple(fds[:-2]),
+                    pass_fds=(*fds[:-2], *self.bind_fds.values()),
                     start_new_session=True,
                     env={"PATH": "/usr/bin:/bin"},
                     preexec_fn=partial(  # noqa: PLW1509 -- only os/resource calls; see limits.preexec
@@ -369,6 +466,7 @@ class Run:
                 "started": _clock.now(),
                 "deadline": None if self.limits.wall is None else _clock.now() + self.limits.wall,
                 "cpu": self.limits.cpu,
+                "disk": self.limits.disk,
                 "verdict": run.process.verdict,
                 "workspace": self.values.get("workspace"),
                 "outputs": [[o.at, o.as_] for o in run.process.unversioned_files],
@@ -406,7 +504,8 @@ class Run:
             return self.result
         with self._lock:
             give_up = None if timeout is None else time.monotonic() + timeout
-            stopped = timed_out = cpu_over = False
+            stopped = timed_out = cpu_over = disk_over = False
+            next_disk = time.monotonic() + DISK_POLL
             while self._alive():
                 if self._stop.is_set():
                     stopped = True
@@ -416,7 +515,10 @@ class Run:
                     self.cgroups.cpu_seconds(), self.limits.cpu
                 ):
                     cpu_over = True
-                if stopped or timed_out or cpu_over:
+                elif self.limits.disk is not None and time.monotonic() >= next_disk:
+                    next_disk = time.monotonic() + DISK_POLL
+                    disk_over = self._disk_used() > self.limits.disk
+                if stopped or timed_out or cpu_over or disk_over:
                     self._kill()
                     break
                 if give_up is not None and time.monotonic() >= give_up:
@@ -430,6 +532,9 @@ class Run:
                     self.proc.wait()
             exit_status = self._exit_status()
             pids_refused = self.cgroups.pids_refused() if self.cgroups else 0
+            memory_hit = self.cgroups.memory_hit() if self.cgroups else False
+            if self.limits.disk is not None and not disk_over:
+                disk_over = self._disk_used() > self.limits.disk
             if self.cgroups is not None and not cpu_over and self.limits.cpu is not None:
                 cpu_over = lim.over_budget(self.cgroups.cpu_seconds(), self.limits.cpu)
             if self.cgroups is not None:
@@ -443,11 +548,33 @@ class Run:
                 timed_out=timed_out,
                 cpu_over=cpu_over,
                 pids_refused=pids_refused,
+                memory_hit=memory_hit,
+                disk_over=disk_over,
             )
-            self.result = self._collect(Ended(outcome, exit=exit_status, limit=limit))
+            e = self._collect(Ended(outcome, exit=exit_status, limit=limit))
+            e.limits_hit = limits_hit(
+                cpu_over=cpu_over or limit == "cpu",
+                pids_refused=pids_refused,
+                memory_hit=memory_hit,
+                disk_over=disk_over,
+                file_size=self.limits.file_size,
+                sizes=[os.path.getsize(p) for p in (*e.files.values(), *e.log_files.values())],
+                killed_by_xfsz=limit == "file_size",
+                missing=bool(e.missing),
+            )
+            self.result = e
             self.node.passwords.release(self.run_hash)
             _write_json(os.path.join(self.dir, "ended.json"), self.result.to_json())
             return self.result
+
+    def _disk_used(self) -> int:
+        ws = self.values.get("workspace")
+        if not ws:
+            return 0
+        try:
+            return paths.disk_used(ws)
+        except (OSError, Refused):
+            return 0
 
     def _exit_status(self) -> int | None:
         code = read_exit(os.path.join(self.dir, "status.json"))
@@ -461,13 +588,19 @@ class Run:
     def _collect(self, e: Ended) -> Ended:
         ws = self.values.get("workspace", "")
         outs = self.run.process.unversioned_files if self.run else ()
-        for o in outs:
-            h = hash_file(o.at, ws, self.hash_name) if ws else None
+        copies = os.path.join(self.dir, "outputs")  # private: what is uploaded is what was hashed
+        if outs:
+            os.makedirs(copies, mode=0o700, exist_ok=True)
+        for i, o in enumerate(outs):
+            copy = os.path.join(copies, str(i))
+            if os.path.lexists(copy):
+                os.unlink(copy)
+            h = hash_file(o.at, ws, self.hash_name, copy) if ws else None
             if h is None:
                 e.missing.append(o.as_)
             else:
                 e.outputs[o.as_] = h
-                e.files[o.as_] = o.at
+                e.files[o.as_] = copy
         for name in ("stdout", "stderr"):
             p = os.path.join(self.dir, name)
             h = hash_file(p, self.dir, self.hash_name)
@@ -480,6 +613,40 @@ class Run:
         """``start`` then ``wait``: ``(started body or None, ended)``."""
         started = self.start()
         return started, self.wait()
+
+
+WORKSPACES = ".workspaces"  # STATE/.workspaces/<RUN-HASH>: the workspace each run's directory step names
+
+
+def nested_in(at: str, others: Mapping[str, str]) -> tuple[str, str] | None:
+    """Pure: ``(run hash, workspace)`` of another run whose workspace holds ``at`` or lies inside it."""
+    for h, w in sorted(others.items()):
+        if spec.inside(at, w) or spec.inside(w, at):
+            return h, w
+    return None
+
+
+def claim_workspace(state_dir: str, run_hash: str, at: str | None) -> None:
+    """Record this run's workspace in ``STATE/.workspaces/``, then ``Refused`` when it would lie inside
+    another run's (or hold one), whatever the uids and modes (a uid-0 sandbox owns its workspace as
+    root). Recording first means two runs racing each see the other."""
+    if not at:
+        return
+    d = os.path.join(state_dir, WORKSPACES)
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    with open(os.path.join(d, run_hash), "w", encoding="utf-8") as f:
+        f.write(at)
+    others: dict[str, str] = {}
+    for name in os.listdir(d):
+        if name != run_hash:
+            try:
+                with open(os.path.join(d, name), encoding="utf-8") as f:
+                    others[name] = f.read()
+            except OSError:
+                continue
+    hit = nested_in(at, others)
+    if hit is not None:
+        raise Refused(f"the workspace {at} would lie inside, or hold, run {hit[0][:12]}'s workspace {hit[1]}")
 
 
 def unfinished(state_dir: str) -> list[str]:
@@ -536,7 +703,7 @@ def adopt(state_dir: str, run_hash: str, node: Node | None = None) -> Run | Ende
         r.run = parsed
     except (Refused, KeyError):
         r.run = None
-    r.limits = spec.Limits(cpu=st.get("cpu"))
+    r.limits = spec.Limits(cpu=st.get("cpu"), disk=st.get("disk"))
     pl = st.get("plan") or {}
     r.plan = lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={}, how={})
     r.cgroups = lim.Cgroups.existing(st.get("cgroups") or {}, r.plan)

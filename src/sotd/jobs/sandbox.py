@@ -11,9 +11,14 @@ Capabilities: always ``--cap-drop ALL`` before any ``--cap-add`` (a bare ``--cap
 almost all). Mount order: proc, dev, tmp, then binds from the shallowest path down (a parent bind never
 hides a child bind), then the merged-/usr symlinks, then created files.
 
+Binds given in ``bind_fds`` become ``--bind-fd``/``--ro-bind-fd`` (bwrap mounts the checked descriptor,
+never the path again); nested user namespaces are off (``--disable-userns``) unless the policy allows
+them; ``--size`` bounds
+the tmpfs; ``--seccomp`` loads the filter.
+
 Guarantee: nothing of the host is visible but what the run names; the environment is exactly
 ``process.env``. What would break it: passing an unresolved run (placeholders still in paths) -- the
-runner resolves and checks first.
+runner resolves and checks first -- or a bind left without its descriptor (then bwrap resolves the path).
 """
 
 from __future__ import annotations
@@ -61,6 +66,11 @@ def bwrap_argv(
     usr_links: Mapping[str, str] = MERGED_USR,
     data_fds: Sequence[int] = (),
     status_fd: int | None = None,
+    bind_fds: Mapping[str, int] | None = None,
+    tmp_size: int | None = None,
+    seccomp_fd: int | None = None,
+    slots: list[tuple[int, str]] | None = None,
+    user_namespaces: bool = False,
     bwrap: str = BWRAP,
     setpriv: str = SETPRIV,
 ) -> list[str]:
@@ -70,12 +80,21 @@ def bwrap_argv(
     ``/usr`` is bound, and an explicit bind of such a link is replaced by the symlink (same content).
     ``data_fds``: one readable fd per ``created_files`` entry, in order. ``status_fd``: bwrap writes its
     JSON status (child pid, then exit code) there, so a restarted node can learn how an adopted run ended.
+    ``bind_fds``: bind source -> a descriptor opened without following links (``paths.open_nofollow``);
+    such a bind becomes ``--bind-fd FD DEST`` / ``--ro-bind-fd FD DEST``, so bwrap mounts exactly what
+    was checked and never resolves the source path again. ``tmp_size``: ``--size`` of the sandbox's
+    tmpfs (``limits.tmp_size``). ``seccomp_fd``: the filter (``sotd.jobs.seccomp.program``) for
+    ``--seccomp``. Nested user namespaces are off (``--disable-userns``) unless ``user_namespaces`` (the
+    policy's ``user_namespaces = true``). ``slots``, when given,
+    receives ``(argv index, source)`` of each bind descriptor and ``(index, "")`` of the seccomp one, so
+    a launcher can open them later (``sotd.jobs.launch``).
     """
     sb = sandbox
     if len(data_fds) != len(sb.created_files):
         raise ValueError("bwrap_argv needs one data fd per created file")
     a = [*drop_argv(sb.uid, sb.gid, setpriv), bwrap]
-    a += ["--unshare-user", "--uid", str(sb.uid), "--gid", str(sb.gid)]
+    a += ["--unshare-user", *([] if user_namespaces else ["--disable-userns"])]
+    a += ["--uid", str(sb.uid), "--gid", str(sb.gid)]
     a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not sb.network:
         a += ["--unshare-net"]
@@ -91,19 +110,29 @@ def bwrap_argv(
     if sb.dev is not None:
         a += ["--dev", sb.dev]
     if sb.tmp is not None:
-        a += ["--tmpfs", sb.tmp]
+        a += [*(["--size", str(tmp_size)] if tmp_size is not None else []), "--tmpfs", sb.tmp]
     bound = {*sb.read_only, *sb.read_write}
     links = {k: v for k, v in usr_links.items() if "/usr" in bound}
     binds = [("--ro-bind", p) for p in sb.read_only if p not in links]
     binds += [("--bind", p) for p in sb.read_write if p not in links]
+    fds = bind_fds or {}
     for flag, p in sorted(binds, key=lambda b: _depth(b[1])):  # stable: same depth keeps the run's order
-        a += [flag, p, p]
+        if p in fds:
+            if slots is not None:
+                slots.append((len(a) + 1, p))
+            a += [flag + "-fd", str(fds[p]), p]
+        else:
+            a += [flag, p, p]
     for name in sorted(links):
         a += ["--symlink", links[name], name]
     for c, fd in zip(sb.created_files, data_fds, strict=True):
         a += ["--perms", f"{c.mode:04o}", "--ro-bind-data", str(fd), c.path]
     if status_fd is not None:
         a += ["--json-status-fd", str(status_fd)]
+    if seccomp_fd is not None:
+        if slots is not None:
+            slots.append((len(a) + 1, ""))
+        a += ["--seccomp", str(seccomp_fd)]
     a += ["--clearenv"]
     for k, v in process.env.items():
         a += ["--setenv", k, v]

@@ -139,13 +139,20 @@ class Limits:
     cpu: int | None = None
     processes: int | None = None
     file_size: int | None = None
+    memory: int | None = None
+    tmp_size: int | None = None
+    disk: int | None = None
     text: Mapping[str, str | int] = field(default_factory=dict)
 
     def report(self) -> dict[str, str | int]:
         """``started.limits``: each applied limit as written (or as the node's maximum was written)."""
-        return {
-            k: self.text[k] for k in ("wall", "cpu", "processes", "file_size") if getattr(self, k) is not None
-        }
+        return {k: self.text[k] for k in LIMIT_NAMES if getattr(self, k) is not None}
+
+
+LIMIT_NAMES = ("wall", "cpu", "processes", "file_size", "memory", "tmp_size", "disk")
+SIZE_LIMITS = ("file_size", "memory", "tmp_size", "disk")
+# What a node's policy caps when it names no maximum (issue 18: each of these limits has a default).
+DEFAULT_MAXIMA: Mapping[str, str] = {"memory": "4G", "tmp_size": "512M", "disk": "8G"}
 
 
 @dataclass(frozen=True)
@@ -389,8 +396,9 @@ def parse_sandbox(v: object) -> Sandbox:
 
 
 def parse_limits(v: object) -> Limits:
-    """``run.limits``: any subset of wall, cpu (durations), processes (count), file_size (size)."""
-    d = _obj({} if v is None else v, "run.limits", ("wall", "cpu", "processes", "file_size"))
+    """``run.limits``: any subset of wall, cpu (durations), processes (count), file_size, memory, tmp_size,
+    disk (sizes)."""
+    d = _obj({} if v is None else v, "run.limits", LIMIT_NAMES)
     text: dict[str, str | int] = {}
     for k, x in d.items():
         if not isinstance(x, str | int) or isinstance(x, bool):
@@ -403,9 +411,37 @@ def parse_limits(v: object) -> Limits:
         wall=None if d.get("wall") is None else parse_duration(d["wall"], "run.limits.wall"),
         cpu=None if d.get("cpu") is None else parse_duration(d["cpu"], "run.limits.cpu"),
         processes=procs if isinstance(procs, int) else None,
-        file_size=None if d.get("file_size") is None else parse_size(d["file_size"], "run.limits.file_size"),
         text=text,
+        **{k: None if d.get(k) is None else parse_size(d[k], f"run.limits.{k}") for k in SIZE_LIMITS},
     )
+
+
+# Unversioned names OCX itself writes: messages (ocx/m/), logs (ocx/logs/), outputs (ocx/out/), and any
+# later ocx/ name. A run's ``as`` may name none of them; outputs are stored below ``ocx/out/<RUN-HASH>/``.
+RESERVED_PREFIXES = ("ocx/",)
+MAX_OUTPUT_NAME = 200
+
+
+def output_name_refusal(name: str) -> str | None:
+    """Why ``name`` cannot be an ``unversioned_files[].as``, or ``None``: a relative name of non-empty
+    segments (no ``.``/``..``, no backslash or control character), at most 200 characters, outside every
+    name OCX writes itself (``RESERVED_PREFIXES``)."""
+    if len(name) > MAX_OUTPUT_NAME:
+        return f"must be at most {MAX_OUTPUT_NAME} characters"
+    if name.startswith("/") or any(seg in ("", ".", "..") for seg in name.split("/")):
+        return "must be a relative name of non-empty segments without '.' or '..'"
+    if any(not c.isprintable() or c == "\\" for c in name):
+        return "must hold no backslash or control character"
+    for prefix in RESERVED_PREFIXES:
+        if name == prefix.rstrip("/") or name.startswith(prefix):
+            return f"may not name anything under {prefix!r} (the names OCX itself writes)"
+    return None
+
+
+def output_name(run_hash: str, as_: str) -> str:
+    """The unversioned name a run's output ``as_`` is stored under: ``ocx/out/<RUN-HASH>/<as>``, a prefix
+    the node chooses per run, so no run overwrites another's outputs, logs or messages."""
+    return f"ocx/out/{run_hash}/{as_}"
 
 
 def parse_process(v: object) -> Process:
@@ -431,8 +467,9 @@ def parse_process(v: object) -> Process:
         ow = f"{w}unversioned_files[{i}]"
         od = _obj(o, ow, ("at", "as"), ("at", "as"))
         name = _str(od["as"], ow + ".as")
-        if name.startswith("/") or ".." in name.split("/"):
-            raise Refused(f"{ow}.as must be a relative name without '..', not {name!r}")
+        why = output_name_refusal(name)
+        if why:
+            raise Refused(f"{ow}.as {why}, not {name!r}")
         outs.append(Output(_path(od["at"], ow + ".at"), name))
     session = _bool(d.get("session", False), w + "session")
     hears = tuple(_login(h, f"{w}hears[{i}]") for i, h in enumerate(_list(d.get("hears", []), w + "hears")))
@@ -477,7 +514,8 @@ def parse_run(body: object) -> Run:
 def expand(template: str, values: Mapping[str, str]) -> str:
     """``template`` with each ``$$name$$`` replaced by ``values[name]`` (one pass, never recursive).
 
-    Refuses an unclosed ``$$``, a name not in O5's list, and a known name that has no value yet.
+    ``$$$$`` is the escape for a literal ``$$`` (``sh -c 'echo $$$$'`` prints the shell's pid). Refuses
+    an unclosed ``$$``, a name not in O5's list, and a known name that has no value yet.
     """
     parts = template.split("$$")
     if len(parts) % 2 == 0:
@@ -486,6 +524,8 @@ def expand(template: str, values: Mapping[str, str]) -> str:
     for i, p in enumerate(parts):
         if i % 2 == 0:
             out.append(p)
+        elif p == "":
+            out.append("$$")  # the escape: $$$$ is a literal $$ (a shell's pid, say)
         elif not _NAME.fullmatch(p) or p not in PLACEHOLDERS:
             raise Refused(f"unknown placeholder $${p}$$ in {template!r}")
         elif p not in values:
@@ -601,6 +641,8 @@ class Policy:
     capabilities: frozenset[str] = frozenset()
     network: bool = False
     sessions: bool = False
+    user_namespaces: bool = False  # may a sandbox make user namespaces of its own (bwrap --disable-userns)
+    seccomp: bool = True  # the seccomp filter (sotd.jobs.seccomp) on every sandbox
     read_only: tuple[str, ...] = ()
     read_write: tuple[str, ...] = ("$$workspace$$",)
     homes: tuple[str, ...] = ()
@@ -634,6 +676,8 @@ def parse_policy(table: Mapping[str, object]) -> Policy:
         "capabilities",
         "network",
         "sessions",
+        "user_namespaces",
+        "seccomp",
         "read_only",
         "read_write",
         "homes",
@@ -650,15 +694,18 @@ def parse_policy(table: Mapping[str, object]) -> Policy:
             raise PolicyError(f"jobs.policy.{k} must be a list of strings")
         return tuple(v)
 
-    def flag(k: str) -> bool:
-        v = table.get(k, False)
+    def flag(k: str, default: bool = False) -> bool:
+        v = table.get(k, default)
         if not isinstance(v, bool):
             raise PolicyError(f"jobs.policy.{k} must be true or false")
         return v
 
+    lim_table = table.get("limits", {})
+    if isinstance(lim_table, dict):
+        lim_table = {**DEFAULT_MAXIMA, **lim_table}
     try:
         caps = frozenset(_capability(c, "jobs.policy.capabilities") for c in strs("capabilities"))
-        limits = parse_limits(table.get("limits", {}))
+        limits = parse_limits(lim_table)
     except Refused as e:
         raise PolicyError(e.message.replace("run.limits", "jobs.policy.limits")) from None
     return Policy(
@@ -668,6 +715,8 @@ def parse_policy(table: Mapping[str, object]) -> Policy:
         capabilities=caps,
         network=flag("network"),
         sessions=flag("sessions"),
+        user_namespaces=flag("user_namespaces"),
+        seccomp=flag("seccomp", True),
         read_only=strs("read_only"),
         read_write=strs("read_write", ("$$workspace$$",)),
         homes=strs("homes"),
@@ -727,6 +776,9 @@ def check(run: Run, policy: Policy, values: Mapping[str, str] | None = None) -> 
         return "this node does not give sandboxes network access"
     if pr.session and not policy.sessions:
         return "this node does not run sessions"
+    why = foreign_root_bind(run, vals)
+    if why:
+        return why
     for p in sb.read_only:
         if not _allowed(p, policy.read_only, vals) and not _allowed(p, policy.read_write, vals):
             return f"this node does not bind {p} read-only into sandboxes"
@@ -742,12 +794,25 @@ def check(run: Run, policy: Policy, values: Mapping[str, str] | None = None) -> 
     return None
 
 
+def foreign_root_bind(run: Run, values: Mapping[str, str]) -> str | None:
+    """Why a bind of ``run`` reaches into ``$$root$$`` beyond the run's own workspace (where other runs'
+    workspaces live), or ``None``. A bind that holds ``$$root$$`` (``/``, say) counts too."""
+    root, ws = values.get("root"), values.get("workspace")
+    if not root:
+        return None
+    root = os.path.normpath(root)
+    for p in (*run.sandbox.read_only, *run.sandbox.read_write, *run.sandbox.homes):
+        if inside(root, p) or (inside(p, root) and not (ws and inside(p, ws))):
+            return f"this node binds nothing of $$root$$ ({root}) into a sandbox but the run's own workspace: {p}"
+    return None
+
+
 def cap_limits(limits: Limits, policy: Policy) -> Limits:
     """Each limit lowered to the node's maximum; a limit the run leaves out gets the maximum (if any)."""
     mx = policy.limits
     out: dict[str, int | None] = {}
     text = dict(limits.text)
-    for k in ("wall", "cpu", "processes", "file_size"):
+    for k in LIMIT_NAMES:
         asked, cap = getattr(limits, k), getattr(mx, k)
         if cap is not None and (asked is None or asked > cap):
             out[k] = cap

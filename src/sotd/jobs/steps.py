@@ -11,10 +11,17 @@ A ``password`` step leaves the login's password changed (the run's clone keeps s
 node lets one run at a time rotate a given login on a given repository: ``PasswordClaims`` records the
 holder until the run ends, and a second run asking for the same rotation meanwhile is ``Refused``.
 
+Every path goes through descriptors (``sotd.jobs.paths``): ``directory`` only below folders owned by
+root and writable by no one else, made and handed over with ``mkdir``/``fchmod``/``fchown`` relative to a
+held parent; ``files`` extracts as the sandbox uid into a held folder (``/proc/self/fd/N``); ``clone`` and
+``checkout`` run fossil as the sandbox uid; passwords reach fossil through ``--args FILE``, never argv.
+Before ``files`` the node pulls the clone (``Target.pull``) and the name is resolved to one check-in.
+
 Guarantee: a step failure raises ``StepFailed(index, kind, why)`` and leaves the workspace in place for
-inspection; a path that ``realpath`` puts outside ``$$root$$`` is ``Refused`` before it is written.
-What would break it: a symlink placed under ``$$root$$`` by an earlier run -- ``directory`` refuses a
-pre-existing path and every later path is re-checked with ``realpath``.
+inspection; a path that is, or passes through, a symlink is ``Refused`` before anything is written
+through it, and nothing running as root writes into a folder a sandbox can change. What would break
+it: a caller using a path by name after the check (only ``clone``/``checkout`` take paths, and they run
+as the sandbox uid), or a ``$$root$$`` a sandbox can write (``make_workspace`` refuses it).
 """
 
 from __future__ import annotations
@@ -24,14 +31,17 @@ import secrets
 import shutil
 import subprocess
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from sotd.errors import SotdError
+from sotd.jobs import paths
 from sotd.jobs.errors import Refused, StepFailed
-from sotd.jobs.spec import inside
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sotd.jobs.spec import Run
 
 FOSSIL_TIMEOUT = 600.0
@@ -85,28 +95,38 @@ def claim_password(claims: PasswordClaims, run: Run, repository: str, run_hash: 
 
 
 class Carrier(Protocol):
-    """The Fossil operations the steps need; raise ``OSError``/``RuntimeError`` with a clear message."""
+    """The Fossil operations the steps need; raise ``OSError``/``RuntimeError`` with a clear message.
 
-    def export(self, repo: str, ref: str, into: str) -> None:
+    ``ids`` is the sandbox ``(uid, gid)`` the work that writes into the workspace runs as (``None``: as
+    this process); ``into`` for ``export`` is ``/proc/self/fd/N``, a folder the caller holds open."""
+
+    def export(self, repo: str, ref: str, into: str, ids: tuple[int, int] | None = None) -> None:
         """Write the files of check-in ``ref`` of ``repo`` into the existing directory ``into``."""
 
     def set_password(self, repo: str, login: str, password: str) -> None:
         """Give ``login`` the password ``password`` on ``repo``."""
 
-    def clone(self, url: str, file: str, login: str, password: str) -> None:
+    def clone(
+        self, url: str, file: str, login: str, password: str, ids: tuple[int, int] | None = None
+    ) -> None:
         """Clone ``url`` as ``login``/``password`` into the new repository ``file`` (fresh server-code),
         keeping the password for later syncs."""
 
-    def checkout(self, repo: str, ref: str, dir: str) -> None:
+    def checkout(self, repo: str, ref: str, dir: str, ids: tuple[int, int] | None = None) -> None:
         """Open a working checkout of ``ref`` of the clone ``repo`` in the existing directory ``dir``."""
+
+    def resolve(self, repo: str, ref: str) -> str | None:
+        """The full hash of the check-in ``ref`` names in ``repo``, or ``None`` when it names none."""
 
 
 @dataclass(frozen=True)
 class Target:
-    """The addressed repository: its file, the URL a new clone is made from (http, no credentials)."""
+    """The addressed repository: its file, the URL a new clone is made from (http, no credentials), and
+    how the node pulls its check-ins before a ``files`` step (``None``: the file is the hub itself)."""
 
     repository: str
     url: str | None = None
+    pull: Callable[[], None] | None = None
 
 
 @dataclass
@@ -116,20 +136,55 @@ class Prepared:
     workspace: str
     password: str | None = None
     clone: str | None = None
+    checkins: list[dict[str, object]] = field(default_factory=list)  # started.checkins
 
 
 def _run(
-    argv: list[str], *, input: bytes | None = None, cwd: str | None = None, env: dict[str, str] | None = None
+    argv: list[str],
+    *,
+    input: bytes | None = None,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    ids: tuple[int, int] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> None:
+    """Run ``argv`` in a new session (no controlling terminal), as ``ids`` when given."""
+    drop: dict[str, object] = {}
+    if ids is not None and ids != (os.geteuid(), os.getegid()):
+        drop = {"user": ids[0], "group": ids[1], "extra_groups": []}
     try:
         p = subprocess.run(
-            argv, input=input, capture_output=True, timeout=FOSSIL_TIMEOUT, check=False, cwd=cwd, env=env
-        )
+            argv, input=input, capture_output=True, timeout=FOSSIL_TIMEOUT, check=False, cwd=cwd, env=env,
+            start_new_session=True, pass_fds=pass_fds, **drop,  # type: ignore[call-overload]
+        )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as e:
         raise RuntimeError(f"{argv[0]} {argv[1]}: {e}") from None
     if p.returncode != 0:
         tail = (p.stderr or p.stdout).decode(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
         raise RuntimeError(f"{' '.join(argv[:2])} exited {p.returncode}: {tail[0]}")
+
+
+def fd_path(fd: int) -> str:
+    """``/proc/self/fd/N``: a held folder named so that a child given the same descriptor reaches it
+    without resolving any path again."""
+    return f"/proc/self/fd/{fd}"
+
+
+def _fd_of(path: str) -> tuple[int, ...]:
+    head, _, n = path.rpartition("/")
+    return (int(n),) if head == "/proc/self/fd" and n.isdigit() else ()
+
+
+def _login_pw(repo: str, login: str) -> str | None:
+    import sqlite3
+    from urllib.parse import quote
+
+    db = sqlite3.connect(f"file:{quote(os.path.abspath(repo))}?mode=ro", uri=True, timeout=10.0)
+    try:
+        row = db.execute("SELECT pw FROM user WHERE login = ?", (login,)).fetchone()
+    finally:
+        db.close()
+    return None if row is None else str(row[0])
 
 
 def with_login(url: str, login: str, password: str) -> str:
@@ -150,7 +205,11 @@ def with_login(url: str, login: str, password: str) -> str:
 
 
 class FossilCarrier:
-    """The real carrier: Debian's ``fossil`` (2.21), with the commands checked in ocx.md 1.3."""
+    """The real carrier: Debian's ``fossil`` (2.21), with the commands checked in ocx.md 1.3.
+
+    What writes into a workspace (``tar`` of an export, ``clone``, ``open``) runs as the sandbox uid/gid,
+    so a path redirected under it could give no more than the sandbox has. Passwords reach fossil through
+    ``--args FILE`` (a 0600 file in the call's private folder), never its command line."""
 
     def __init__(self, fossil: str = "fossil") -> None:
         self.fossil = fossil
@@ -160,17 +219,37 @@ class FossilCarrier:
         # (``clone`` and ``open`` record the new repository and checkout in that global database).
         return {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "USER": "root", "FOSSIL_HOME": home}
 
-    def _fossil(self, args: list[str], *, cwd: str | None = None) -> None:
+    def _fossil(
+        self, args: list[str], *, cwd: str | None = None, ids: tuple[int, int] | None = None,
+        secret: tuple[str, ...] = (),
+    ) -> None:  # fmt: skip
+        """``fossil ARGS`` with a private ``FOSSIL_HOME``; ``secret`` (a password, a URL carrying one) is
+        written one a line to a 0600 file in that folder and given as ``--args FILE`` where ``args`` holds
+        the word ``--args``: fossil reads it from there, so no secret is on a command line."""
         import tempfile
 
+        if any("\n" in x or "\r" in x for x in secret):
+            raise RuntimeError("a secret for fossil holds a line break")
         with tempfile.TemporaryDirectory(prefix="sotd-fossil-home-") as home:
-            _run([self.fossil, *args], cwd=cwd, env=self._env(home))
+            argv = [self.fossil, *args]
+            if secret:
+                path = os.path.join(home, "args")
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write("".join(x + "\n" for x in secret))
+                if ids is not None:
+                    os.chown(path, ids[0], ids[1])
+                argv[argv.index("--args") + 1 : argv.index("--args") + 1] = [path]
+            if ids is not None:
+                os.chown(home, ids[0], ids[1])
+            _run(argv, cwd=cwd, env=self._env(home), ids=ids)
 
-    def export(self, repo: str, ref: str, into: str) -> None:
+    def export(self, repo: str, ref: str, into: str, ids: tuple[int, int] | None = None) -> None:
         try:
             tb = subprocess.run(
                 [self.fossil, "tarball", ref, "-", "--name", ".", "-R", repo],
                 capture_output=True, timeout=FOSSIL_TIMEOUT, check=False, env=self._env(),
+                start_new_session=True,
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as e:
             raise RuntimeError(f"fossil tarball: {e}") from None
@@ -179,66 +258,74 @@ class FossilCarrier:
                 f"fossil tarball {ref} exited {tb.returncode}: {tb.stderr.decode(errors='replace').strip()}"
             )
         _run(
-            ["tar", "-xzf", "-", "-C", into, "--no-same-owner", "--no-same-permissions"],
-            input=tb.stdout,
-        )
+            ["tar", "-xzf", "-", "-C", into, "--no-same-owner", "--no-same-permissions", "--no-overwrite-dir"],
+            input=tb.stdout, ids=ids, pass_fds=_fd_of(into), env={"PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
 
     def set_password(self, repo: str, login: str, password: str) -> None:
-        self._fossil(["user", "password", login, password, "-R", repo])
+        before = _login_pw(repo, login)
+        self._fossil(["user", "password", "--args", "-R", repo], secret=(login, password))
+        if _login_pw(repo, login) == before:
+            raise RuntimeError(f"fossil user password left the password of {login!r} unchanged")
 
-    def clone(self, url: str, file: str, login: str, password: str) -> None:
-        # The password rides in the URL (fossil has no other non-interactive way); _run never repeats
-        # argv beyond its first two words in an error, so it does not reach ended.why.
-        self._fossil(["clone", "--save-http-password", "--no-open", with_login(url, login, password), file])
+    def clone(
+        self, url: str, file: str, login: str, password: str, ids: tuple[int, int] | None = None
+    ) -> None:
+        # The password rides in the URL, which fossil reads from --args FILE (never argv); _run never
+        # repeats argv beyond its first two words in an error, so it does not reach ended.why either.
+        self._fossil(
+            ["clone", "--save-http-password", "--no-open", "--args", file],
+            ids=ids, secret=(with_login(url, login, password),),
+        )  # fmt: skip
 
-    def checkout(self, repo: str, ref: str, dir: str) -> None:
-        self._fossil(["open", repo, ref, "--workdir", dir], cwd=dir)
+    def checkout(self, repo: str, ref: str, dir: str, ids: tuple[int, int] | None = None) -> None:
+        self._fossil(["open", repo, ref, "--workdir", dir], cwd=dir, ids=ids)
+
+    def resolve(self, repo: str, ref: str) -> str | None:
+        try:
+            p = subprocess.run(
+                [self.fossil, "whatis", ref, "-R", repo], capture_output=True, timeout=FOSSIL_TIMEOUT,
+                check=False, env=self._env(), start_new_session=True,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise RuntimeError(f"fossil whatis: {e}") from None
+        return checkin_hash(p.stdout.decode(errors="replace")) if p.returncode == 0 else None
 
 
-def _real_inside(path: str, top: str, what: str) -> None:
-    if not inside(os.path.realpath(path), os.path.realpath(top)):
-        raise Refused(f"{what} resolves outside {top}: {os.path.realpath(path)}")
-
-
-def _searchable_dirs(path: str) -> None:
-    """Make ``path`` and its missing parents 0755 whatever the umask (the daemon runs under 077, and
-    the sandbox uid must reach the workspace through them)."""
-    missing: list[str] = []
-    p = os.path.abspath(path)
-    while not os.path.isdir(p):
-        missing.append(p)
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    for d in reversed(missing):
-        os.mkdir(d, 0o755)
-        os.chmod(d, 0o755)  # noqa: S103 -- the sandbox uid must search its way to the workspace
+def checkin_hash(whatis: str) -> str | None:
+    """Pure: the full hash ``fossil whatis`` names when it names exactly one check-in, else ``None``."""
+    fields: dict[str, list[str]] = {}
+    for line in whatis.splitlines():
+        k, sep, v = line.partition(":")
+        if sep:
+            fields.setdefault(k.strip(), []).append(v.strip())
+    art, kind = fields.get("artifact", []), fields.get("type", [])
+    if len(art) != 1 or len(kind) != 1 or not kind[0].startswith("Check-in"):
+        return None
+    h = art[0].split()[0] if art[0] else ""
+    return h if len(h) in (40, 64) and all(c in "0123456789abcdef" for c in h) else None
 
 
 def chown_tree(top: str, uid: int, gid: int) -> None:
-    """Hand ``top`` and everything below it to ``uid``/``gid`` (never following a symlink)."""
-    os.lchown(top, uid, gid)
-    for d, dirs, files in os.walk(top, followlinks=False):
-        for n in dirs + files:
-            os.lchown(os.path.join(d, n), uid, gid)
+    """Hand ``top`` and everything below it to ``uid``/``gid`` (through descriptors; no symlink followed)."""
+    paths.chown_tree_fd(top, uid, gid, "the workspace")
 
 
 def run_steps(run: Run, root: str, target: Target, carrier: Carrier) -> Prepared:
     """Run the resolved ``run.workspace`` in order; ``root`` is ``$$root$$``. See the module docstring."""
     sb, login = run.sandbox, run.process.user
+    ids = (sb.uid, sb.gid)
     prep: Prepared | None = None
+    pulled = False
     for i, s in enumerate(run.workspace):
+        what = f"run.workspace[{i}]"
         try:
             if s.kind == "directory":
                 assert s.at is not None
-                _real_inside(os.path.dirname(s.at), root, f"run.workspace[{i}].at")
-                if os.path.lexists(s.at):
-                    raise StepFailed(i, s.kind, f"the workspace {s.at} already exists")
-                _searchable_dirs(os.path.dirname(s.at))
-                os.mkdir(s.at, 0o700)
-                os.chmod(s.at, 0o700)
-                os.chown(s.at, sb.uid, sb.gid)
+                try:
+                    paths.make_workspace(root, s.at, sb.uid, sb.gid, what + ".at")
+                except FileExistsError:
+                    raise StepFailed(i, s.kind, f"the workspace {s.at} already exists") from None
                 prep = Prepared(workspace=s.at)
                 continue
             assert prep is not None
@@ -247,24 +334,39 @@ def run_steps(run: Run, root: str, target: Target, carrier: Carrier) -> Prepared
                 carrier.set_password(target.repository, login, prep.password)
                 continue
             assert s.into is not None
-            _real_inside(os.path.dirname(s.into), prep.workspace, f"run.workspace[{i}].into")
-            os.makedirs(os.path.dirname(s.into), mode=0o755, exist_ok=True)
             if s.kind == "clone":
                 if not target.url:
                     raise StepFailed(i, s.kind, "this node has no URL to clone the repository from")
                 assert prep.password is not None
-                carrier.clone(target.url, s.into, login, prep.password)
+                os.close(paths.make_below(prep.workspace, s.into, sb.uid, sb.gid, what + ".into", last=False))
+                carrier.clone(target.url, s.into, login, prep.password, ids)
                 prep.clone = s.into
-            else:
-                os.makedirs(s.into, mode=0o755, exist_ok=False)
-                assert s.of is not None
+                continue
+            assert s.of is not None
+            source = target.repository if s.kind == "files" else prep.clone
+            assert source is not None
+            if s.kind == "files" and target.pull is not None and not pulled:
+                target.pull()  # the clone's check-ins as its remote has them now
+                pulled = True
+            checkin = carrier.resolve(source, s.of)
+            if checkin is None:
+                raise Refused(f"{what}.of names no check-in of this clone, even after a pull: {s.of!r}")
+            prep.checkins.append({"step": i, "of": s.of, "checkin": checkin})
+            try:
+                fd = paths.make_below(prep.workspace, s.into, sb.uid, sb.gid, what + ".into", last=True)
+            except FileExistsError:
+                raise StepFailed(i, s.kind, f"step {i} ({s.kind}): {s.into} already exists") from None
+            try:
                 if s.kind == "files":
-                    carrier.export(target.repository, s.of, s.into)
+                    carrier.export(source, checkin, fd_path(fd), ids)
                 else:
-                    assert prep.clone is not None
-                    carrier.checkout(prep.clone, s.of, s.into)
+                    carrier.checkout(source, checkin, s.into, ids)
+            finally:
+                os.close(fd)
         except (StepFailed, Refused):
             raise
+        except SotdError as e:  # the node's pull (sotd.ocx errors are SotdErrors)
+            raise StepFailed(i, s.kind, f"step {i} ({s.kind}) failed: {e.message}") from None
         except (OSError, RuntimeError) as e:
             raise StepFailed(i, s.kind, f"step {i} ({s.kind}) failed: {e}") from None
     assert prep is not None
@@ -280,20 +382,28 @@ def run_steps(run: Run, root: str, target: Target, carrier: Carrier) -> Prepared
 def bring_homes(homes: tuple[str, ...], workspace: str, uid: int, gid: int) -> dict[str, str]:
     """Copy each home entry into ``WORKSPACE/home/<name>``, owned by the uid (O7); returns source -> copy.
 
-    A missing entry is ``Refused`` (the node cannot provide that sandbox)."""
+    A missing entry is ``Refused`` (the node cannot provide that sandbox). The copy is written through
+    the descriptor of ``WORKSPACE/home`` (opened without following links)."""
     out: dict[str, str] = {}
     if not homes:
         return out
     home = os.path.join(workspace, "home")
-    os.makedirs(home, mode=0o700, exist_ok=True)
-    for h in homes:
-        if not os.path.exists(h):
-            raise Refused(f"the home entry {h} does not exist on this node")
-        dest = os.path.join(home, os.path.basename(h.rstrip("/")))
-        if os.path.isdir(h):
-            shutil.copytree(h, dest, symlinks=True, dirs_exist_ok=True)
-        else:
-            shutil.copy2(h, dest, follow_symlinks=False)
-        out[h] = dest
+    try:
+        fd = paths.make_below(workspace, home, uid, gid, "the workspace's home", last=True)
+    except FileExistsError:
+        fd = paths.open_dir(home, "the workspace's home")
+    try:
+        for h in homes:
+            if not os.path.exists(h):
+                raise Refused(f"the home entry {h} does not exist on this node")
+            name = os.path.basename(h.rstrip("/"))
+            dest = os.path.join(fd_path(fd), name)
+            if os.path.isdir(h):
+                shutil.copytree(h, dest, symlinks=True, dirs_exist_ok=True)
+            else:
+                shutil.copy2(h, dest, follow_symlinks=False)
+            out[h] = os.path.join(home, name)
+    finally:
+        os.close(fd)
     chown_tree(home, uid, gid)
     return out

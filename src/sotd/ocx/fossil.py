@@ -35,6 +35,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
+from collections.abc import Iterator
 
 from sotd.ocx.errors import FossilFailed, NotFossil, OcxError
 
@@ -106,11 +107,48 @@ def _env() -> dict[str, str]:
     return env
 
 
+def has_secret(arg: str) -> bool:
+    """Pure: is ``arg`` a URL carrying a password (``scheme://user:PW@host``)?"""
+    if "://" not in arg or "@" not in arg:
+        return False
+    try:
+        return bool(urllib.parse.urlsplit(arg).password)
+    except ValueError:
+        return False
+
+
+@contextlib.contextmanager
+def secrets_moved(args: list[str]) -> Iterator[list[str]]:
+    """``args`` with every password-carrying URL moved into a private file fossil reads with ``--args``
+    (one argument a line), so no password is on a command line (``/proc/PID/cmdline`` is world-readable).
+    The file lives in a fresh 0700 folder and is removed after."""
+    secret = [a for a in args if has_secret(a)]
+    if not secret:
+        yield args
+        return
+    if any("\n" in a or "\r" in a for a in secret):
+        raise FossilFailed("ocx: a URL's password holds a line break; fossil cannot be given it safely")
+    with tempfile.TemporaryDirectory(prefix="sotd-fossil-args-") as d:
+        path = os.path.join(d, "args")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("".join(a + "\n" for a in secret))
+        at = args.index(secret[0])
+        yield [*(a for a in args[:at] if a not in secret), "--args", path,
+               *(a for a in args[at:] if a not in secret)]  # fmt: skip
+
+
 def run(args: list[str], *, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
-    """``fossil ARGS``; raises FossilFailed when it cannot run or exits non-zero."""
+    """``fossil ARGS``; raises FossilFailed when it cannot run or exits non-zero. A password-carrying URL
+    among ``args`` reaches fossil through ``--args FILE`` (``secrets_moved``), never its command line."""
+    with secrets_moved(args) as argv:
+        return _run(argv, args, timeout)
+
+
+def _run(argv: list[str], args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     try:
         p = subprocess.run(
-            [FOSSIL, *args],
+            [FOSSIL, *argv],
             capture_output=True,
             text=True,
             errors="replace",

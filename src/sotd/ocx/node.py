@@ -202,14 +202,40 @@ class Node:
             fossil.uv_sync(clone.repository, clone.url)
             return fossil.remote_listing(clone.url)
         pw = self._password(clone)
-        if clone.password_file:
-            url: str | None = fossil.sync_url(clone.url, pw)
-        elif pw is None and fossil.same_remote(fossil.repo_info(clone.repository).last_sync_url, clone.url):
-            url = None  # fossil uses the URL and the password the clone saved
-        else:
-            url = clone.url
-        fossil.uv_sync(clone.repository, url)
+        fossil.uv_sync(clone.repository, self._remote(clone, pw))
         return fossil.remote_listing(clone.url, pw)
+
+    def _remote(self, clone: CloneConfig, pw: str | None) -> str | None:
+        """The URL a sync of an http(s) clone names (``None``: the one the clone saved, with its password).
+        A password in it reaches fossil through ``--args`` (``fossil.run``), never a command line."""
+        assert clone.url is not None
+        if clone.password_file:
+            return fossil.sync_url(clone.url, pw)
+        if pw is None and fossil.same_remote(fossil.repo_info(clone.repository).last_sync_url, clone.url):
+            return None  # fossil uses the URL and the password the clone saved
+        return clone.url
+
+    def pull_checkins(self, repo: str) -> None:
+        """``fossil pull`` for the clone ``repo``: its check-ins as the remote has them now (a hub, with no
+        URL, is the remote: nothing to do). Raises ``OcxError`` when the pull fails."""
+        clone = self.config.clone(repo)
+        if clone.url is None:
+            return
+        if fossil.is_ssh(clone.url):
+            args = [
+                "pull",
+                clone.url,
+                "--once",
+                "-R",
+                clone.repository,
+                "--ssh-command",
+                fossil.ssh_command(),
+            ]
+        else:
+            url = self._remote(clone, self._password(clone))
+            args = ["pull", *([url, "--once"] if url else []), "-R", clone.repository]
+        with self._lock:  # one writer of the clone at a time: runs pull while the poll loop syncs
+            fossil.run(args, timeout=300.0)
 
     def _confirm(self, clone: CloneConfig, listing: dict[str, tuple[str, str | None]] | None) -> None:
         for h in self.index.undelivered(clone.name):
