@@ -432,7 +432,7 @@ def test_hub_offer_reaches_the_guest_and_relay_send(tmp_path: Any, daemons: list
     assert inbox_lines(hub_comm.layout, "gamma") == []
     # nobody lists it: boxc is in the topology and holds no link
     assert hub.file("zed") == {
-        "error": "no box knows that handle: zed (no link from: boxc)",
+        "error": f"no box knows that handle: zed (no link from: boxc); {never_linked('boxc', hub)}",
         "code": "not_here",
     }
     # a session on the hub, no endpoint named: its relay is the hub's own daemon (hosts.toml), whose offer
@@ -447,7 +447,7 @@ def test_hub_offer_reaches_the_guest_and_relay_send(tmp_path: Any, daemons: list
     assert (r.code, r.out, r.err) == (
         1,
         "",
-        "FAILED -> @zed: no box knows that handle: zed (no link from: boxc)\n",
+        f"FAILED -> @zed: no box knows that handle: zed (no link from: boxc); {never_linked('boxc', hub)}\n",
     )
     p = subprocess.run(
         [SOTD, "topology", "relay-endpoint"],
@@ -475,6 +475,13 @@ def test_hub_offer_reaches_the_guest_and_relay_send(tmp_path: Any, daemons: list
     assert (p.returncode, p.stdout) == (0, f"unix:{hub.sock}\n")
 
 
+def never_linked(box: str, d: Daemon) -> str:
+    """The state the hub adds for a topology box that has not linked since the hub started (issue 20)."""
+    with open(d.sock + ".status.json") as f:
+        started = json.load(f)["started"]
+    return f"the link from {box} is down since {started}: it has not linked since this daemon started"
+
+
 def test_offer_no_answer_and_no_links(tmp_path: Any, daemons: list[Daemon]) -> None:
     work = str(tmp_path)
     write_hosts(work, hub_sock_path(work))
@@ -482,7 +489,7 @@ def test_offer_no_answer_and_no_links(tmp_path: Any, daemons: list[Daemon]) -> N
     put_agents(hub_lay, alpha=live("boxa"))
     hub = start(daemons, work, "hub", hub_lay.home, "boxa", env={"SOT_INBOX_LOCK_WAIT_SECS": "1"})
     assert hub.file("zed") == {
-        "error": "no box knows that handle: zed (no link from: boxb)",
+        "error": f"no box knows that handle: zed (no link from: boxb); {never_linked('boxb', hub)}",
         "code": "not_here",
     }
     # a linked box that never answers: after lock wait + 1 s

@@ -253,6 +253,7 @@ class Ops:
         version_info: Callable[[], dict[str, Any]],
         rows: Rows | None = None,
         workspaces: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
+        reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.layout = layout
         self.environ = environ
@@ -263,6 +264,7 @@ class Ops:
         self.version_info = version_info
         self.rows: Rows = rows if rows is not None else NoRows()
         self.workspaces = workspaces  # the ``workspace.*`` ops, when this daemon runs rows
+        self.reload = reload  # ``daemon.reload``: read hosts.toml again (a local client only)
 
     async def handle(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]:
         if op == "comm.file":
@@ -276,6 +278,8 @@ class Ops:
         if op == "version.query":
             # ``debug.tasks``: the daemon's live asyncio tasks (tests check that a vanished client leaves none)
             return {"daemon": self.version_info(), "debug": {"tasks": len(asyncio.all_tasks())}}
+        if op == "daemon.reload" and self.reload is not None and origin == CLIENT:
+            return await self.reload()
         if op.startswith("workspace.") and self.workspaces is not None:
             return await self.workspaces(op, payload)
         return refusal("unknown_op", f"unknown op: {op}")
