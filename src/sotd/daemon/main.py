@@ -108,7 +108,12 @@ class Daemon:
     def version_info(self) -> dict[str, Any]:
         fe = self.server.frontends() if self.server is not None else []
         return ops_mod.version_payload(
-            self.host, self.restart, self.is_hub, up_s=int(time.monotonic() - self.started), frontends=fe
+            self.host,
+            self.restart,
+            self.is_hub,
+            up_s=int(time.monotonic() - self.started),
+            frontends=fe,
+            send_command=rows_mod.send_command(self.layout),
         )
 
     async def serve(self) -> None:

@@ -338,9 +338,17 @@ class Ops:
 
 
 def version_payload(
-    host: str, restart: str, is_hub: bool, *, up_s: int = 0, frontends: list[dict[str, str]] | None = None
+    host: str,
+    restart: str,
+    is_hub: bool,
+    *,
+    up_s: int = 0,
+    frontends: list[dict[str, str]] | None = None,
+    send_command: str = "",
 ) -> dict[str, Any]:
-    """``version.query``'s ``daemon``: who answers, and the front ends (``fe`` connections) attached now."""
+    """``version.query``'s ``daemon``: who answers, and the front ends (``fe`` connections) attached now.
+    ``send_command`` (ours): the command this box's rows reply with, for a task mail spawned from another
+    box (``Rows.send_command``)."""
     return {
         "host": host,
         "version": __version__,
@@ -350,4 +358,5 @@ def version_payload(
         "restart_requested": restart,
         "up_s": up_s,
         "frontends": list(frontends or []),
+        "send_command": send_command,
     }
