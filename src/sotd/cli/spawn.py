@@ -56,7 +56,7 @@ def parse(argv: list[str], me: str) -> tuple[dict[str, str], list[str]]:
 
 def _usage(me: str) -> str:
     return (
-        f'usage: {me} [--name NAME] <repo-path> [--agent claude|codex] [--account A] [--expertise "a, b"] '
+        f'usage: {me} [--name NAME] <repo-path> [--agent claude|codex|none] [--account A] [--expertise "a, b"] '
         '[--task "do X"] [--label L] [--display-label L] [--endpoint ssh:target[/host]|unix:PATH] '
         "[--command 'argv words']"
     )
