@@ -391,3 +391,24 @@ def test_second_daemon_refusal(record: dict[str, Any] | None, want: tuple[str, s
     from sotd.daemon import onedaemon
 
     assert onedaemon.refusal_text("/h/.sot-comm", "boxb", record) == want
+
+
+@pytest.mark.parametrize(
+    ("info", "want"),
+    [
+        ({"link": None, "links": []}, []),
+        (
+            {"link": {"endpoint": "ssh:a/a", "up": True, "since": "T1", "error": ""}, "links": []},
+            ["link to the hub at ssh:a/a: up since T1"],
+        ),
+        (
+            {"link": {"endpoint": "ssh:a/a", "up": False, "since": "T2", "error": "the hub closed the link"}},
+            ["link to the hub at ssh:a/a: down since T2: the hub closed the link"],
+        ),
+        ({"links": ["boxb", "boxc"]}, ["links from: boxb, boxc"]),
+    ],
+)
+def test_daemon_status_link_lines(info: dict[str, Any], want: list[str]) -> None:
+    from sotd.daemon import main
+
+    assert main.status_lines(info) == want

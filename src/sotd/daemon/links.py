@@ -138,6 +138,7 @@ class Uplink:
         self.channel: Channel | None = None
         self.last_error = "not connected yet"
         self.down_since = time.time()
+        self.up_since = 0.0
         self.up = asyncio.Event()
         self.attempts = 0
 
@@ -147,6 +148,17 @@ class Uplink:
         if channel is None or channel.closed is not None:
             raise ConnectionError(self.down_text())
         return await channel.call(op, payload, timeout)
+
+    def state(self) -> dict[str, Any]:
+        """For ``version.query``: the endpoint, up or not, since when (UTC) and the last error."""
+        up = self.channel is not None and self.channel.closed is None
+        since = self.up_since if up else self.down_since
+        return {
+            "endpoint": self.endpoint,
+            "up": up,
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since)),
+            "error": "" if up else self.last_error,
+        }
 
     def down_text(self) -> str:
         """The link's state for a forward that cannot go up: since when it is down, and why."""
@@ -237,6 +249,7 @@ class Uplink:
             except TimeoutError:
                 raise LinkError(f"no hello answer within {CONNECT_WAIT_S:g}s") from None
             self.channel = channel
+            self.up_since = time.time()
             started.append(time.monotonic())
             self.up.set()
             log.info("link to the hub at %s is up", self.endpoint)

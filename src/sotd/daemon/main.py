@@ -114,6 +114,8 @@ class Daemon:
             up_s=int(time.monotonic() - self.started),
             frontends=fe,
             send_command=rows_mod.send_command(self.layout),
+            link=self.uplink.state() if self.uplink is not None else None,
+            links=list(self.server.links) if self.server is not None else [],
         )
 
     async def serve(self) -> None:
@@ -534,9 +536,27 @@ def _status(sock: str, environ: dict[str, str]) -> int:
         f"sotd daemon at {sock}: pid {info.get('pid')}, host {info.get('host')}, version {info.get('version')}, "
         f"protocol {info.get('protocol')}, {role}\n"
     )
+    for line in status_lines(info):
+        sys.stdout.write(line + "\n")
     if info.get("restart_requested"):
         sys.stdout.write(f"restart requested: {info['restart_requested']}\n")
     return 0
+
+
+def status_lines(info: dict[str, Any]) -> list[str]:
+    """The link lines of ``sotd daemon status``: this box's link to its hub, and the boxes linked here. Pure."""
+    out: list[str] = []
+    link = info.get("link")
+    if isinstance(link, dict):
+        ep = link.get("endpoint")
+        if link.get("up"):
+            out.append(f"link to the hub at {ep}: up since {link.get('since')}")
+        else:
+            out.append(f"link to the hub at {ep}: down since {link.get('since')}: {link.get('error')}")
+    links = info.get("links")
+    if isinstance(links, list) and links:
+        out.append(f"links from: {', '.join(str(x) for x in links)}")
+    return out
 
 
 def _reload(sock: str, environ: dict[str, str]) -> int:

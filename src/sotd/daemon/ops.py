@@ -345,10 +345,13 @@ def version_payload(
     up_s: int = 0,
     frontends: list[dict[str, str]] | None = None,
     send_command: str = "",
+    link: dict[str, Any] | None = None,
+    links: list[str] | None = None,
 ) -> dict[str, Any]:
     """``version.query``'s ``daemon``: who answers, and the front ends (``fe`` connections) attached now.
     ``send_command`` (ours): the command this box's rows reply with, for a task mail spawned from another
-    box (``Rows.send_command``)."""
+    box (``Rows.send_command``). ``link`` (ours): this box's link to its hub (``endpoint``, ``up``,
+    ``since``, ``error``), None when it holds none; ``links``: the boxes linked to this daemon now."""
     return {
         "host": host,
         "version": __version__,
@@ -359,4 +362,6 @@ def version_payload(
         "up_s": up_s,
         "frontends": list(frontends or []),
         "send_command": send_command,
+        "link": link,
+        "links": sorted(links or []),
     }
