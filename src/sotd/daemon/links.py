@@ -8,7 +8,8 @@ the far box, and only then doubles to 30 s (``next_delay``; the rule and why: do
 A keepalive (``version.query``) goes up every 3 s; no answer within 3 s ends the link, so a dead link is
 noticed within 6 s, not at the next send; the ssh dial has a 3 s connect timeout, and a dead link's ssh
 master is closed before the redial (a new dial never rides a dead TCP connection). After shutdown it
-never redials, its child is always killed and its ssh master closed. Lines before the first JSON line (a
+never redials, its child is always killed and its ssh master closed (also after any failure but a clean
+close by the hub). Lines before the first JSON line (a
 login banner) are skipped.
 What would break it: a reconnect loop without a floor (a box whose far side keeps failing would be
 hammered), awaiting the child's exit without a bound, or redialling through a master whose connection
@@ -52,6 +53,7 @@ BANNER_MAX_LINES = 200
 BANNER_MAX_BYTES = 1 << 16
 KILL_WAIT_S = 2.0
 _READ = 65536
+HUB_CLOSED = "the hub closed the link"
 
 
 def next_delay(prev_s: float, outage_s: float, reached: bool) -> float:
@@ -84,7 +86,7 @@ def end_reason(returncode: int | None, last_stderr: str, keepalive: str) -> str:
     if keepalive:
         return _with_stderr(keepalive, last_stderr)
     if returncode == 0:
-        return "the hub closed the link"
+        return HUB_CLOSED
     status = "was killed" if returncode is None or returncode < 0 else f"exited {returncode}"
     return _with_stderr(f"the link's child {status}", last_stderr)
 
@@ -175,7 +177,7 @@ class Uplink:
                 keepalive: list[str] = []
                 try:
                     await self._session(started, keepalive)
-                    err = "the hub closed the link"
+                    err = HUB_CLOSED
                 except (LinkError, OSError, TimeoutError, WireError) as e:
                     err = str(e) or type(e).__name__
                 except Exception as e:  # a bug or a bad endpoint must not take the daemon down: log, redial
@@ -188,8 +190,10 @@ class Uplink:
                 now = time.monotonic()
                 if started and now - started[0] >= STABLE_S:
                     outage_start = now  # a stable link ended: a new outage starts
-                if keepalive or started:
-                    await self._close_master()  # a new dial must not ride the dead connection's master
+                if err != HUB_CLOSED:
+                    # the connection may be dead (a keepalive failed, ssh died, a dial hung): the next dial
+                    # must not ride its master; after a clean close by the hub the master is fine
+                    await self._close_master()
                 delay = next_delay(delay, now - outage_start, bool(started) or reached_far_side(err))
                 log.warning(
                     "link to the hub at %s: %s; dialling again in %ss", self.endpoint, err, f"{delay:g}"
