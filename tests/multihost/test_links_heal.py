@@ -3,7 +3,8 @@ network namespaces with their own sshd (boxa the hub; boxb and boxc guests linke
 ``test_cross_box.py``).
 
 - ``hosts.toml`` changed on the hub: the daemon notices the file (no restart), logs what changed, keeps the
-  guests' links, and its offer names the new box; ``sotd daemon reload`` then finds no change.
+  guests' links, and its offer names the new box; ``sotd daemon reload`` then finds no change. Changed on
+  a guest: a new box keeps its link; a new ssh target for the hub redials the link there.
 - A second daemon for boxb's comm folder, with another socket and another ``XDG_RUNTIME_DIR``, refuses to
   start and names the first (pid, socket, the command that stops it); boxb's link is not displaced.
 - A partition longer than the keepalive bound: the guest's keepalive notices (its log says so, never "the
@@ -90,6 +91,35 @@ def test_hub_notices_a_changed_hosts_toml_and_keeps_the_links(world: World) -> N
     assert (r.returncode, r.stdout) == (0, f"reloaded {path}: box removed: boxz\n"), r
     r = world.comm("boxa", "hank", "send", "@nobody", "x")
     assert r.err == "FAILED -> @nobody: no box knows that handle: nobody\n", r
+
+
+def test_a_guest_applies_a_changed_hosts_toml_keeping_or_redialling_its_link(world: World) -> None:
+    """On boxc: a new box is logged and the link kept; a new ssh target for the hub redials the link there
+    (an alias of the same hub in the ssh config), and mail flows through it; put back, it redials again."""
+    path = os.path.join(world.comms["boxc"].home, "hosts.toml")
+    ups = world.log_text("boxc").count(LINK_UP)
+    with open(path, "w") as f:
+        f.write(TOPOLOGY + '\n[boxes.boxz]\nssh = "boxz"\n')
+    wait_log(world, "boxc", "hosts.toml changed (the file changed): box added: boxz (ssh boxz)", 10)
+    assert world.log_text("boxc").count(LINK_UP) == ups  # kept: its endpoint did not change
+    with open(world.net.ssh_config, "a") as f:
+        f.write(f"Host hubalias\n  HostName {world.net.boxes['boxa'].addr}\n")
+    with open(path, "w") as f:
+        f.write(TOPOLOGY.replace('[boxes.boxa]\nssh = "boxa"', '[boxes.boxa]\nssh = "hubalias"'))
+    r = world.net.run("boxc", [SOTD, "daemon", "reload"])
+    assert r.returncode == 0, r
+    assert r.stdout in (
+        f"reloaded {path}: box removed: boxz; box boxa: ssh boxa -> ssh hubalias; the link to the hub: "
+        "ssh:boxa/boxa -> ssh:hubalias/boxa\n",
+        f"reloaded {path}: no change\n",  # the file watch was first
+    ), r
+    wait_log(world, "boxc", "the link to the hub: ssh:boxa/boxa -> ssh:hubalias/boxa", 10)
+    wait_log(world, "boxc", "link to the hub at ssh:hubalias/boxa is up", 15)
+    r = world.comm("boxa", "hank", "send", "@cora", "via", "the", "new", "link")
+    assert (r.code, r.out, r.err) == (0, "filed -> @cora\n", ""), r
+    with open(path, "w") as f:
+        f.write(TOPOLOGY)
+    wait_log(world, "boxc", LINK_UP, 15, count=ups + 1)
 
 
 def test_a_second_daemon_for_the_same_folder_refuses_naming_the_first(world: World) -> None:
