@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -592,6 +593,15 @@ def test_guest_forwards_to_the_hub(tmp_path: Any, daemons: list[Daemon]) -> None
     ans = guest.file("alpha")
     assert ans["code"] == "file_failed"
     assert ans["error"].startswith(f"the hub did not answer at unix:{hub.sock}: ")
+    # once the guest knows its link is down, the answer is the link's state (issue 20)
+    wait_for(lambda: "dialling again" in guest.logtext(), what="the guest noticing")
+    ans = guest.file("alpha")
+    ep = f"unix:{hub.sock}"
+    assert ans["code"] == "file_failed" and re.fullmatch(
+        rf"the hub did not answer at {re.escape(ep)}: {re.escape(ep)}: the link to the hub is down since "
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: .+",
+        ans["error"],
+    ), ans
 
 
 # -------------------------------------------------------------------------------- start, status, stop
