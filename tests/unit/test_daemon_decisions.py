@@ -412,3 +412,18 @@ def test_daemon_status_link_lines(info: dict[str, Any], want: list[str]) -> None
     from sotd.daemon import main
 
     assert main.status_lines(info) == want
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "keepalive", "want"),
+    [
+        (0, False, False),  # the hub closed the link: the connection is fine, the master kept
+        (1, False, False),  # the far bridge refused (no daemon socket: the hub is restarting)
+        (127, False, False),  # no sotd on the far side
+        (255, False, True),  # ssh itself failed: the connection is lost or never was
+        (None, False, True),  # it hung until it was killed
+        (0, True, True),  # a keepalive went unanswered
+    ],
+)
+def test_master_suspect(exit_code: int | None, keepalive: bool, want: bool) -> None:
+    assert links.master_suspect(exit_code, keepalive) is want

@@ -8,14 +8,14 @@ the far box, and only then doubles to 30 s (``next_delay``; the rule and why: do
 A keepalive (``version.query``) goes up every 3 s; no answer within 3 s ends the link, so a dead link is
 noticed within 6 s, not at the next send; the ssh dial has a 3 s connect timeout, and a dead link's ssh
 master is closed before the redial (a new dial never rides a dead TCP connection). After shutdown it
-never redials, its child is always killed and its ssh master closed (also after any failure but a clean
-close by the hub). Lines before the first JSON line (a
+never redials, its child is always killed and its ssh master closed (also after a failure that may have
+left the connection dead: ``master_suspect``). Lines before the first JSON line (a
 login banner) are skipped.
 What would break it: a reconnect loop without a floor (a box whose far side keeps failing would be
 hammered), awaiting the child's exit without a bound, or redialling through a master whose connection
 is dead.
 
-``next_delay``, ``reached_far_side`` and ``end_reason`` are pure (table-tested); ``Uplink`` is the shell.
+``next_delay``, ``reached_far_side``, ``end_reason`` and ``master_suspect`` are pure (table-tested); ``Uplink`` is the shell.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ CONNECT_WAIT_S = 30.0  # from spawning the child to the hub's hello answer
 BANNER_MAX_LINES = 200
 BANNER_MAX_BYTES = 1 << 16
 KILL_WAIT_S = 2.0
+EXIT_WAIT_S = 0.5  # a failed child's own exit, before it is killed
 _READ = 65536
 HUB_CLOSED = "the hub closed the link"
 
@@ -89,6 +90,14 @@ def end_reason(returncode: int | None, last_stderr: str, keepalive: str) -> str:
         return HUB_CLOSED
     status = "was killed" if returncode is None or returncode < 0 else f"exited {returncode}"
     return _with_stderr(f"the link's child {status}", last_stderr)
+
+
+def master_suspect(exit_code: int | None, keepalive_failed: bool) -> bool:
+    """Whether the link's ssh connection (and so the master it rides) may be dead: a keepalive failed, the
+    child hung until it was killed (None), or ssh itself failed (255). A far side that ran and exited (0:
+    the hub closed; 1: its bridge refused, e.g. no daemon socket; 127: no ``sotd``) left the connection
+    fine, and its master is kept for the next dial and the sessions' sends."""
+    return keepalive_failed or exit_code is None or exit_code == 255
 
 
 class LinkError(Exception):
@@ -143,6 +152,7 @@ class Uplink:
         self.up_since = 0.0
         self.up = asyncio.Event()
         self.attempts = 0
+        self.last_exit: int | None = None  # the last child's own exit status; None when it was killed
 
     async def call(self, op: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         """A request up the link; ``ConnectionError`` when the link is down, ``TimeoutError`` past the bound."""
@@ -190,10 +200,8 @@ class Uplink:
                 now = time.monotonic()
                 if started and now - started[0] >= STABLE_S:
                     outage_start = now  # a stable link ended: a new outage starts
-                if err != HUB_CLOSED:
-                    # the connection may be dead (a keepalive failed, ssh died, a dial hung): the next dial
-                    # must not ride its master; after a clean close by the hub the master is fine
-                    await self._close_master()
+                if master_suspect(self.last_exit, bool(keepalive)):
+                    await self._close_master()  # a new dial must not ride a dead connection's master
                 delay = next_delay(delay, now - outage_start, bool(started) or reached_far_side(err))
                 log.warning(
                     "link to the hub at %s: %s; dialling again in %ss", self.endpoint, err, f"{delay:g}"
@@ -275,6 +283,9 @@ class Uplink:
                 )
             )
         except (LinkError, OSError, WireError) as e:
+            with contextlib.suppress(TimeoutError):  # its own exit status, when it is ending anyway
+                async with asyncio.timeout(EXIT_WAIT_S):
+                    await proc.wait()
             await _kill(proc)
             if isinstance(e, LinkError) and started:
                 raise
@@ -282,6 +293,7 @@ class Uplink:
                 _with_stderr(str(e) or type(e).__name__, await _settle(stderr_task, stderr_last))
             ) from None
         finally:
+            self.last_exit = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else None
             self.up.clear()
             channel.fail_all("the link to the hub closed")
             if self.channel is channel:
