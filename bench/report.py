@@ -583,10 +583,59 @@ def _wake(r: dict[str, object]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _heal(r: dict[str, object]) -> str:
+    out = [
+        "## Across boxes, as deployed: cold, warm, and the outage after a restart or a heal "
+        "(`bench/heal.py`, issue 20)\n"
+    ]
+    if "not_run" in r:
+        out.append(f"**Not run**: {r['not_run']}.\n")
+        return "\n".join(out) + "\n"
+    sends: dict = r["send_ms"]  # type: ignore[assignment]
+    rs: dict = r["outage_after_hub_restart_s"]  # type: ignore[assignment]
+    heal: dict = r["outage_after_heal_s"]  # type: ignore[assignment]
+
+    def c(k: str) -> str:
+        v = sends[k]
+        return f"{v['median']:.0f} / {v['p95']:.0f} / {v['max']:.0f}"
+
+    def o(v: dict) -> str:
+        return f"{v['median']:.2f} / {v['max']:.2f} ({v['n']})"
+
+    before = {"3 s cut": "—", "15 s cut": "8–13 s"}
+    out += [
+        f"{_machine(r['machine'])}  \n"  # type: ignore[arg-type]
+        "Two boxes in network namespaces with their own sshd (boxa the hub, boxb a guest linked over ssh). Wall "
+        "ms of one `sotd comm send` process, spawn to exit, all through the same `ip netns exec … unshare` "
+        f"wrapper; {sends['local']['n']} of each, interleaved: median / p95 / max.\n",
+        "| send | route | ms |",
+        "|---|---|---:|",
+        f"| local (bob → bea on boxb) | appends in boxb's own folder | {c('local')} |",
+        "| guest → hub, warm (bob → hank) | the CLI's ssh through the master boxb's link holds → boxa's bridge "
+        f"→ hub daemon | {c('guest_to_hub_warm')} |",
+        "| guest → hub, cold | the same with an empty ControlPath folder: a full ssh handshake each time "
+        f"| {c('guest_to_hub_cold')} |",
+        "| hub → guest (hank → bob) | the hub's own daemon offers it down boxb's link (no ssh dial by the "
+        f"sender) | {c('hub_to_guest')} |",
+        "",
+        "How long hub → guest mail fails (seconds, median / max (runs)), a send every 0.2 s until one is filed:\n",
+        "| event | measured from | outage, s | before issue 20 (seen by the issue) |",
+        "|---|---|---:|---|",
+        f"| hub daemon restarted | the new hub answering `sotd daemon status` | {o(rs)} | up to 30 s (the 30 s "
+        "redial) |",
+    ]
+    for name, v in heal.items():
+        out.append(f"| boxb cut off {name[: -len(' cut')]}, then back | the network's return | {o(v)} "
+                   f"| {before.get(name, '—')} |")  # fmt: skip
+    out += ["", f"Every filed send was in bob's inbox exactly once: {_f(r['filed_exactly_once'])}.", ""]
+    return "\n".join(out) + "\n"
+
+
 RENDER = {
     "commands": _commands,
     "fanin": _fanin,
     "crossbox": _crossbox,
+    "heal": _heal,
     "crash": _crash,
     "registry": _registry,
     "growth": _growth,
@@ -695,6 +744,19 @@ def _headline(results: dict[str, dict]) -> str:
                     f"| W3 | cross-box send delivered ({name} added) | {ph['delivered']}/{ph['sent']} "
                     f"| all | {_f(ph['pass'])} |"
                 )
+    h = results.get("heal")
+    if h and "not_run" not in h:
+        bound = h["params"].get("target_s", 5)
+        med = h["outage_after_hub_restart_s"]["median"]
+        rows.append(
+            f"| issue 20 | hub → guest mail after a hub restart: outage (median) | {med:.2f} s | < {bound} s "
+            f"| {_f(med < bound)} |"
+        )
+        for name, v in h["outage_after_heal_s"].items():
+            rows.append(
+                f"| issue 20 | hub → guest mail after a healed partition ({name}): outage (median) "
+                f"| {v['median']:.2f} s | < {bound} s | {_f(v['median'] < bound)} |"
+            )
     a = results.get("append")
     if a:
         s1 = a["single"]

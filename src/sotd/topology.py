@@ -145,6 +145,44 @@ def load(environ: Mapping[str, str]) -> Topology | None:
     return parse(data, p)
 
 
+def signature(environ: Mapping[str, str]) -> tuple[int, int, int] | None:
+    """``(mtime_ns, size, inode)`` of the topology file, None when there is none: the daemon's watch
+    compares it every tick (a rename-over by an editor changes the inode)."""
+    try:
+        st = os.stat(path(environ))
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _box_text(box: Box) -> str:
+    return f"endpoint {box.endpoint}" if box.endpoint else f"ssh {box.ssh}"
+
+
+def describe_changes(old: Topology | None, new: Topology | None) -> list[str]:
+    """What changed between two readings of ``hosts.toml``, one phrase each (for the daemon's log and
+    ``sotd daemon reload``); empty when they say the same. Pure."""
+    if old is None and new is None:
+        return []
+    if old is None:
+        assert new is not None
+        return [f"hosts.toml appeared: hub {new.hub}, boxes {', '.join(sorted(new.boxes)) or '(none)'}"]
+    if new is None:
+        return [f"hosts.toml is gone (the hub was {old.hub})"]
+    out: list[str] = []
+    if old.hub != new.hub:
+        out.append(f"hub {old.hub} -> {new.hub}")
+    for name in sorted(set(new.boxes) - set(old.boxes)):
+        out.append(f"box added: {name} ({_box_text(new.boxes[name])})")
+    for name in sorted(set(old.boxes) - set(new.boxes)):
+        out.append(f"box removed: {name}")
+    for name in sorted(set(old.boxes) & set(new.boxes)):
+        a, b = _box_text(old.boxes[name]), _box_text(new.boxes[name])
+        if a != b:
+            out.append(f"box {name}: {a} -> {b}")
+    return out
+
+
 def relay_endpoint(topo: Topology, self_host: str) -> str | None:
     """The hub's endpoint for a box that is not the hub (``ssh:<target>/<hub>``); None on the hub (whose
     daemon holds no link; its sessions' relay is ``hub_own_endpoint``)."""

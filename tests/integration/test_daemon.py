@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -433,7 +434,7 @@ def test_hub_offer_reaches_the_guest_and_relay_send(tmp_path: Any, daemons: list
     assert inbox_lines(hub_comm.layout, "gamma") == []
     # nobody lists it: boxc is in the topology and holds no link
     assert hub.file("zed") == {
-        "error": "no box knows that handle: zed (no link from: boxc)",
+        "error": f"no box knows that handle: zed (no link from: boxc); {never_linked('boxc', hub)}",
         "code": "not_here",
     }
     # a session on the hub, no endpoint named: its relay is the hub's own daemon (hosts.toml), whose offer
@@ -448,7 +449,7 @@ def test_hub_offer_reaches_the_guest_and_relay_send(tmp_path: Any, daemons: list
     assert (r.code, r.out, r.err) == (
         1,
         "",
-        "FAILED -> @zed: no box knows that handle: zed (no link from: boxc)\n",
+        f"FAILED -> @zed: no box knows that handle: zed (no link from: boxc); {never_linked('boxc', hub)}\n",
     )
     p = subprocess.run(
         [SOTD, "topology", "relay-endpoint"],
@@ -476,6 +477,62 @@ def test_hub_offer_reaches_the_guest_and_relay_send(tmp_path: Any, daemons: list
     assert (p.returncode, p.stdout) == (0, f"unix:{hub.sock}\n")
 
 
+def test_sighup_reads_hosts_toml_again_and_a_unix_guest_keeps_its_link(
+    tmp_path: Any, daemons: list[Daemon]
+) -> None:
+    """Issue 20: SIGHUP (the file watch slowed to an hour, so only the signal can do it) applies a changed
+    ``hosts.toml`` on the hub and on a guest: the new box is logged and named by the offer; the guest's
+    link, whose endpoint did not change, is kept."""
+    work = str(tmp_path)
+    write_hosts(work, hub_sock_path(work))
+    slow = {"SOTD_TEST_TOPOLOGY_CHECK_SECS": "3600"}
+    hub = start(daemons, work, "hub", folder(work, "a").home, "boxa", env=slow)
+    guest = start(daemons, work, "guest", folder(work, "b").home, "boxb", env=slow)
+    wait_for(lambda: linked(hub, "boxb"), what="the guest's link")
+    write_hosts(work, hub_sock_path(work), '\n[boxes.boxz]\nssh = "boxz"\n')
+    time.sleep(1.0)
+    assert "hosts.toml changed" not in hub.logtext()  # nothing reads it but the signal
+    for d in (hub, guest):
+        d.proc.send_signal(signal.SIGHUP)
+    for d in (hub, guest):
+        wait_for(
+            lambda d=d: "hosts.toml changed (SIGHUP): box added: boxz (ssh boxz)" in d.logtext(),
+            what="reload",
+        )
+    answer = hub.file("zed")
+    assert answer["error"].startswith(
+        "no box knows that handle: zed (no link from: boxz); the link from boxz is down"
+    )
+    assert guest.logtext().count("is up") == 1  # the guest's link was kept
+    assert hub.logtext().count("link from boxb (") == 1
+
+
+def test_a_second_daemon_for_one_folder_and_host_refuses(tmp_path: Any, daemons: list[Daemon]) -> None:
+    work = str(tmp_path)
+    home = folder(work, "a").home
+    first = start(daemons, work, "one", home, "boxa")
+    env = dict(first.env)
+    r = subprocess.run(
+        [SOTD, "daemon", "run", "--socket", os.path.join(work, "run-two", "sotd.sock")],
+        env=env, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[-1].endswith(
+        f"ERROR another sotd daemon already serves the comm folder {home} as host boxa (pid {first.proc.pid}, "
+        f"socket {first.sock}) (stop it first: sotd daemon stop --socket {first.sock})"
+    ), r.stderr
+    # another host on the same folder (a second box sharing it) is not the same daemon
+    other = start(daemons, work, "other", home, "boxb")
+    assert other.proc.poll() is None
+
+
+def never_linked(box: str, d: Daemon) -> str:
+    """The state the hub adds for a topology box that has not linked since the hub started (issue 20)."""
+    with open(d.sock + ".status.json") as f:
+        started = json.load(f)["started"]
+    return f"the link from {box} is down since {started}: it has not linked since this daemon started"
+
+
 def test_offer_no_answer_and_no_links(tmp_path: Any, daemons: list[Daemon]) -> None:
     work = str(tmp_path)
     write_hosts(work, hub_sock_path(work))
@@ -483,7 +540,7 @@ def test_offer_no_answer_and_no_links(tmp_path: Any, daemons: list[Daemon]) -> N
     put_agents(hub_lay, alpha=live("boxa"))
     hub = start(daemons, work, "hub", hub_lay.home, "boxa", env={"SOT_INBOX_LOCK_WAIT_SECS": "1"})
     assert hub.file("zed") == {
-        "error": "no box knows that handle: zed (no link from: boxb)",
+        "error": f"no box knows that handle: zed (no link from: boxb); {never_linked('boxb', hub)}",
         "code": "not_here",
     }
     # a linked box that never answers: after lock wait + 1 s
@@ -539,6 +596,15 @@ def test_guest_forwards_to_the_hub(tmp_path: Any, daemons: list[Daemon]) -> None
     ans = guest.file("alpha")
     assert ans["code"] == "file_failed"
     assert ans["error"].startswith(f"the hub did not answer at unix:{hub.sock}: ")
+    # once the guest knows its link is down, the answer is the link's state (issue 20)
+    wait_for(lambda: "dialling again" in guest.logtext(), what="the guest noticing")
+    ans = guest.file("alpha")
+    ep = f"unix:{hub.sock}"
+    assert ans["code"] == "file_failed" and re.fullmatch(
+        rf"the hub did not answer at {re.escape(ep)}: {re.escape(ep)}: the link to the hub is down since "
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: .+",
+        ans["error"],
+    ), ans
 
 
 # -------------------------------------------------------------------------------- start, status, stop

@@ -20,6 +20,15 @@ an environment for a client on that box (``SOT_SSH_CONFIG`` set to that file, ``
 private ``run/`` so ControlMaster sockets stay per box). ``run``/``popen`` start a command inside a box
 (``ip netns exec <ns> unshare --uts`` with the hostname set). ``link(box, up)`` partitions a box.
 
+``Net(..., as_deployed=True)`` makes boxes as a user has them, for the deploy doc test: every command in a
+box also runs in its own mount namespace where the box's ``home/`` is bind-mounted over ``/root`` (so
+``~`` is the box's home for ssh and every tool, as it is for a real account) and a per-box ``hosts`` file
+over ``/etc/hosts`` (naming ``<box>.lan`` for every box); sshd reads ``~/.ssh/authorized_keys`` and gives
+sessions only ``HOME``, ``PATH`` and ``XDG_RUNTIME_DIR`` (the box's ``run/``: a stand-in for logind's
+``/run/user/<uid>``, which these boxes do not run); nothing is installed, configured or keyed for the user.
+One stand-in: when this machine's Python lives under ``/root`` (pyenv), that one folder stays visible in
+the box's home (``ROOT_KEPT``), or ``sotd`` could not run at all.
+
 Teardown (``close``, also on a failed build) kills every process left in the namespaces — sshd, its
 sessions, ssh ControlMaster processes, daemons — by pid (``ip netns pids``), then deletes the namespaces.
 """
@@ -41,6 +50,10 @@ VENV_BIN = os.path.dirname(sys.executable)
 SOTD = shutil.which("sotd", path=VENV_BIN) or os.path.join(VENV_BIN, "sotd")
 HERE = os.path.dirname(os.path.abspath(__file__))
 DELAY_RELAY = os.path.join(HERE, "delay_relay.py")
+# The top folder under /root that holds this interpreter (pyenv puts it in /root/.pyenv), or "": an
+# ``as_deployed`` box has its own /root, and this one folder of the real one stays visible in it.
+_PY = os.path.realpath(sys.base_prefix)
+ROOT_KEPT = _PY.split("/")[2] if _PY.startswith("/root/") else ""
 
 
 def unavailable() -> str | None:
@@ -88,6 +101,8 @@ class Box:
 
     def session_env(self) -> dict[str, str]:
         """What the box's sshd puts in every session's environment."""
+        if self.net.as_deployed:
+            return {"HOME": "/root", "PATH": "/usr/local/bin:/usr/bin:/bin", "XDG_RUNTIME_DIR": self.run_dir}
         return {
             "HOME": self.home,
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -102,7 +117,9 @@ class Box:
             f"ListenAddress {self.addr}",
             "Port 22",
             f"HostKey {self.dir}/hostkey",
-            f"AuthorizedKeysFile {self.net.userkey}.pub",
+            "AuthorizedKeysFile .ssh/authorized_keys"
+            if self.net.as_deployed
+            else f"AuthorizedKeysFile {self.net.userkey}.pub",
             "PermitRootLogin prohibit-password",
             "PasswordAuthentication no",
             "KbdInteractiveAuthentication no",
@@ -126,8 +143,14 @@ class Net:
     """N boxes joined by a bridge. Use as a context manager, or call ``close``."""
 
     def __init__(
-        self, names: Iterable[str], base: str, *, sshd_extra: dict[str, list[str]] | None = None
+        self,
+        names: Iterable[str],
+        base: str,
+        *,
+        sshd_extra: dict[str, list[str]] | None = None,
+        as_deployed: bool = False,
     ) -> None:
+        self.as_deployed = as_deployed
         self.tag = secrets.token_hex(2)
         self.base = base
         self.boxes: dict[str, Box] = {}
@@ -157,7 +180,8 @@ class Net:
                 os.makedirs(d, exist_ok=True)
             os.makedirs(box.run_dir, mode=0o700, exist_ok=True)
             os.chmod(box.run_dir, 0o700)
-            os.symlink(SOTD, os.path.join(box.home, ".local", "bin", "sotd"))
+            if not self.as_deployed:
+                os.symlink(SOTD, os.path.join(box.home, ".local", "bin", "sotd"))
             sh("ip", "netns", "add", box.ns)
             self._made.append(box.ns)
             sh("ip", "-n", box.ns, "link", "set", "lo", "up")
@@ -183,6 +207,10 @@ class Net:
             sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(box.dir, "hostkey"))
             box.write_sshd_config(sshd_extra.get(name, ()))
         self._write_ssh_config()
+        hosts = "127.0.0.1 localhost\n" + "".join(f"{b.addr} {b.name}.lan\n" for b in self.boxes.values())
+        for box in self.boxes.values():
+            with open(os.path.join(box.dir, "hosts"), "w") as f:
+                f.write(hosts)
         for box in self.boxes.values():
             self.start_sshd(box)
 
@@ -224,6 +252,17 @@ class Net:
     def in_box(self, box: str, argv: list[str]) -> list[str]:
         """``argv`` run inside ``box``: its network namespace, and a UTS namespace named after it."""
         b = self.boxes[box]
+        if self.as_deployed:
+            keep = ""
+            if ROOT_KEPT:  # this machine's Python lives under /root: keep it visible under the box's home
+                keep = f'mkdir -p "$1/{ROOT_KEPT}" && mount --bind /root/{ROOT_KEPT} "$1/{ROOT_KEPT}" && '
+            script = (
+                f'hostname "$0" && {keep}mount --rbind "$1" /root && mount --bind "$2" /etc/hosts && shift 2 && '
+                'exec "$@"'
+            )
+            mounts = ["--mount", "--propagation", "private"]
+            return ["ip", "netns", "exec", b.ns, "unshare", "--uts", *mounts, "sh", "-c", script, b.name,
+                    b.home, os.path.join(b.dir, "hosts"), *argv]  # fmt: skip
         return [
             "ip",
             "netns",
@@ -243,6 +282,11 @@ class Net:
         b = self.boxes[box]
         drop = ("SOT_", "SOTD_", "TMUX", "CLAUDE", "COMM_STATUS_", "SSH_")
         e = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+        if self.as_deployed:  # a login shell's environment: nothing of this test process's
+            e = {k: v for k, v in e.items() if k in ("LANG", "LC_ALL", "TERM", "TZ")}
+            e.update(b.session_env(), PATH="/root/.local/bin:/usr/local/bin:/usr/bin:/bin", USER="root")
+            e.update(extra)
+            return e
         e.update(b.session_env())
         e.update(SOT_SSH_CONFIG=self.ssh_config, XDG_RUNTIME_DIR=b.run_dir, SOT_COMM_TEST_HOST=b.name)
         e.update(extra)

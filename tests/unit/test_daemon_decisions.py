@@ -82,16 +82,85 @@ def test_offer_outcome(
     assert hub.offer_outcome("h", answers, should, linked, 3.0) == want
 
 
-def test_backoff_table() -> None:
-    seq = []
-    prev = 0.0
-    for _ in range(8):
-        prev = links.backoff(prev, 0.0)
-        seq.append(prev)
-    assert seq == [1, 2, 4, 8, 16, 30, 30, 30]
-    assert links.backoff(30.0, 59.9) == 30  # a link up 59.9 s does not reset
-    assert links.backoff(30.0, 60.0) == 1  # one up 60 s does
-    assert links.backoff(8.0, 61.0) == 1
+@pytest.mark.parametrize(
+    ("prev", "outage", "reached", "want"),
+    [
+        (0.0, 0.0, True, 1),  # the first redial after a link ended
+        (1.0, 5.0, True, 1),  # a hub restarting: every second while the outage is young
+        (1.0, 29.9, True, 1),
+        (1.0, 30.0, True, 2),  # past the fast window: doubling
+        (2.0, 40.0, True, 4),
+        (16.0, 100.0, True, 30),
+        (30.0, 500.0, True, 30),  # never past 30 s
+        (30.0, 500.0, False, 1),  # dials that never reach the far box cost it nothing (a partition)
+        (0.0, 31.0, True, 2),
+    ],
+)
+def test_next_delay_table(prev: float, outage: float, reached: bool, want: float) -> None:
+    assert links.next_delay(prev, outage, reached) == want
+
+
+def test_a_box_that_keeps_failing_is_not_hammered() -> None:
+    """Dials that reach a box and fail: 30 in the first 30 s at most, then doubling to one per 30 s."""
+    t, prev, dials = 0.0, 0.0, 0
+    while t < 600:
+        prev = links.next_delay(prev, t, True)
+        t += prev
+        dials += 1
+    assert dials <= 30 + 5 + 19
+
+
+@pytest.mark.parametrize(
+    ("err", "want"),
+    [
+        ("exited 255: ssh: connect to host 10.77.0.1 port 22: Connection timed out", False),
+        ("ssh: connect to host boxa port 22: No route to host", False),
+        ("ssh: Could not resolve hostname boxz: Name or service not known", False),
+        ("the link closed before the hub answered hello: sotd stdio-bridge: no daemon socket at /r/s", True),
+        (
+            "the link closed before the hub answered hello: root@10.77.0.1: Permission denied (publickey).",
+            True,
+        ),
+        ("the link closed before the hub answered hello: bash: line 1: exec: sotd: not found", True),
+    ],
+)
+def test_reached_far_side(err: str, want: bool) -> None:
+    assert links.reached_far_side(err) is want
+
+
+@pytest.mark.parametrize(
+    ("rc", "stderr", "keepalive", "want"),
+    [
+        (0, "", "", "the hub closed the link"),
+        (
+            255,
+            "Timeout, server boxa not responding.",
+            "",
+            "the link's child exited 255: Timeout, server boxa not responding.",
+        ),
+        (-9, "", "", "the link's child was killed"),
+        (
+            -9,
+            "",
+            "no answer to the link's keepalive within 3s",
+            "no answer to the link's keepalive within 3s",
+        ),
+    ],
+)
+def test_end_reason(rc: int, stderr: str, keepalive: str, want: str) -> None:
+    assert links.end_reason(rc, stderr, keepalive) == want
+
+
+def test_offer_names_the_state_of_a_down_link_after_the_d4_sentence() -> None:
+    since = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+    got = hub.offer_outcome(
+        "bob", [], ["boxb", "boxc"], [], 3.0, down={"boxb": (since, "the hub closed the link")}
+    )
+    assert got == {
+        "error": "no box knows that handle: bob (no link from: boxb, boxc); the link from boxb is down since "
+        "2027-01-15T08:00:00Z: the hub closed the link",
+        "code": "not_here",
+    }
 
 
 FRESH = _clock.stamp(1_000_000.0)
@@ -261,3 +330,100 @@ def test_link_hello_refused_and_closed() -> None:
 def test_expires_budget(expires: object, now: float, lock_wait: float, want: float | None) -> None:
     got = ops.budget(expires, now, lock_wait)
     assert got == (pytest.approx(want) if want is not None else None)
+
+
+def _topo(text: str) -> Any:
+    from sotd import topology
+
+    return topology.parse(text.encode())
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "want"),
+    [
+        (None, None, []),
+        ('hub = "a"\n[boxes.b]\n', 'hub = "a"\n[boxes.b]\n', []),
+        (
+            'hub = "a"\n[boxes.b]\n',
+            'hub = "a"\n[boxes.b]\n[boxes.c]\nssh = "c.lan"\n',
+            ["box added: c (ssh c.lan)"],
+        ),
+        ('hub = "a"\n[boxes.b]\n[boxes.c]\n', 'hub = "a"\n[boxes.b]\n', ["box removed: c"]),
+        (
+            'hub = "a"\n[boxes.b]\n',
+            'hub = "b"\n[boxes.b]\nssh = "b2"\n',
+            ["hub a -> b", "box b: ssh b -> ssh b2"],
+        ),
+        (None, 'hub = "a"\n[boxes.b]\n', ["hosts.toml appeared: hub a, boxes b"]),
+        ('hub = "a"\n', None, ["hosts.toml is gone (the hub was a)"]),
+    ],
+)
+def test_topology_changes(old: str | None, new: str | None, want: list[str]) -> None:
+    from sotd import topology
+
+    a = _topo(old) if old is not None else None
+    b = _topo(new) if new is not None else None
+    assert topology.describe_changes(a, b) == want
+
+
+@pytest.mark.parametrize(
+    ("record", "want"),
+    [
+        (
+            {"pid": 42, "socket": "/r/sotd.sock"},
+            (
+                "another sotd daemon already serves the comm folder /h/.sot-comm as host boxb (pid 42, socket "
+                "/r/sotd.sock)",
+                "stop it first: sotd daemon stop --socket /r/sotd.sock",
+            ),
+        ),
+        (
+            None,
+            (
+                "another sotd daemon already serves the comm folder /h/.sot-comm as host boxb (its record could "
+                "not be read)",
+                "find it: fuser -v /h/.sot-comm/state/daemon-boxb.lock",
+            ),
+        ),
+    ],
+)
+def test_second_daemon_refusal(record: dict[str, Any] | None, want: tuple[str, str]) -> None:
+    from sotd.daemon import onedaemon
+
+    assert onedaemon.refusal_text("/h/.sot-comm", "boxb", record) == want
+
+
+@pytest.mark.parametrize(
+    ("info", "want"),
+    [
+        ({"link": None, "links": []}, []),
+        (
+            {"link": {"endpoint": "ssh:a/a", "up": True, "since": "T1", "error": ""}, "links": []},
+            ["link to the hub at ssh:a/a: up since T1"],
+        ),
+        (
+            {"link": {"endpoint": "ssh:a/a", "up": False, "since": "T2", "error": "the hub closed the link"}},
+            ["link to the hub at ssh:a/a: down since T2: the hub closed the link"],
+        ),
+        ({"links": ["boxb", "boxc"]}, ["links from: boxb, boxc"]),
+    ],
+)
+def test_daemon_status_link_lines(info: dict[str, Any], want: list[str]) -> None:
+    from sotd.daemon import main
+
+    assert main.status_lines(info) == want
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "keepalive", "want"),
+    [
+        (0, False, False),  # the hub closed the link: the connection is fine, the master kept
+        (1, False, False),  # the far bridge refused (no daemon socket: the hub is restarting)
+        (127, False, False),  # no sotd on the far side
+        (255, False, True),  # ssh itself failed: the connection is lost or never was
+        (None, False, True),  # it hung until it was killed
+        (0, True, True),  # a keepalive went unanswered
+    ],
+)
+def test_master_suspect(exit_code: int | None, keepalive: bool, want: bool) -> None:
+    assert links.master_suspect(exit_code, keepalive) is want

@@ -245,3 +245,27 @@ def test_stderr_keeps_the_last_printable_line():
     child.err(b"tail without newline")
     child.err_done()
     assert child.last_err == "tail without newline"
+
+
+def test_the_link_dial_adds_a_connect_timeout_after_the_base_options():
+    argv = ssh.ssh_argv("boxa", ["sotd", "stdio-bridge"], {"XDG_RUNTIME_DIR": "/r"}, connect_timeout=3)
+    assert argv[: len(BASE) + 2] == [*BASE, "-o", "ConnectTimeout=3"]
+    assert (
+        argv[len(BASE) + 2 :]
+        == ssh.ssh_argv("boxa", ["sotd", "stdio-bridge"], {"XDG_RUNTIME_DIR": "/r"})[len(BASE) :]
+    )
+
+
+@pytest.mark.parametrize(
+    ("environ", "want"),
+    [
+        ({"XDG_RUNTIME_DIR": "/r"}, ["ssh", "-o", "ControlPath=/r/sot-comm-ssh-%C", "-O", "exit", "boxa"]),
+        (
+            {"XDG_RUNTIME_DIR": "/r", "SOT_SSH_CONFIG": "/c"},
+            ["ssh", "-F", "/c", "-o", "ControlPath=/r/sot-comm-ssh-%C", "-O", "exit", "boxa"],
+        ),
+        ({"XDG_RUNTIME_DIR": '/run/"q"'}, None),  # multiplexing off: no master to close
+    ],
+)
+def test_master_exit_argv(environ, want):
+    assert ssh.master_exit_argv("boxa", environ) == want

@@ -3,6 +3,10 @@
 Behaviour 1.11. The row is found first by the registry entry's ``workspace_id``, else by a listed row
 whose slug, label or id is the argument; nothing is destroyed until the daemon's declared host is known
 (it names the slot to delete).
+
+Remote despawn (issue 20): the target's daemon removes the row's slot in its own folder and prunes its
+registry there; here, only a registry entry whose host is the daemon's is removed (never a same-named
+entry of another box). stdout is line-buffered, so captured output keeps its order with stderr.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ if TYPE_CHECKING:
 
 def run(argv: list[str]) -> int:
     me = prog("comm-despawn.sh", "despawn")
+    from sotd.cli.spawn import _line_buffered
+
+    _line_buffered()
     why = check_identity()
     if why:
         err(f"{me}: {why}")
@@ -134,6 +141,9 @@ def run(argv: list[str]) -> int:
         return 0
 
     def change(d: dict[str, object]) -> tuple[bool, bool]:
+        entry = registry.agents_of(d).get(handle)
+        if dhost != ctx.host and not (isinstance(entry, dict) and entry.get("host") == dhost):
+            return False, False  # another box's row: its own daemon pruned its folder's entry
         gone = registry.delete(d, handle)
         return gone, gone
 

@@ -3,11 +3,19 @@
 The provisional registry entry (local daemon only) is written under the registry lock together with the
 name it claims, carries a nonce, and is rolled back only while it is still exactly what this spawn wrote;
 ``--task`` travels as ordinary mail once the row is ready. Spawn never destroys a row.
+
+Remote spawn (``--endpoint ssh:…``, or ``$SOT_SPAWN_ENDPOINT``, naming another box; issue 20): the repo path
+is the target's, so it is not checked here — it must be absolute, and the target's daemon resolves and
+checks it (its refusal is printed); no provisional entry is written here (the row's own join lists it in
+the target's folder); the task mail goes to the target's daemon and names the send command that daemon
+reports (``send_command`` in ``version.query``), retried while the row has not joined yet; the despawn
+hint carries the endpoint. stdout is line-buffered, so captured output keeps its order with stderr.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 from sotd import _clock
 from sotd.cli.common import Context, check_identity, err, open_context, out, prog
@@ -48,7 +56,7 @@ def parse(argv: list[str], me: str) -> tuple[dict[str, str], list[str]]:
 
 def _usage(me: str) -> str:
     return (
-        f'usage: {me} [--name NAME] <repo-path> [--agent claude|codex] [--account A] [--expertise "a, b"] '
+        f'usage: {me} [--name NAME] <repo-path> [--agent claude|codex|none] [--account A] [--expertise "a, b"] '
         '[--task "do X"] [--label L] [--display-label L] [--endpoint ssh:target[/host]|unix:PATH] '
         "[--command 'argv words']"
     )
@@ -78,14 +86,18 @@ def ask(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[s
 
 def run(argv: list[str]) -> int:
     me = prog("comm-spawn.sh", "spawn")
+    _line_buffered()
     why = check_identity()
     if why:
         err(f"{me}: {why}")
         return 1
     opts, pos = parse(argv, me)
     agent = opts.get("agent", "claude")
-    if agent not in ("claude", "codex"):
+    if agent not in ("claude", "codex", "none"):  # none (ours): a plain --command; the text is 1.10's
         err(f"ERROR: --agent must be claude or codex (got '{agent}')")
+        return 1
+    if agent == "none" and "command" not in opts:
+        err("ERROR: --agent none runs a plain command: give it with --command 'argv words'")
         return 1
     account = opts.get("account")
     if account is not None and not (account and account[0] not in "_-" and set(account) <= ACCOUNT_CHARS):
@@ -101,17 +113,24 @@ def run(argv: list[str]) -> int:
     else:
         err(_usage(me))
         return 1
-    if not os.path.exists(path):
+    remote = _names_remote(opts)
+    if remote:
+        root_or_none = _remote_root(path, remote)
+        if root_or_none is None:
+            return 1
+        root = root_or_none
+    elif not os.path.exists(path):
         err(f"ERROR: repo path not found: {path}")
         return 1
-    try:
-        root = os.path.realpath(path, strict=True)
-    except OSError as e:
-        err(f"ERROR: could not resolve a canonical path for '{path}' ({e.strerror or e})")
-        return 1
-    if not os.path.isdir(root):
-        err(f"ERROR: repo path is not a folder: {path}")
-        return 1
+    else:
+        try:
+            root = os.path.realpath(path, strict=True)
+        except OSError as e:
+            err(f"ERROR: could not resolve a canonical path for '{path}' ({e.strerror or e})")
+            return 1
+        if not os.path.isdir(root):
+            err(f"ERROR: repo path is not a folder: {path}")
+            return 1
     base = os.path.basename(root)
     label = opts.get("label", base)
     if "display-label" in opts:
@@ -210,11 +229,18 @@ def run(argv: list[str]) -> int:
         wid = _create(
             ctx, endpoint, label=label, root=root, agent=agent, name=name, account=account, command=command
         )
-        _wait_ready(ctx, endpoint, wid, me)
+        _wait_ready(ctx, endpoint, wid, me, remote=not local)
     except SpawnFailed:
         if provisional:
             _rollback(ctx, name, root, nonce)
         return 1
+    if task is not None and not local:
+        text = _remote_task_text(spawner, task, info)
+        failed = _deliver_remote_task(ctx, endpoint, name, text)
+        if failed is not None:
+            err(f"ERROR: the task could not be queued for @{name}: {failed}")
+            return 1
+        return 0
     if task is not None:
         text = (
             f"Task from @{spawner}: {task} — reply to @{spawner} via {lay.bin_dir}/comm-send.sh when done or "
@@ -344,7 +370,7 @@ def _create(
     return wid
 
 
-def _wait_ready(ctx: Context, endpoint: str, wid: str, me: str) -> None:
+def _wait_ready(ctx: Context, endpoint: str, wid: str, me: str, *, remote: bool = False) -> None:
     import time
 
     try:
@@ -352,6 +378,7 @@ def _wait_ready(ctx: Context, endpoint: str, wid: str, me: str) -> None:
     except ValueError:
         limit = 90.0
     despawn = me.replace("spawn", "despawn")
+    hint_tail = f" --endpoint {endpoint}" if remote else ""  # the hint must work as printed
     deadline = time.monotonic() + limit
     phase = "unknown"
     while True:
@@ -369,12 +396,14 @@ def _wait_ready(ctx: Context, endpoint: str, wid: str, me: str) -> None:
             out(f"Capsule row ready (id={wid}, phase=ready)")
             return
         if phase in ("ended_no_respawn", "terminal", "foreign", "gone"):
-            err(f"ERROR: capsule row {wid} reached phase {phase}, not ready; see it with {despawn} {wid}")
+            err(
+                f"ERROR: capsule row {wid} reached phase {phase}, not ready; see it with {despawn} {wid}{hint_tail}"
+            )
             raise SpawnFailed
         if time.monotonic() >= deadline:
             err(
                 f"ERROR: capsule row {wid} was not ready within {limit:g}s (phase {phase}); it is left running — "
-                f"remove it with {despawn} {wid}"
+                f"remove it with {despawn} {wid}{hint_tail}"
             )
             raise SpawnFailed
         time.sleep(1.0)
@@ -399,3 +428,62 @@ def _rollback(ctx: Context, name: str, root: str, nonce: str) -> None:
             f"comm-spawn: did NOT roll back @{name} — its row no longer matches what this spawn wrote (another "
             "session may hold it now)"
         )
+
+
+# ------------------------------------------------------------------------------------ remote spawn
+
+
+def _line_buffered() -> None:
+    """stdout written line by line, so ``> f 2>&1`` keeps each line's place among stderr's."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(line_buffering=True)
+
+
+def _names_remote(opts: dict[str, str]) -> str:
+    """The ``ssh:`` endpoint this spawn names (``--endpoint``, else ``$SOT_SPAWN_ENDPOINT``), or ""."""
+    value = opts.get("endpoint", "") or os.environ.get("SOT_SPAWN_ENDPOINT", "")
+    return value if value.startswith("ssh:") else ""
+
+
+def _remote_root(path: str, endpoint: str) -> str | None:
+    """The repo path on the target, as given: absolute (this box cannot resolve another box's paths);
+    the target's daemon checks it. None (reported) when it is not absolute."""
+    if not os.path.isabs(path):
+        err(
+            f"ERROR: a spawn on another box ({endpoint}) needs the repo's absolute path on that box "
+            f"(got '{path}')"
+        )
+        return None
+    return os.path.normpath(path)
+
+
+def _remote_task_text(spawner: str, task: str, info: object) -> str:
+    """The task mail for a row on another box: the reply command is the one the target's daemon reports."""
+    command = info.get("send_command") if isinstance(info, dict) else None
+    if not isinstance(command, str) or not command:
+        command = "comm-send.sh"
+    return (
+        f"Task from @{spawner}: {task} — reply to @{spawner} via {command} when done or blocked (say what "
+        "you found or what you need)."
+    )
+
+
+def _deliver_remote_task(ctx: Context, endpoint: str, name: str, text: str) -> str | None:
+    """File the task in the target's folder through its daemon; while the row has not joined yet (its
+    handle is not listed there) try again each second, within the ready wait."""
+    import time
+
+    from sotd.cli.send import _Sender
+
+    try:
+        limit = float(ctx.environ.get("SOT_COMM_SPAWN_CAPSULE_WAIT", "") or 90)
+    except ValueError:
+        limit = 90.0
+    deadline = time.monotonic() + limit
+    sender = _Sender(ctx, {})
+    while True:
+        failed = sender._file(endpoint, name, text, False)
+        if failed is None or not failed.startswith("no box knows that handle") or time.monotonic() > deadline:
+            return failed
+        time.sleep(1.0)

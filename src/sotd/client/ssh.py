@@ -135,11 +135,15 @@ def _control_path_option(folder: str | None) -> list[str]:
     ]
 
 
-def ssh_argv(target: str, remote_argv: list[str], environ: Mapping[str, str]) -> list[str]:
+def ssh_argv(
+    target: str, remote_argv: list[str], environ: Mapping[str, str], *, connect_timeout: int = 0
+) -> list[str]:
     """The ssh command line that runs ``remote_argv`` on ``target`` (behaviour 2.2).
 
     ``target`` must be a plain host name (``[a-z0-9][a-z0-9._-]*``; ``ValueError`` otherwise), so it can
-    never be read as an option. ``$SOT_SSH_CONFIG`` adds ``-F <file>``.
+    never be read as an option. ``$SOT_SSH_CONFIG`` adds ``-F <file>``. ``connect_timeout`` (the daemon's
+    hub link) adds ``-o ConnectTimeout=<s>``: a dial into a partition ends in that time, so the next one
+    starts a fresh TCP connection instead of waiting out SYN retransmissions.
     """
     if not _plain(target):
         raise ValueError(f"not an ssh target: {target!r}")
@@ -148,9 +152,27 @@ def ssh_argv(target: str, remote_argv: list[str], environ: Mapping[str, str]) ->
     if config:
         argv += ["-F", config]
     argv += BASE_OPTIONS
+    if connect_timeout > 0:
+        argv += ["-o", f"ConnectTimeout={connect_timeout}"]
     argv += _control_path_option(control_dir(environ))
     argv += [target, remote_command(remote_argv)]
     return argv
+
+
+def master_exit_argv(target: str, environ: Mapping[str, str]) -> list[str] | None:
+    """``ssh -O exit`` for the connection-sharing master of ``target`` (the same ``-F`` and ControlPath
+    as ``ssh_argv``); None when multiplexing is off (there is no master to close)."""
+    if not _plain(target):
+        raise ValueError(f"not an ssh target: {target!r}")
+    control = _control_path_option(control_dir(environ))
+    if "ControlPath=none" in control:
+        return None
+    argv = [SSH]
+    config = environ.get("SOT_SSH_CONFIG", "")
+    if config:
+        argv += ["-F", config]
+    path_opt = [o for o in control if o.startswith("ControlPath=")]
+    return [*argv, "-o", path_opt[0], "-O", "exit", target]
 
 
 def endpoint_text(target: str, host: str = "") -> str:

@@ -50,18 +50,30 @@ def secs(x: float) -> str:
     return f"{x:g}"
 
 
+def wall_text(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def link_down_text(box: str, since: float, why: str) -> str:
+    """The state of a box's missing link: ``the link from <box> is down since <UTC time>: <last error>``."""
+    return f"the link from {box} is down since {wall_text(since)}: {why}"
+
+
 def offer_outcome(
     handle: str,
     answers: Iterable[tuple[str, dict[str, Any] | None]],
     should_link: Iterable[str],
     linked: Iterable[str],
     bound_s: float,
+    *,
+    down: Mapping[str, tuple[float, str]] | None = None,
 ) -> dict[str, Any]:
     """D4. ``answers``: each offered box and its answer (None: none within the bound), in arrival order.
 
     The first ok wins; else the first answer other than not_here (a box that lists the handle and refused);
     else the boxes that did not answer; else nobody lists it, naming the boxes that should hold a link and
-    hold none.
+    hold none — the D4 sentence byte for byte, then, per such box named in ``down``, ``; `` and its link's
+    state (``link_down_text``), so the answer says which link is down rather than only that nobody knows.
     """
     answers = list(answers)
     for _box, a in answers:
@@ -84,6 +96,9 @@ def offer_outcome(
     text = ops.not_here_text(handle)
     if missing:
         text += f" (no link from: {', '.join(missing)})"
+        for box in missing:
+            if down and box in down:
+                text += "; " + link_down_text(box, *down[box])
     return ops.refusal(ops.NOT_HERE, text)
 
 
@@ -189,4 +204,5 @@ class Hub:
                 for t in tasks:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
-        return offer_outcome(handle, answers, should, self.server.links, bound)
+        down = {b: self.server.link_state(b) for b in should if b not in self.server.links}
+        return offer_outcome(handle, answers, should, self.server.links, bound, down=down)

@@ -2,14 +2,20 @@
 
 Spec: behaviour 2.4 ("Guest link", backoff, the ssh's last stderr line), 2.2 (the ssh command line, the
 stdio bridge), 2.1 (hello; roles), D4 (the hub offers ``comm.file`` down this link).
-Guarantee: while the daemon runs, a box whose topology names another hub holds at most one link to it and
-redials after a failure at 1 s, doubling to 30 s (1 s again after a link that stayed up 60 s); after
-shutdown it never redials, and its child is always killed. Lines before the first JSON line (a login
-banner) are skipped.
-What would break it: a reconnect loop without a floor (a dead hub would be hammered), or awaiting the
-child's exit without a bound.
+Guarantee: while the daemon runs, a box whose topology names another hub holds at most one link to it;
+after a failure it redials in 1 s while the outage is young (under 30 s) or while its dials never reach
+the far box, and only then doubles to 30 s (``next_delay``; the rule and why: docs/daemon.md, "Redial").
+A keepalive (``version.query``) goes up every 3 s; no answer within 3 s ends the link, so a dead link is
+noticed within 6 s, not at the next send; the ssh dial has a 3 s connect timeout, and a dead link's ssh
+master is closed before the redial (a new dial never rides a dead TCP connection). After shutdown it
+never redials, its child is always killed and its ssh master closed (also after a failure that may have
+left the connection dead: ``master_suspect``). Lines before the first JSON line (a
+login banner) are skipped.
+What would break it: a reconnect loop without a floor (a box whose far side keeps failing would be
+hammered), awaiting the child's exit without a bound, or redialling through a master whose connection
+is dead.
 
-``backoff`` is pure (table-tested); ``Uplink`` is the shell.
+``next_delay``, ``reached_far_side``, ``end_reason`` and ``master_suspect`` are pure (table-tested); ``Uplink`` is the shell.
 """
 
 from __future__ import annotations
@@ -36,19 +42,62 @@ log = logging.getLogger("sotd")
 
 FIRST_S = 1.0
 MAX_S = 30.0
-RESET_AFTER_S = 60.0
+FAST_WINDOW_S = 30.0  # an outage younger than this is redialled every second
+STABLE_S = 10.0  # a link up at least this long ends an outage; a shorter one is a failed dial
+PING_S = 3.0  # keepalive period up the link
+PING_WAIT_S = 3.0  # a keepalive unanswered this long ends the link
+DIAL_CONNECT_S = 3  # ssh ConnectTimeout of the link's dial
+MASTER_EXIT_WAIT_S = 3.0
 CONNECT_WAIT_S = 30.0  # from spawning the child to the hub's hello answer
 BANNER_MAX_LINES = 200
 BANNER_MAX_BYTES = 1 << 16
 KILL_WAIT_S = 2.0
+EXIT_WAIT_S = 0.5  # a failed child's own exit, before it is killed
 _READ = 65536
+HUB_CLOSED = "the hub closed the link"
 
 
-def backoff(prev_s: float, lasted_s: float) -> float:
-    """The wait before the next dial: 1 s first; doubling to 30 s; 1 s after a link that was up >= 60 s."""
-    if prev_s <= 0 or lasted_s >= RESET_AFTER_S:
+def next_delay(prev_s: float, outage_s: float, reached: bool) -> float:
+    """The wait before the next dial (docs/daemon.md, "Redial").
+
+    ``outage_s``: how long the box has been without a stable link (since the last link that stayed up
+    ``STABLE_S`` ended, or since the daemon started); ``reached``: whether the failed dial reached the far
+    box (ssh connected) at all. 1 s while the outage is younger than ``FAST_WINDOW_S`` (a restart or a
+    healed partition is noticed within a second) or while dials never reach the far box (they cost it
+    nothing, and the connect timeout paces them); after that doubling from the previous wait to 30 s.
+    """
+    if outage_s < FAST_WINDOW_S or not reached:
         return FIRST_S
-    return min(prev_s * 2, MAX_S)
+    return min(max(prev_s, FIRST_S) * 2, MAX_S)
+
+
+_UNREACHED = ("ssh: connect to host", "Could not resolve hostname", "Network is unreachable")
+
+
+def reached_far_side(err: str) -> bool:
+    """False when the failure says ssh never got a connection to the far box (connect failed or timed
+    out, no route, no name); True for anything else (the far box ran something, or refused us)."""
+    return not any(marker in err for marker in _UNREACHED)
+
+
+def end_reason(returncode: int | None, last_stderr: str, keepalive: str) -> str:
+    """Why a link that was up ended. ``keepalive``: the keepalive's failure, if that ended it. The hub is
+    said to have closed the link only when the child ended cleanly (exit 0: the far bridge saw its daemon
+    close); a network failure is the child's exit status and its last stderr line."""
+    if keepalive:
+        return _with_stderr(keepalive, last_stderr)
+    if returncode == 0:
+        return HUB_CLOSED
+    status = "was killed" if returncode is None or returncode < 0 else f"exited {returncode}"
+    return _with_stderr(f"the link's child {status}", last_stderr)
+
+
+def master_suspect(exit_code: int | None, keepalive_failed: bool) -> bool:
+    """Whether the link's ssh connection (and so the master it rides) may be dead: a keepalive failed, the
+    child hung until it was killed (None), or ssh itself failed (255). A far side that ran and exited (0:
+    the hub closed; 1: its bridge refused, e.g. no daemon socket; 127: no ``sotd``) left the connection
+    fine, and its master is kept for the next dial and the sessions' sends."""
+    return keepalive_failed or exit_code is None or exit_code == 255
 
 
 class LinkError(Exception):
@@ -63,7 +112,9 @@ def link_argv(endpoint: str, self_host: str, environ: Mapping[str, str]) -> list
     if endpoint.startswith("ssh:"):
         target = endpoint[4:].partition("/")[0]
         ssh = importlib.import_module("sotd.client.ssh")
-        argv: list[str] = ssh.ssh_argv(target, ssh.bridge_argv(self_host), environ)
+        argv: list[str] = ssh.ssh_argv(
+            target, ssh.bridge_argv(self_host), environ, connect_timeout=DIAL_CONNECT_S
+        )
         return argv
     raise LinkError(f"this version cannot dial the hub endpoint '{endpoint}'")
 
@@ -97,40 +148,100 @@ class Uplink:
         self.shutting_down = shutting_down
         self.channel: Channel | None = None
         self.last_error = "not connected yet"
+        self.down_since = time.time()
+        self.up_since = 0.0
         self.up = asyncio.Event()
         self.attempts = 0
+        self.last_exit: int | None = None  # the last child's own exit status; None when it was killed
 
     async def call(self, op: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         """A request up the link; ``ConnectionError`` when the link is down, ``TimeoutError`` past the bound."""
         channel = self.channel
         if channel is None or channel.closed is not None:
-            raise ConnectionError(f"the link to the hub is down ({self.last_error})")
+            raise ConnectionError(self.down_text())
         return await channel.call(op, payload, timeout)
+
+    def state(self) -> dict[str, Any]:
+        """For ``version.query``: the endpoint, up or not, since when (UTC) and the last error."""
+        up = self.channel is not None and self.channel.closed is None
+        since = self.up_since if up else self.down_since
+        return {
+            "endpoint": self.endpoint,
+            "up": up,
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since)),
+            "error": "" if up else self.last_error,
+        }
+
+    def down_text(self) -> str:
+        """The link's state for a forward that cannot go up: since when it is down, and why."""
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.down_since))
+        return f"the link to the hub is down since {since}: {self.last_error}"
 
     async def run(self) -> None:
         delay = 0.0
-        while not self.shutting_down.is_set():
-            self.attempts += 1
-            started: list[float] = []
-            try:
-                await self._session(started)
-                err = "the hub closed the link"
-            except (LinkError, OSError, TimeoutError, WireError) as e:
-                err = str(e) or type(e).__name__
-            except Exception as e:  # a bug or a bad endpoint must not take the daemon down: log, redial
-                log.exception("link to the hub at %s", self.endpoint)
-                err = f"{type(e).__name__}: {e}"
-            self.last_error = err
-            if self.shutting_down.is_set():
-                break
-            lasted = time.monotonic() - started[0] if started else 0.0
-            delay = backoff(delay, lasted)
-            log.warning("link to the hub at %s: %s; dialling again in %ss", self.endpoint, err, f"{delay:g}")
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self.shutting_down.wait()
+        outage_start = time.monotonic()
+        try:
+            while not self.shutting_down.is_set():
+                self.attempts += 1
+                started: list[float] = []
+                keepalive: list[str] = []
+                try:
+                    await self._session(started, keepalive)
+                    err = HUB_CLOSED
+                except (LinkError, OSError, TimeoutError, WireError) as e:
+                    err = str(e) or type(e).__name__
+                except Exception as e:  # a bug or a bad endpoint must not take the daemon down: log, redial
+                    log.exception("link to the hub at %s", self.endpoint)
+                    err = f"{type(e).__name__}: {e}"
+                self.last_error = err
+                self.down_since = time.time()
+                if self.shutting_down.is_set():
+                    break
+                now = time.monotonic()
+                if started and now - started[0] >= STABLE_S:
+                    outage_start = now  # a stable link ended: a new outage starts
+                if master_suspect(self.last_exit, bool(keepalive)):
+                    await self._close_master()  # a new dial must not ride a dead connection's master
+                delay = next_delay(delay, now - outage_start, bool(started) or reached_far_side(err))
+                log.warning(
+                    "link to the hub at %s: %s; dialling again in %ss", self.endpoint, err, f"{delay:g}"
+                )
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self.shutting_down.wait()
+        finally:
+            await self._close_master()
 
-    async def _session(self, started: list[float]) -> None:
+    async def _close_master(self) -> None:
+        """``ssh -O exit`` for the link's target: the connection-sharing master this link may have started
+        (or ridden) ends now, not ControlPersist later. Bounded; nothing to do for ``unix:``."""
+        if not self.endpoint.startswith("ssh:"):
+            return
+        ssh = importlib.import_module("sotd.client.ssh")
+        argv = ssh.master_exit_argv(self.endpoint[4:].partition("/")[0], self.environ)
+        if argv is None:
+            return
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as e:
+            log.info("link: could not run ssh -O exit: %s", e)
+            return
+        try:
+            async with asyncio.timeout(MASTER_EXIT_WAIT_S):
+                _out, errb = await proc.communicate()
+            text = errb.decode("utf-8", "replace").strip()
+            if proc.returncode == 0:
+                log.info("link: closed the ssh master for %s%s", self.endpoint, f" ({text})" if text else "")
+        except TimeoutError:
+            await _kill(proc)
+
+    async def _session(self, started: list[float], keepalive: list[str]) -> None:
         argv = link_argv(self.endpoint, self.self_host, self.environ)
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -150,16 +261,39 @@ class Uplink:
             except TimeoutError:
                 raise LinkError(f"no hello answer within {CONNECT_WAIT_S:g}s") from None
             self.channel = channel
+            self.up_since = time.time()
             started.append(time.monotonic())
             self.up.set()
             log.info("link to the hub at %s is up", self.endpoint)
-            await self._serve(proc.stdout, channel, decoder, queue)
+            pinger = asyncio.create_task(self._keepalive(channel, proc, keepalive))
+            try:
+                await self._serve(proc.stdout, channel, decoder, queue)
+            finally:
+                pinger.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pinger
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(KILL_WAIT_S):
+                    await proc.wait()
+            raise LinkError(
+                end_reason(
+                    proc.returncode,
+                    await _settle(stderr_task, stderr_last),
+                    keepalive[0] if keepalive else "",
+                )
+            )
         except (LinkError, OSError, WireError) as e:
+            with contextlib.suppress(TimeoutError):  # its own exit status, when it is ending anyway
+                async with asyncio.timeout(EXIT_WAIT_S):
+                    await proc.wait()
             await _kill(proc)
+            if isinstance(e, LinkError) and started:
+                raise
             raise LinkError(
                 _with_stderr(str(e) or type(e).__name__, await _settle(stderr_task, stderr_last))
             ) from None
         finally:
+            self.last_exit = proc.returncode if proc.returncode is not None and proc.returncode >= 0 else None
             self.up.clear()
             channel.fail_all("the link to the hub closed")
             if self.channel is channel:
@@ -168,6 +302,22 @@ class Uplink:
             stderr_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await stderr_task
+
+    async def _keepalive(self, channel: Channel, proc: asyncio.subprocess.Process, failed: list[str]) -> None:
+        """A ``version.query`` up the link every ``PING_S``; no answer within ``PING_WAIT_S`` ends the link
+        (the child is killed, so the reader sees the end at once)."""
+        while True:
+            await asyncio.sleep(PING_S)
+            try:
+                await channel.call("version.query", {}, PING_WAIT_S)
+            except TimeoutError:
+                failed.append(f"no answer to the link's keepalive within {PING_WAIT_S:g}s")
+            except ConnectionError as e:
+                failed.append(f"the link's keepalive could not be sent ({e})")
+            if failed:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                return
 
     async def _hello(self, stdout: asyncio.StreamReader, channel: Channel) -> tuple[Decoder, list[Envelope]]:
         """Say hello; skip banner lines before the first JSON line; wait for the hello's answer."""

@@ -1,4 +1,4 @@
-"""``sotd daemon run|start|stop|status``: the daemon's process, and the commands that manage it.
+"""``sotd daemon run|start|stop|status|reload``: the daemon's process, and the commands that manage it.
 
 ``run`` serves in the foreground until SIGTERM/SIGINT; ``start`` detaches one (new session, stdio on the
 log file beside the socket), waits until it answers, and prints the socket path; ``stop`` sends SIGTERM to
@@ -9,7 +9,14 @@ At start the daemon reads ``hosts.toml`` (``sotd.topology``), decides hub or gue
 the inbox-lock-manager record (6.4). A box whose topology names another hub holds a link to it. Each
 minute it compares its package files with what it loaded and, when they changed, logs and reports (in
 ``version.query`` and ``status``) that it asks to be restarted. Shutdown closes the listener, cancels its
-tasks, and removes the socket and the status file.
+tasks, closes its link's ssh master, and removes the socket and the status file.
+
+One daemon per box per comm folder (``onedaemon``): a second one for the same host and folder refuses to
+start, naming the first. ``hosts.toml`` is read again on SIGHUP, on ``sotd daemon reload`` (the
+``daemon.reload`` op, which answers what changed) and when the file's stat changes (checked every tick);
+a reload keeps a link whose endpoint did not change, redials one whose did, and logs what changed
+(``topology.describe_changes``). On the hub, a link that keeps alive and goes silent for
+``LINK_SILENT_S`` is closed (``Server.drop_silent_links``), so an offer names its state at once.
 """
 
 from __future__ import annotations
@@ -27,9 +34,9 @@ from sotd import __version__, runtime, topology
 from sotd.daemon import heartbeat as heartbeat_mod
 from sotd.daemon import hub as hub_mod
 from sotd.daemon import ocxnode as ocxnode_mod
+from sotd.daemon import onedaemon, statusfile
 from sotd.daemon import ops as ops_mod
 from sotd.daemon import rows as rows_mod
-from sotd.daemon import statusfile
 from sotd.daemon import wake as wake_mod
 from sotd.daemon.links import Uplink
 from sotd.daemon.server import Server
@@ -41,9 +48,11 @@ log = logging.getLogger("sotd")
 
 CODE_CHECK_S = 60.0
 TICK_S = 2.0
+TOPOLOGY_CHECK_S = 2.0
+LINK_SILENT_S = 10.0  # a link that pings every 3 s and sends nothing this long is closed by the hub
 START_WAIT_S = 15.0
 STOP_WAIT_S = 10.0
-USAGE = "usage: sotd daemon run|start|stop|status [--socket <path>]"
+USAGE = "usage: sotd daemon run|start|stop|status|reload [--socket <path>]"
 
 
 # ------------------------------------------------------------------------------------- code changes
@@ -88,24 +97,36 @@ class Daemon:
         self.is_hub = True
         self.server: Server | None = None
         self.started = time.monotonic()
+        self.started_wall = time.time()
+        self.identity = ""
+        self.uplink: Uplink | None = None
+        self.link_task: asyncio.Task[None] | None = None
+        self.tg: asyncio.TaskGroup | None = None
+        self.topo_sig: tuple[int, int, int] | None = None
+        self.folder_lock: int | None = None
 
     def version_info(self) -> dict[str, Any]:
         fe = self.server.frontends() if self.server is not None else []
         return ops_mod.version_payload(
-            self.host, self.restart, self.is_hub, up_s=int(time.monotonic() - self.started), frontends=fe
+            self.host,
+            self.restart,
+            self.is_hub,
+            up_s=int(time.monotonic() - self.started),
+            frontends=fe,
+            send_command=rows_mod.send_command(self.layout),
+            link=self.uplink.state() if self.uplink is not None else None,
+            links=list(self.server.links) if self.server is not None else [],
         )
 
     async def serve(self) -> None:
         if not self.host:
             raise SotdError("sotd daemon: this box's declared host could not be read (set SOT_SELF_HOST)")
-        topo: topology.Topology | None = None
-        topo_error = ""
-        try:
-            topo = topology.load(self.environ)
-        except topology.TopologyError as e:
-            topo_error = topology.unreadable_text(e.message)
+        self.folder_lock = await asyncio.to_thread(onedaemon.claim, self.layout, self.host, self.socket_path)
+        self.topo_sig = await asyncio.to_thread(topology.signature, self.environ)
+        topo, topo_error = _load_topology(self.environ)
+        if topo_error:
             log.error("%s", topo_error)
-        identity = await asyncio.to_thread(lockmanager.lock_identity, self.layout.inbox_dir)
+        self.identity = identity = await asyncio.to_thread(lockmanager.lock_identity, self.layout.inbox_dir)
         self.is_hub = hub_mod.is_hub(topo, bool(topo_error), self.host, identity)
         log.info(
             "sotd %s on %s (pid %d): comm folder %s, lock identity %s, %s",
@@ -149,9 +170,12 @@ class Daemon:
             version_info=self.version_info,
             rows=rows,
             workspaces=rows.workspace_op,
+            reload=self._reload_op,
         )
+        self.ops = ops
         self.server = server = Server(self.socket_path, self.host, ops.handle)
-        uplink = (
+        server.started_wall = self.started_wall  # "down since" for a box not linked since the start
+        self.uplink = uplink = (
             Uplink(uplink_ep, self.host, self.environ, ops.handle, self.shutting_down) if uplink_ep else None
         )
         self.hub = hub_mod.Hub(
@@ -167,26 +191,32 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
+        loop.add_signal_handler(signal.SIGHUP, self._on_hup)
         await server.start()
         ocx_node = None
         try:
             await asyncio.to_thread(statusfile.write, self.status_path, self._status_doc())
             ocx_node = ocxnode_mod.start(self.environ, rows, loop)  # OCX runs, stops, sessions (ocx.toml)
             async with asyncio.TaskGroup() as tg:
+                self.tg = tg
                 watcher = tg.create_task(self._watch_code())
-                link_task = tg.create_task(uplink.run()) if uplink is not None else None
+                topo_watch = tg.create_task(self._watch_topology())
+                link_watch = tg.create_task(self._watch_links(server))
+                self.link_task = tg.create_task(uplink.run()) if uplink is not None else None
                 rows_task = tg.create_task(self._run_rows(rows))
                 await self.shutting_down.wait()
                 log.info("shutting down")
-                watcher.cancel()
-                rows_task.cancel()
-                if link_task is not None:
-                    link_task.cancel()
+                for t in (watcher, topo_watch, link_watch, rows_task):
+                    t.cancel()
+                if self.link_task is not None:
+                    self.link_task.cancel()
                 await server.close()
         finally:
             await server.close()
             await asyncio.to_thread(ocxnode_mod.stop, ocx_node)
             statusfile.remove(self.status_path, os.getpid())
+            if self.folder_lock is not None:
+                os.close(self.folder_lock)
             log.info("stopped")
 
     def _publish(self, op: str, payload: dict[str, Any]) -> None:
@@ -234,6 +264,75 @@ class Daemon:
         log.info("signal %d", sig)
         self.shutting_down.set()
 
+    def _on_hup(self) -> None:
+        log.info("SIGHUP: reading hosts.toml again")
+        if self.tg is not None and not self.shutting_down.is_set():
+            self.tg.create_task(self.reload_topology("SIGHUP"))
+
+    async def _reload_op(self) -> dict[str, Any]:
+        changes = await self.reload_topology("sotd daemon reload")
+        return {"ok": True, "path": topology.path(self.environ), "changes": changes}
+
+    async def _watch_topology(self) -> None:
+        every = _float_env(self.environ, "SOTD_TEST_TOPOLOGY_CHECK_SECS", TOPOLOGY_CHECK_S)
+        while True:
+            await asyncio.sleep(every)
+            sig = await asyncio.to_thread(topology.signature, self.environ)
+            if sig != self.topo_sig:
+                await self.reload_topology("the file changed")
+
+    async def _watch_links(self, server: Server) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            server.drop_silent_links(time.monotonic(), LINK_SILENT_S)
+
+    async def reload_topology(self, why: str) -> list[str]:
+        """Read ``hosts.toml`` again and apply it: the hub's view of the boxes, this box's role, and its
+        link (kept when its endpoint is the same, redialled when it changed, ended when there is none).
+        What changed is logged and returned."""
+        self.topo_sig = await asyncio.to_thread(topology.signature, self.environ)
+        topo, topo_error = _load_topology(self.environ)
+        old, old_error = self.hub.topology, self.hub.topology_error
+        changes = topology.describe_changes(old, topo)
+        if topo_error != old_error:
+            changes.append(topo_error or "hosts.toml can be read again")
+        if not changes:
+            log.info("hosts.toml read again (%s): no change", why)
+            return []
+        log.info("hosts.toml changed (%s): %s", why, "; ".join(changes))
+        self.hub.topology, self.hub.topology_error = topo, topo_error
+        is_hub = hub_mod.is_hub(topo, bool(topo_error), self.host, self.identity)
+        if is_hub != self.is_hub:
+            changes.append(f"this box is now {'the hub' if is_hub else 'a guest'}")
+            log.info("this box is now %s", "the hub" if is_hub else "a guest")
+            self.is_hub = self.hub.hub = self.ops.is_hub = is_hub
+            if os.path.isdir(self.layout.home):
+                try:
+                    decision = await asyncio.to_thread(
+                        hub_mod.record_at_start, self.layout, is_hub, self.identity
+                    )
+                    log.info("inbox lock record %s: %s", self.layout.lock_manager, decision)
+                except SotdError as e:
+                    log.error("%s", e.message)
+            await asyncio.to_thread(statusfile.write, self.status_path, self._status_doc())
+        endpoint = topology.relay_endpoint(topo, self.host) if topo is not None else None
+        current = self.uplink.endpoint if self.uplink is not None else None
+        if endpoint != current:
+            if self.link_task is not None:
+                self.link_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self.link_task
+                self.link_task = None
+            self.uplink = self.hub.uplink = None
+            if endpoint is not None and self.tg is not None:
+                self.uplink = Uplink(endpoint, self.host, self.environ, self.ops.handle, self.shutting_down)
+                self.hub.uplink = self.uplink
+                self.link_task = self.tg.create_task(self.uplink.run())
+            change = f"the link to the hub: {current or 'none'} -> {endpoint or 'none'}"
+            changes.append(change)
+            log.info("%s", change)
+        return changes
+
     def _status_doc(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
@@ -242,7 +341,7 @@ class Daemon:
             "version": __version__,
             "host": self.host,
             "hub": self.is_hub,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_wall)),
         }
 
     async def _watch_code(self) -> None:
@@ -256,6 +355,14 @@ class Daemon:
             if changed and not self.restart:
                 self.restart = restart_text(changed)
                 log.warning("this daemon asks to be restarted: %s", self.restart)
+
+
+def _load_topology(environ: dict[str, str]) -> tuple[topology.Topology | None, str]:
+    """The topology and, when the file cannot be read, the sentence that says so."""
+    try:
+        return topology.load(environ), ""
+    except topology.TopologyError as e:
+        return None, topology.unreadable_text(e.message)
 
 
 def _float_env(environ: dict[str, str], name: str, default: float) -> float:
@@ -282,7 +389,7 @@ def _parse(argv: list[str]) -> tuple[str, str | None]:
             sock = a.split("=", 1)[1]
         else:
             raise ValueError(f"unknown argument '{a}'")
-    if cmd not in ("run", "start", "stop", "status"):
+    if cmd not in ("run", "start", "stop", "status", "reload"):
         raise ValueError(f"unknown subcommand '{cmd}'")
     return cmd, (os.path.abspath(sock) if sock else None)
 
@@ -301,6 +408,8 @@ def run(argv: list[str]) -> int:
         return _start(sock, environ)
     if cmd == "stop":
         return _stop(sock)
+    if cmd == "reload":
+        return _reload(sock, environ)
     return _status(sock, environ)
 
 
@@ -314,7 +423,7 @@ def _run(sock: str, environ: dict[str, str]) -> int:
     try:
         asyncio.run(Daemon(sock, environ).serve())
     except SotdError as e:
-        log.error("%s", e.message)
+        log.error("%s%s", e.message, f" ({e.hint})" if e.hint else "")
         sys.stderr.flush()
         return 1
     return 0
@@ -427,6 +536,48 @@ def _status(sock: str, environ: dict[str, str]) -> int:
         f"sotd daemon at {sock}: pid {info.get('pid')}, host {info.get('host')}, version {info.get('version')}, "
         f"protocol {info.get('protocol')}, {role}\n"
     )
+    for line in status_lines(info):
+        sys.stdout.write(line + "\n")
     if info.get("restart_requested"):
         sys.stdout.write(f"restart requested: {info['restart_requested']}\n")
+    return 0
+
+
+def status_lines(info: dict[str, Any]) -> list[str]:
+    """The link lines of ``sotd daemon status``: this box's link to its hub, and the boxes linked here. Pure."""
+    out: list[str] = []
+    link = info.get("link")
+    if isinstance(link, dict):
+        ep = link.get("endpoint")
+        if link.get("up"):
+            out.append(f"link to the hub at {ep}: up since {link.get('since')}")
+        else:
+            out.append(f"link to the hub at {ep}: down since {link.get('since')}: {link.get('error')}")
+    links = info.get("links")
+    if isinstance(links, list) and links:
+        out.append(f"links from: {', '.join(str(x) for x in links)}")
+    return out
+
+
+def _reload(sock: str, environ: dict[str, str]) -> int:
+    """``daemon.reload``: the daemon reads ``hosts.toml`` again; print what changed."""
+    from sotd.client import unix
+    from sotd.wire import messages
+
+    hello = messages.hello_payload(
+        host=runtime.self_host(environ) or "unknown",
+        os_user=messages.os_user_for_uid(os.geteuid()),
+        role="cli",
+        name="sotd-daemon-cli",
+    )
+    try:
+        answer = unix.request(sock, "daemon.reload", {}, hello, deadline_s=10.0)
+    except SotdError as e:
+        sys.stderr.write(f"sotd daemon: no daemon answered at {sock}: {e.message}\n")
+        return 1
+    if answer.get("ok") is not True:
+        sys.stderr.write(f"sotd daemon: reload refused: {answer.get('error', answer)}\n")
+        return 1
+    changes = answer.get("changes") or []
+    sys.stdout.write(f"reloaded {answer.get('path')}: {'; '.join(changes) if changes else 'no change'}\n")
     return 0

@@ -253,6 +253,7 @@ class Ops:
         version_info: Callable[[], dict[str, Any]],
         rows: Rows | None = None,
         workspaces: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
+        reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.layout = layout
         self.environ = environ
@@ -263,6 +264,7 @@ class Ops:
         self.version_info = version_info
         self.rows: Rows = rows if rows is not None else NoRows()
         self.workspaces = workspaces  # the ``workspace.*`` ops, when this daemon runs rows
+        self.reload = reload  # ``daemon.reload``: read hosts.toml again (a local client only)
 
     async def handle(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]:
         if op == "comm.file":
@@ -276,6 +278,8 @@ class Ops:
         if op == "version.query":
             # ``debug.tasks``: the daemon's live asyncio tasks (tests check that a vanished client leaves none)
             return {"daemon": self.version_info(), "debug": {"tasks": len(asyncio.all_tasks())}}
+        if op == "daemon.reload" and self.reload is not None and origin == CLIENT:
+            return await self.reload()
         if op.startswith("workspace.") and self.workspaces is not None:
             return await self.workspaces(op, payload)
         return refusal("unknown_op", f"unknown op: {op}")
@@ -334,9 +338,20 @@ class Ops:
 
 
 def version_payload(
-    host: str, restart: str, is_hub: bool, *, up_s: int = 0, frontends: list[dict[str, str]] | None = None
+    host: str,
+    restart: str,
+    is_hub: bool,
+    *,
+    up_s: int = 0,
+    frontends: list[dict[str, str]] | None = None,
+    send_command: str = "",
+    link: dict[str, Any] | None = None,
+    links: list[str] | None = None,
 ) -> dict[str, Any]:
-    """``version.query``'s ``daemon``: who answers, and the front ends (``fe`` connections) attached now."""
+    """``version.query``'s ``daemon``: who answers, and the front ends (``fe`` connections) attached now.
+    ``send_command`` (ours): the command this box's rows reply with, for a task mail spawned from another
+    box (``Rows.send_command``). ``link`` (ours): this box's link to its hub (``endpoint``, ``up``,
+    ``since``, ``error``), None when it holds none; ``links``: the boxes linked to this daemon now."""
     return {
         "host": host,
         "version": __version__,
@@ -346,4 +361,7 @@ def version_payload(
         "restart_requested": restart,
         "up_s": up_s,
         "frontends": list(frontends or []),
+        "send_command": send_command,
+        "link": link,
+        "links": sorted(links or []),
     }

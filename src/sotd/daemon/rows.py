@@ -214,6 +214,16 @@ def agent_argv(agent: str, command: object, environ: Mapping[str, str]) -> list[
     return None if agent == "none" else [agent]
 
 
+def send_command(layout: Layout) -> str:
+    """The command a row on this box replies with: ``<comm>/bin/comm-send.sh`` when installed (the rows'
+    PATH starts there), else this installation's own ``sotd comm send``."""
+    wrapper = os.path.join(layout.bin_dir, "comm-send.sh")
+    if os.access(wrapper, os.X_OK):
+        return wrapper
+    exe = shutil.which("sotd", path=os.path.dirname(sys.executable)) or "sotd"
+    return f"{exe} comm send"
+
+
 def capsule_exe() -> str | None:
     return shutil.which("sot-capsule", path=os.path.dirname(sys.executable)) or shutil.which("sot-capsule")
 
@@ -588,6 +598,9 @@ class Rows:
             why = e.message if isinstance(e, SotdError) else str(e)
             log.warning("row %s destroyed; its registry entries were not pruned: %s", row.id, why)
         await asyncio.to_thread(shutil.rmtree, self.ws_dir(row.id), True)
+        # the row's self-file slot in this folder (a despawn from another box cannot reach it)
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread(os.unlink, self.layout.self_file(self.host, row.id))
         log.info("row %s (%s) destroyed; pruned %s", row.id, row.label, pruned or "nothing")
         if self.publish is not None:
             self.publish("workspace.changed", {"action": "destroyed", "workspace_id": row.id})

@@ -31,6 +31,7 @@ import os
 import socket
 import stat
 import struct
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sotd import __version__
@@ -171,6 +172,9 @@ class Conn:
         self.name = ""
         self.client_id = ""
         self.inflight = 0  # requests running for this connection
+        self.last_rx = 0.0  # monotonic time of the last bytes read (the link watchdog's clock)
+        self.pings = 0  # keepalives seen on a link connection (a link that never pings is never timed)
+        self.gone_why = ""  # why this connection ended, when the server knows better than "it ended"
 
     def __repr__(self) -> str:
         who = f"{self.role} {self.client_id or '?'}@{self.host or '?'}" if self.role else "before hello"
@@ -218,6 +222,9 @@ class Server:
         self.handler = handler
         self.conns: set[Conn] = set()
         self.links: dict[str, Conn] = {}
+        # a box whose link ended: since when (wall clock) and why; cleared when it links again
+        self.links_down: dict[str, tuple[float, str]] = {}
+        self.started_wall = time.time()
         self._srv: asyncio.Server | None = None
         self._closing = False
         self.on_link_change: Callable[[], Awaitable[None]] | None = None
@@ -265,7 +272,9 @@ class Server:
             conn.channel.fail_all(f"{conn} closed")
             if conn.role == "link" and self.links.get(conn.host) is conn:
                 del self.links[conn.host]
-                log.info("link from %s is gone", conn.host)
+                why = conn.gone_why or "its connection ended"
+                self.links_down[conn.host] = (time.time(), why)
+                log.info("link from %s is gone: %s", conn.host, why)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -273,6 +282,7 @@ class Server:
     async def _read(self, conn: Conn) -> list[Envelope] | None:
         """The next envelopes; None at end of input. ``WireError`` for bad bytes."""
         data = await conn.reader.read(_READ)
+        conn.last_rx = time.monotonic()
         if not data:
             if conn.decoder.pending:
                 raise WireError("the connection ended inside an envelope")
@@ -336,9 +346,11 @@ class Server:
         if conn.role == "link":
             old = self.links.get(conn.host)
             self.links[conn.host] = conn
+            self.links_down.pop(conn.host, None)
             log.info("link from %s (%s) is up", conn.host, conn.client_id)
             if old is not None and old is not conn:
-                old.channel.fail_all(f"replaced by a newer link from {conn.host}")
+                old.gone_why = f"replaced by a newer link from {conn.host}"
+                old.channel.fail_all(old.gone_why)
                 old.writer.close()
         origin = f"link:{conn.host}" if conn.role == "link" else "client"
         async with asyncio.TaskGroup() as tg:
@@ -347,6 +359,8 @@ class Server:
                     if env.kind == "res":
                         conn.channel.resolve(env)
                     elif env.kind == "req":
+                        if conn.role == "link" and env.op == "version.query":
+                            conn.pings += 1
                         tg.create_task(self._request(conn, env, origin))
                 queue = []
                 try:
@@ -407,6 +421,26 @@ class Server:
             await self._answer(conn, env, payload)
         except (ConnectionError, TimeoutError, WireError) as e:
             log.info("%s: could not answer %s: %s", conn, env.op, e)
+
+    def link_state(self, host: str) -> tuple[float, str]:
+        """Since when (wall clock) and why ``host`` holds no link; never linked: since this server started."""
+        return self.links_down.get(host, (self.started_wall, "it has not linked since this daemon started"))
+
+    def drop_silent_links(self, now: float, silent_s: float) -> list[str]:
+        """Close every link that keeps alive (it has pinged) and has sent nothing for ``silent_s``: its box
+        is partitioned or gone, and an offer down it could only time out. The hosts closed."""
+        closed = []
+        for host, conn in list(self.links.items()):
+            if conn.pings and now - conn.last_rx > silent_s:
+                conn.gone_why = f"nothing came from {host} for {silent_s:g}s (keepalives stopped)"
+                log.warning("link from %s: %s; closing it", host, conn.gone_why)
+                conn.channel.fail_all(conn.gone_why)
+                conn.writer.close()
+                transport = conn.writer.transport
+                if transport is not None:
+                    transport.abort()
+                closed.append(host)
+        return closed
 
     def frontends(self) -> list[dict[str, str]]:
         """The front ends attached now (``fe`` connections past their hello), in connection order."""
