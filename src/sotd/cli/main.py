@@ -51,7 +51,35 @@ def _import(module: str) -> object:
     return sys.modules[module]
 
 
+def _quiet_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's last flush of a closed pipe raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. A reader that closed stdout (``sotd comm list | head``) ends it quietly with
+    ``CLOSED_STDOUT`` (128 + SIGPIPE, what a shell reports for ``cat`` in the same place), never a
+    traceback; a process started with no stdout at all writes its lines nowhere and keeps its status."""
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
+    try:
+        status = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        return CLOSED_STDOUT
+    return status
+
+
+CLOSED_STDOUT = 141
+
+
+def _main(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE)
@@ -88,10 +116,6 @@ def main(argv: list[str] | None = None) -> int:
         status = e.exit_status
     except KeyboardInterrupt:
         status = 130
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        pass
     return status
 
 
