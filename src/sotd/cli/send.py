@@ -30,10 +30,11 @@ def parse(argv: list[str]) -> tuple[bool, str | None, str]:
 class _Sender:
     """One send's shared state: who sends, the registry as read once, and how this box files."""
 
-    __slots__ = ("agents", "ctx", "local", "nfs", "repo")
+    __slots__ = ("agents", "ctx", "hint", "local", "nfs", "repo")
 
     def __init__(self, ctx: Context, agents: dict[str, object] | None) -> None:
         self.ctx = ctx
+        self.hint: str | None = None  # the next step of the last failure, when it has one (cli/hints.py)
         self.agents = agents
         self.repo = ctx.repo
         from sotd.formats import lockmanager
@@ -81,10 +82,20 @@ class _Sender:
         """This box cannot take the inbox lock itself: hand the line to its daemon as ``comm.file``."""
         from sotd.cli import daemonlink
 
-        endpoint = daemonlink.local_endpoint(self.ctx.environ)
+        endpoint, start_failed = daemonlink.needed_endpoint(self.ctx.environ)
         if endpoint is None:
+            from sotd.cli import hints
+            from sotd.runtime import default_socket
+
+            env = self.ctx.environ
+            self.hint = hints.no_daemon(env.get("SOT_SOCKET") or default_socket(env), start_failed)
             return "this box cannot take the inbox lock itself, and no daemon is reachable to file it"
-        return self._file(endpoint, target, text, broadcast)
+        failed = self._file(endpoint, target, text, broadcast)
+        if failed is not None and failed.startswith("the daemon did not answer at "):
+            from sotd.cli import hints
+
+            self.hint = hints.daemon_silent()
+        return failed
 
     def relay(self, target: str, text: str) -> str | None:
         """A handle this folder does not list: the relay endpoint (never the local daemon) files it."""
@@ -92,6 +103,13 @@ class _Sender:
 
         endpoint = daemonlink.relay_endpoint(self.ctx.environ)
         if endpoint is None:
+            from sotd import runtime, topology
+            from sotd.cli import hints
+
+            env = self.ctx.environ
+            own = env.get("SOT_SOCKET") or runtime.default_socket(env)
+            _none, why = topology.relay_endpoint_or_reason(env, runtime.self_host(env), own)
+            self.hint = hints.not_registered(target, self.ctx.layout.registry, why)
             return (
                 "no sotd daemon found; set SOT_RELAY_ENDPOINT=unix:/path, ssh:target[/host], or (Windows) "
                 "pipe:name"
@@ -187,9 +205,10 @@ def run(argv: list[str]) -> int:
     else:
         assert target is not None
         failed = sender.deliver(target, text, broadcast=False)
+        _touch_self(ctx)
         if failed is not None:
-            err(f"FAILED -> @{target}: {failed}")
-        status = 0 if failed is None else 1
+            raise SotdError(f"FAILED -> @{target}: {failed}", hint=sender.hint, code="send_failed")
+        return 0
     _touch_self(ctx)
     return status
 

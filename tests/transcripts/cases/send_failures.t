@@ -24,6 +24,7 @@ Others registered: alpha
 # a handle this folder does not list goes to the relay, and there is none
 $ alpha send @gamma hi
 ! FAILED -> @gamma: no sotd daemon found; set SOT_RELAY_ENDPOINT=unix:/path, ssh:target[/host], or (Windows) pipe:name
+! @gamma is not registered here ({HOME}/registry.json) and no hub is configured; see who is: sotd comm list
 [exit 1]
 
 % stale beta

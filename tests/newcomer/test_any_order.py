@@ -1,0 +1,113 @@
+"""Issue 13, part 3 "any order works" and part 2 "errors name the fix", as transcripts.
+
+- A send that needs this box's daemon (this box cannot take the inbox lock itself: no hub has written
+  the inbox-lock-manager record) and finds none. Before: ``FAILED -> @beta: this box cannot take the
+  inbox lock itself, and no daemon is reachable to file it`` and exit 1, whatever the user did next.
+  After: the daemon is started (one stderr line says so, naming its log and how to turn this off), the
+  daemon files the line (``filed -> @beta``, unindented: a daemon filed it), exit 0, and it keeps
+  running. With ``SOT_DAEMON_AUTOSTART=off`` the FAILED line stays byte for byte and a second line names
+  ``sotd daemon start``.
+- A hub daemon started before its comm folder exists. Before: the log said ``no comm folder …: every
+  filing answers not_here``, no record was written, and every send then failed with ``no inbox lock
+  record at <path>: restart this daemon to write it``. After: the hub makes the folder (0700, as the
+  commands make it) and writes its record at start; a record removed later is written again at the next
+  filing instead of that refusal.
+- ``sotd daemon start`` says where its log is (before: only the socket path).
+- ``sotd comm unread`` outside a joined session. Before: ``usage: sotd comm unread <handle>``, exit 1.
+  After: ``Not joined — run comm-join.sh first.`` (poll's sentence), exit 1.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from sotd.formats import lockmanager
+from sotd.formats.layout import Layout
+from tests.conftest import Comm, Session
+from tests.newcomer.daemons import daemon, status_pid, stop_daemon
+
+pytestmark = pytest.mark.transcripts
+
+
+def _no_record_box(tmp_path: object) -> tuple[Comm, Session, Session, str]:
+    comm = Comm(str(tmp_path), record=False)
+    a, b = comm.session("alpha"), comm.session("beta")
+    assert a.run("join", "--name", "alpha").code == 0
+    assert b.run("join", "--name", "beta").code == 0
+    sock = os.path.join(comm.work, "run", "sotd.sock")
+    return comm, a, b, sock
+
+
+def test_a_send_with_no_daemon_starts_it_and_is_filed(tmp_path: object) -> None:
+    comm, a, _b, sock = _no_record_box(tmp_path)
+    env = {"SOT_SOCKET": sock, "SOT_DAEMON_AUTOSTART": "on"}
+    try:
+        r = a.run("send", "@beta", "hello", env=env)
+        pid = status_pid(sock)
+        assert pid is not None, r
+        log = sock + ".log"
+        assert (r.code, r.out) == (0, "filed -> @beta\n"), r
+        assert r.err_lines == [
+            f"sotd: this box had no daemon running, so one was started (started pid {pid} at {sock}; its log "
+            f"is {log}); SOT_DAEMON_AUTOSTART=off turns this off"
+        ]
+        assert b'"msg":"hello"' in comm.inbox_bytes("beta")
+        st = daemon({**a.env, "SOT_SOCKET": sock}, "status")
+        assert st.returncode == 0 and f"pid {pid}, host testhost" in st.stdout, st
+        # the daemon is there now: the next send says nothing about starting one
+        r = a.run("send", "@beta", "again", env=env)
+        assert (r.code, r.out, r.err) == (0, "  filed -> @beta\n", ""), r  # the hub's record: appended here
+    finally:
+        stop_daemon(a.env, sock)
+
+
+def test_with_autostart_off_the_failed_line_names_sotd_daemon_start(tmp_path: object) -> None:
+    comm, a, _b, sock = _no_record_box(tmp_path)
+    r = a.run("send", "@beta", "hello", env={"SOT_SOCKET": "", "XDG_RUNTIME_DIR": os.path.dirname(sock)})
+    default = os.path.join(os.path.dirname(sock), "sotd-sot", "sotd.sock")
+    assert r.code == 1
+    assert r.err_lines == [
+        "FAILED -> @beta: this box cannot take the inbox lock itself, and no daemon is reachable to file it",
+        f"no daemon runs at {default} (SOT_DAEMON_AUTOSTART is off); start it: sotd daemon start",
+    ]
+    assert comm.inbox_bytes("beta") == b"" and not os.path.exists(default)
+
+
+def test_a_hub_started_before_its_folder_makes_it_and_records_it(tmp_path: object) -> None:
+    comm = Comm(str(tmp_path), record=False, install=False)
+    shutil.rmtree(comm.home)
+    a, b = comm.session("alpha"), comm.session("beta")
+    sock = os.path.join(comm.work, "run", "sotd.sock")
+    env = {**a.env, "SOT_SOCKET": sock}
+    try:
+        r = daemon(env, "start")
+        pid = status_pid(sock)
+        assert (r.returncode, r.stdout) == (0, sock + "\n"), r
+        assert r.stderr == f"sotd daemon: started pid {pid} at {sock}; its log is {sock}.log\n"
+        lay = Layout(comm.home)
+        assert oct(os.stat(lay.home).st_mode & 0o777) == "0o700"
+        assert lockmanager.read_record(lay) == (
+            lockmanager.lock_identity(lay.inbox_dir),
+            lockmanager.machine_id_or_none() or "",
+        )
+        assert a.run("join", "--name", "alpha").code == 0
+        assert b.run("join", "--name", "beta").code == 0
+        r = a.run("send", "@beta", "hi")
+        assert (r.code, r.out, r.err) == (0, "  filed -> @beta\n", ""), r
+        # the record goes away (a folder remade under a running hub): the next filing writes it again
+        os.unlink(lay.lock_manager)
+        r = a.run("send", "@beta", "hi", env={"SOT_SOCKET": sock})
+        assert (r.code, r.out, r.err) == (0, "filed -> @beta\n", ""), r
+        assert lockmanager.read_record(lay) is not None
+        r = daemon(env, "start")  # already running: the log is named too
+        assert r.stderr == f"sotd daemon: already running at {sock} (pid {pid}); its log is {sock}.log\n"
+    finally:
+        stop_daemon(env, sock)
+
+
+def test_unread_outside_a_joined_session_says_not_joined(comm: Comm) -> None:
+    r = comm.session("alpha").run("unread")
+    assert (r.code, r.out, r.err) == (1, "", "Not joined — run comm-join.sh first.\n")
