@@ -307,7 +307,7 @@ def _parse(argv: list[str]) -> tuple[str, str | None]:
             sock = a.split("=", 1)[1]
         else:
             raise ValueError(f"unknown argument '{a}'")
-    if cmd not in ("run", "start", "stop", "status"):
+    if cmd not in ("run", "start", "stop", "status", "install", "uninstall"):
         raise ValueError(f"unknown subcommand '{cmd}'")
     return cmd, (os.path.abspath(sock) if sock else None)
 
@@ -326,6 +326,15 @@ def run(argv: list[str]) -> int:
         return _start(sock, environ)
     if cmd == "stop":
         return _stop(sock)
+    if cmd in ("install", "uninstall"):
+        from sotd.daemon import unit
+
+        if cmd == "uninstall":
+            return unit.uninstall(environ)
+        running = None
+        with contextlib.suppress(SotdError):
+            running = query(sock, environ, 2.0).get("pid")
+        return unit.install(sock, environ, running_pid=running)
     return _status(sock, environ)
 
 
