@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-# verb -> module with a ``run(argv: list[str]) -> int``
+# verb -> module with a ``run(argv: list[str]) -> int`` (synopsis, options and help: ``sotd.cmdtable``)
 COMM_VERBS = {
     "context": "sotd.cli.context",
     "join": "sotd.cli.join",
@@ -35,15 +35,9 @@ COMMANDS = {
     "ocx": "sotd.cli.ocx",
 }
 
-USAGE = """\
-usage: sotd comm <verb> [args]     the commands sessions type (comm-<verb>.sh wraps each)
-  verbs: context join leave send poll unread list status spawn despawn install hook relay
-       sotd stdio-bridge [--endpoint unix:<path>] [--host <h>]
-       sotd daemon run|start|stop|status [--socket <path>]
-       sotd topology relay-endpoint
-       sotd ocx post|answer|list|show|answers|sync|rebuild|clone|server-code|node ...
-       sotd --version
-"""
+# the commands whose first word picks a subcommand (their members are in ``sotd.cmdtable``)
+GROUPS = ("daemon", "ocx")
+COMMANDS["doctor"] = "sotd.cli.doctor"  # top level: it checks more than the comm folder
 
 
 def _import(module: str) -> object:
@@ -82,25 +76,43 @@ CLOSED_STDOUT = 141
 def _main(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help", "help"):
-        sys.stdout.write(USAGE)
-        return 0 if args else 2
+        return _help("", 0 if args else 2)
     if args[0] == "--version":
         from sotd import __version__
 
         sys.stdout.write(f"sotd {__version__}\n")
         return 0
     if args[0] == "comm":
-        if len(args) < 2 or args[1] not in COMM_VERBS:
-            sys.stderr.write(USAGE)
-            return 2
+        if len(args) < 2 or args[1] in ("-h", "--help"):
+            return _help("comm", 0 if len(args) > 1 else 2)
+        if args[1] not in COMM_VERBS:
+            return _refuse("comm", f"unknown verb '{args[1]}'")
         module = COMM_VERBS[args[1]]
-        rest = args[2:]
+        path, rest = f"comm {args[1]}", args[2:]
+        checked = rest
     elif args[0] in COMMANDS:
         module = COMMANDS[args[0]]
-        rest = args[1:]
+        path, rest = args[0], args[1:]
+        checked = rest
+        if args[0] in GROUPS:
+            if not rest or rest[0] in ("-h", "--help"):
+                return _help(path, 0 if rest else 2)
+            from sotd import cmdtable  # the command table: for help, a group, or an argument with "-"
+
+            sub = f"{path} {rest[0]}"
+            if sub not in cmdtable.TABLE:
+                return _refuse(path, f"unknown subcommand '{rest[0]}'")
+            path, checked = sub, rest[1:]
     else:
-        sys.stderr.write(f"sotd: unknown command '{args[0]}'\n{USAGE}")
-        return 2
+        return _refuse("", f"unknown command '{args[0]}'")
+    if any(a[:1] == "-" for a in checked):
+        from sotd import cmdtable
+
+        verdict, problem = cmdtable.check(path, checked)
+        if verdict == cmdtable.HELP:
+            return _help(path, 0)
+        if verdict == cmdtable.BAD:
+            return _refuse(path, problem)
     os.umask(0o077)
     from sotd.errors import SotdError
 
@@ -117,6 +129,27 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         status = 130
     return status
+
+
+def _help(path: str, status: int) -> int:
+    """The help of ``path`` from the command table: on stdout and exit 0 when asked for, on stderr with
+    ``status`` (2) when the command line was not complete."""
+    from sotd import cmdtable
+
+    text = cmdtable.help_text(path, os.environ.get("SOT_COMM_PROG", ""))
+    (sys.stdout if status == 0 else sys.stderr).write(text)
+    return status
+
+
+def _refuse(path: str, problem: str) -> int:
+    """An unknown command, verb, subcommand or option: the problem and the usage on stderr, exit 2."""
+    from sotd import cmdtable
+
+    prog = os.environ.get("SOT_COMM_PROG", "")
+    name = cmdtable.name_of(path, prog)
+    usage = cmdtable.usage(path, prog)
+    sys.stderr.write(f"{name}: {problem} (see: {name} --help)\n{usage}\n")
+    return 2
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any
 
-from sotd import __version__, runtime, topology
+from sotd import __version__, cmdtable, runtime, topology
 from sotd.daemon import heartbeat as heartbeat_mod
 from sotd.daemon import hub as hub_mod
 from sotd.daemon import ocxnode as ocxnode_mod
@@ -43,7 +43,7 @@ CODE_CHECK_S = 60.0
 TICK_S = 2.0
 START_WAIT_S = 15.0
 STOP_WAIT_S = 10.0
-USAGE = "usage: sotd daemon run|start|stop|status [--socket <path>]"
+USAGE = cmdtable.usages("daemon")  # made from the command table
 
 
 # ------------------------------------------------------------------------------------- code changes
