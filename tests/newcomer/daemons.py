@@ -27,6 +27,15 @@ def status_pid(sock: str) -> int | None:
     return pid if isinstance(pid, int) else None
 
 
+def kill_daemon(sock: str) -> None:
+    """SIGKILL by the status file's pid: a daemon that is gone at once (its socket stays, dead; the next
+    ``sotd daemon start`` removes it). Faster than a stop, whose wait for the exit takes about 2 s here."""
+    pid = status_pid(sock)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def stop_daemon(env: dict[str, str], sock: str) -> None:
     """``sotd daemon stop``; SIGKILL by the status file's pid if that left it running."""
     pid = status_pid(sock)
