@@ -6,6 +6,8 @@ any other fault a reason on stderr, exit 1. A count that failed is never printed
 
 from __future__ import annotations
 
+import os
+
 from sotd.cli.common import Context, check_identity, err, out
 from sotd.errors import InboxBusy, SotdError
 
@@ -18,7 +20,9 @@ def run(argv: list[str]) -> int:
     ctx = Context()
     handle = argv[0] if argv else ctx.name
     if len(argv) > 1:
-        err("usage: sotd comm unread [<handle>]")
+        from sotd import cmdtable
+
+        err(cmdtable.usage("comm unread", os.environ.get("SOT_COMM_PROG", "")))
         return 1
     if not handle:
         raise SotdError("Not joined — run comm-join.sh first.", code="not_joined")  # as poll says it
