@@ -111,3 +111,16 @@ def test_a_hub_started_before_its_folder_makes_it_and_records_it(tmp_path: objec
 def test_unread_outside_a_joined_session_says_not_joined(comm: Comm) -> None:
     r = comm.session("alpha").run("unread")
     assert (r.code, r.out, r.err) == (1, "", "Not joined — run comm-join.sh first.\n")
+
+
+def test_daemon_status_with_no_daemon_names_the_start(tmp_path: object) -> None:
+    """Before: only ``sotd daemon: no daemon answered at <socket>: …``. After: a second line to type."""
+    comm = Comm(str(tmp_path), install=False)
+    a = comm.session("alpha")
+    sock = os.path.join(comm.work, "run", "sotd.sock")
+    r = daemon({**a.env, "SOT_SOCKET": sock}, "status")
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr.splitlines() == [
+        f"sotd daemon: no daemon answered at {sock}: the daemon did not answer at unix:{sock}",
+        "start it: sotd daemon start",
+    ]

@@ -471,7 +471,9 @@ def _status(sock: str, environ: dict[str, str]) -> int:
     try:
         info = query(sock, environ)
     except SotdError as e:
-        sys.stderr.write(f"sotd daemon: no daemon answered at {sock}: {e.message}\n")
+        sys.stderr.write(
+            f"sotd daemon: no daemon answered at {sock}: {e.message}\nstart it: sotd daemon start\n"
+        )
         return 1
     role = "hub" if info.get("hub") else "guest"
     sys.stdout.write(

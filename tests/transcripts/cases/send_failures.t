@@ -21,7 +21,8 @@ Joined sot-comm as @beta  (beta on testhost).
   inbox: {HOME}/inbox/beta.jsonl
 Others registered: alpha
 
-# a handle this folder does not list goes to the relay, and there is none
+# a handle this folder does not list goes to the relay, and there is none; the second line is the hint
+# (issue 13: before, the protocol line stood alone)
 $ alpha send @gamma hi
 ! FAILED -> @gamma: no sotd daemon found; set SOT_RELAY_ENDPOINT=unix:/path, ssh:target[/host], or (Windows) pipe:name
 ! @gamma is not registered here ({HOME}/registry.json) and no hub is configured; see who is: sotd comm list
