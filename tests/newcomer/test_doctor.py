@@ -4,9 +4,8 @@ Each test breaks one thing on an otherwise healthy box (a real comm folder, the 
 PATH, the hooks registered in a private HOME's Claude Code settings, a joined session, a real daemon
 started with ``sotd daemon start``), checks that doctor reports exactly that finding with the fix it
 names, applies that fix as a user would (the named command, or ``sotd doctor --fix``), and checks that
-doctor is then healthy again. Not covered here: ``row_down`` (a row that ended needs tmux and an agent;
-the rows' phases have their own tests), ``identity_refused`` and the ssh route of ``box_unreachable``
-(the unix route is tested; ssh needs the multihost tier).
+doctor is then healthy again. Not covered here: ``identity_refused`` and the ssh route of
+``box_unreachable`` (the unix route is tested; ssh needs the multihost tier).
 """
 
 from __future__ import annotations
@@ -68,7 +67,13 @@ def box(tmp_path: Any) -> Iterator[Box]:
     os.makedirs(home)
     sock = os.path.join(comm.work, "run", "sotd.sock")
     env = dict(s.env)
-    env.update(HOME=home, SOT_SOCKET=sock, PATH=f"{comm.layout.bin_dir}:{VENV_BIN}:{os.environ['PATH']}")
+    state = os.path.join(comm.work, "state")  # the daemon's rows and its private tmux server
+    env.update(
+        HOME=home,
+        SOT_SOCKET=sock,
+        SOTD_STATE_DIR=state,
+        PATH=f"{comm.layout.bin_dir}:{VENV_BIN}:{os.environ['PATH']}",
+    )
     s.env = env
     b = Box(comm, s, env, sock)
     install.write_claude_settings(b.settings, comm.layout.bin_dir)
@@ -78,6 +83,11 @@ def box(tmp_path: Any) -> Iterator[Box]:
         yield b
     finally:
         kill_daemon(sock)
+        tmux_sock = os.path.join(state, "tmux", "tmux.sock")
+        if os.path.exists(tmux_sock):
+            subprocess.run(
+                ["tmux", "-S", tmux_sock, "kill-server"], check=False, capture_output=True, timeout=30
+            )
 
 
 def _only(b: Box, code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -324,4 +334,69 @@ def test_not_joined(box: Box) -> None:
     assert box.s.run("leave").code == 0
     assert _only(box, "not_joined")["fix"] == "sotd comm join"
     assert box.s.run("join", "--name", "alpha").code == 0
+    _healthy(box)
+
+
+def test_row_down(box: Box) -> None:
+    """A row whose agent exits before it is Ready ends ``terminal`` (the daemon's own rows, on its own
+    private tmux server)."""
+    from sotd.client import unix
+    from sotd.wire import messages
+
+    hello = messages.hello_payload(host="testhost", os_user=f"uid:{os.geteuid()}", role="cli")
+    root = os.path.join(box.comm.work, "proj")
+    os.makedirs(root)
+    created = unix.request(
+        box.sock,
+        "workspace.create",
+        {
+            "label": "quick",
+            "project_root": root,
+            "agent": "claude",
+            "agent_name": "quick",
+            "command": ["true"],
+        },
+        hello,
+        deadline_s=10,
+    )
+    assert created.get("ok") is True, created
+    deadline = time.monotonic() + 20
+    found: dict[str, Any] = {}
+    while time.monotonic() < deadline and "row_down" not in found:
+        found = box.findings()
+        time.sleep(0.2)
+    assert list(found) == ["row_down"], found
+    slug = created["slug"]
+    assert found["row_down"]["what"] == f"row {slug} (@?, {os.path.realpath(root)}) is terminal"
+    assert (
+        found["row_down"]["fix"]
+        == f"sotd comm despawn {slug} (then sotd comm spawn {os.path.realpath(root)} to run it again)"
+    )
+    r = box.s.run("despawn", slug)
+    assert r.code == 0, r
+    _healthy(box)
+
+
+def test_daemon_version(box: Box) -> None:
+    """The daemon runs a copy of the package that says it is another version."""
+    import sotd
+
+    kill_daemon(box.sock)
+    site = os.path.join(box.comm.work, "site")
+    shutil.copytree(
+        os.path.dirname(sotd.__file__),
+        os.path.join(site, "sotd"),
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    init = os.path.join(site, "sotd", "__init__.py")
+    with open(init) as f:
+        text = f.read()
+    with open(init, "w") as f:
+        f.write(text.replace(f'__version__ = "{sotd.__version__}"', '__version__ = "0.0.1"'))
+    assert box.run("daemon", "start", env={"PYTHONPATH": site}).returncode == 0
+    f = _only(box, "daemon_version")
+    assert f["what"] == f"the daemon at {box.sock} runs sotd 0.0.1, this command is {sotd.__version__}"
+    assert f["fix"] == "sotd daemon stop; sotd daemon start"
+    assert box.run("daemon", "stop").returncode == 0
+    assert box.run("daemon", "start").returncode == 0
     _healthy(box)
