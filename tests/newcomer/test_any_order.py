@@ -124,3 +124,26 @@ def test_daemon_status_with_no_daemon_names_the_start(tmp_path: object) -> None:
         f"sotd daemon: no daemon answered at {sock}: the daemon did not answer at unix:{sock}",
         "start it: sotd daemon start",
     ]
+
+
+@pytest.mark.parametrize("before", ["missing", "remounted"])
+def test_a_hub_records_at_filing_time_instead_of_asking_for_a_restart(tmp_path: object, before: str) -> None:
+    """Before: ``no inbox lock record at <path>: restart this daemon to write it`` (or ``…: restart this
+    daemon to re-record it after the remount``). After: the hub writes it by the start-up rules, and files."""
+    from sotd.daemon import ops
+
+    mid = lockmanager.machine_id_or_none()
+    if mid is None:
+        pytest.skip("this machine has no machine id, so a hub here owns no record (behaviour 6.4)")
+    comm = Comm(str(tmp_path), record=False, install=False)
+    lay = comm.layout
+    own = lockmanager.lock_identity(lay.inbox_dir)
+    if before == "remounted":
+        with open(lay.lock_manager, "wb") as f:
+            f.write(lockmanager.encode_record("nfs4 old:/export", mid))
+    guest = ops.route_now(lay, False, False, "testhost")  # a guest never writes it
+    assert guest.where == lockmanager.FORWARD
+    assert (lockmanager.read_record(lay) is None) == (before == "missing")
+    route = ops.route_now(lay, True, False, "testhost")
+    assert (route.where, route.text) == (lockmanager.LOCAL, "")
+    assert lockmanager.read_record(lay) == (own, mid)
