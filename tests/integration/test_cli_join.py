@@ -205,7 +205,10 @@ def test_1_2_unreadable_registry_derives_no_handle_and_writes_nothing(comm: Comm
     assert (r.code, r.out, r.err_lines) == (
         1,
         "",
-        ["comm: the registry could not be read, so no handle was derived; nothing was written"],
+        [
+            "comm: the registry could not be read, so no handle was derived; nothing was written",
+            "see why and what to do: sotd doctor",
+        ],
     ), r
     assert snapshot(comm.home) == before
 
@@ -218,7 +221,10 @@ def test_1_2_unreadable_registry_with_a_name_writes_nothing(comm: Comm) -> None:
     assert (r.code, r.out, r.err_lines) == (
         1,
         "",
-        ["FAILED: the registry could not be read or updated, so nothing was written"],
+        [
+            "FAILED: the registry could not be read or updated, so nothing was written",
+            "see why and what to do: sotd doctor",
+        ],
     ), r
     assert snapshot(comm.home) == before
 

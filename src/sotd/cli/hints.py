@@ -28,6 +28,11 @@ def daemon_silent() -> str:
     return f"check it: sotd daemon status (a hung one: sotd daemon stop; {START_DAEMON})"
 
 
+def registry_unreadable() -> str:
+    """A registry that exists but cannot be read: doctor says why and names the way out."""
+    return "see why and what to do: sotd doctor"
+
+
 def not_registered(handle: str, registry_path: str, no_relay_why: str) -> str:
     """A handle this folder's registry does not list, and no relay to ask: ``no_relay_why`` is
     ``topology.relay_endpoint_or_reason``'s reason (``topology.NO_HUB`` on a box with no ``hosts.toml``)."""

@@ -193,10 +193,11 @@ def run(argv: list[str]) -> int:
     except RegistryUnreadable:
         agents, unreadable = None, True
     if broadcast and unreadable:
-        err("FAILED -> --broadcast: the registry could not be read; nothing was sent")
-        return 1
+        _unreadable("FAILED -> --broadcast: the registry could not be read; nothing was sent")
     problem = _routable(ctx, agents, unreadable)
     if problem:
+        if unreadable:
+            _unreadable(f"FAILED -> {label}: {problem}")
         err(f"FAILED -> {label}: {problem}")
         return 1
     sender = _Sender(ctx, agents)
@@ -211,6 +212,12 @@ def run(argv: list[str]) -> int:
         return 0
     _touch_self(ctx)
     return status
+
+
+def _unreadable(line: str) -> None:
+    from sotd.cli import hints
+
+    raise SotdError(line, hint=hints.registry_unreadable(), code="registry_unreadable")
 
 
 def _broadcast(sender: _Sender, text: str) -> int:

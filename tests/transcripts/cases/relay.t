@@ -65,4 +65,5 @@ $ alpha relay send @gamma hi
 % garbage-registry
 $ alpha relay send @beta hi
 ! FAILED -> @beta: the registry could not be read, so identity @alpha is unverified; nothing was sent
+! see why and what to do: sotd doctor
 [exit 1]

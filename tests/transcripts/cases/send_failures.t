@@ -45,8 +45,10 @@ $ alpha send @beta hi
 % garbage-registry
 $ alpha send @beta hi
 ! FAILED -> @beta: the registry could not be read, so identity @alpha is unverified; nothing was sent
+! see why and what to do: sotd doctor
 [exit 1]
 
 $ alpha send --broadcast hi
 ! FAILED -> --broadcast: the registry could not be read; nothing was sent
+! see why and what to do: sotd doctor
 [exit 1]
