@@ -32,7 +32,14 @@ def test_autostart_wanted(value: str | None, wanted: bool) -> None:
 
 
 def test_the_started_daemon_does_not_inherit_the_session_identity() -> None:
-    env = {"SOT_COMM_HOME": "/c", "SOT_COMM_SELF_FILE": "/s", "SOT_WORKSPACE": "w", "TMUX": "t", "PATH": "/b"}
+    env = {
+        "SOT_COMM_HOME": "/c",
+        "SOT_COMM_SELF_FILE": "/s",
+        "SOT_WORKSPACE": "w",
+        "TMUX": "t",
+        "CLAUDECODE": "1",
+        "PATH": "/b",
+    }
     assert autostart.daemon_environ(env) == {"SOT_COMM_HOME": "/c", "PATH": "/b"}
 
 

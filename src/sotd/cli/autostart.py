@@ -25,7 +25,16 @@ if TYPE_CHECKING:
 
 OFF_WORDS = ("off", "0", "no", "false")
 # a session's own identity and terminal: a per-user daemon must not inherit them
-SESSION_KEYS = ("SOT_COMM_SELF_FILE", "SOT_WORKSPACE", "SOT_WORKSPACE_ID", "TMUX", "TMUX_PANE", "PWD")
+SESSION_KEYS = (
+    "SOT_COMM_SELF_FILE",
+    "SOT_WORKSPACE",
+    "SOT_WORKSPACE_ID",
+    "TMUX",
+    "TMUX_PANE",
+    "PWD",
+    "CLAUDECODE",  # "inside a Claude Code session": a row's agent started under it would think so too
+    "CLAUDE_CODE_ENTRYPOINT",
+)
 START_BOUND_S = 30.0  # ``sotd daemon start`` waits 15 s for an answer, and may wait its turn for the lock
 
 
