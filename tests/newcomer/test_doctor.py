@@ -400,3 +400,17 @@ def test_daemon_version(box: Box) -> None:
     assert box.run("daemon", "stop").returncode == 0
     assert box.run("daemon", "start").returncode == 0
     _healthy(box)
+
+
+def test_codex_hooks_not_registered(box: Box) -> None:
+    """Checked only where Codex is set up (~/.codex); registered as the block install prints."""
+    codex = os.path.join(box.env["HOME"], ".codex")
+    os.makedirs(codex)
+    f = _only(box, "hooks_not_registered")
+    assert f["what"] == f"the sot-comm hooks are not (all) registered in Codex's settings {codex}/hooks.json"
+    assert f["fix"].startswith("sotd comm install (it prints the block for Codex's hooks.json)")
+    doc: dict[str, Any] = {}
+    install.merge_claude_settings(doc, box.comm.layout.bin_dir, install.CODEX_EVENTS)
+    with open(os.path.join(codex, "hooks.json"), "w") as fh:
+        json.dump(doc, fh)
+    _healthy(box)

@@ -514,8 +514,19 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
             )
         )
     home = env.get("HOME") or os.path.expanduser("~")
-    settings = [(os.path.join(home, ".claude", "settings.json"), "Claude Code", install.CLAUDE_EVENTS)]
-    for path, agent, events in settings:
+    claude = os.path.join(home, ".claude", "settings.json")
+    settings: list[tuple[str, str, tuple[tuple[str, str | None, str], ...], str]] = [
+        (claude, "Claude Code", install.CLAUDE_EVENTS, f"sotd comm install --agent-settings={claude}")
+    ]
+    codex = os.path.join(home, ".codex")
+    if os.path.isdir(
+        codex
+    ):  # only where Codex is set up: its hooks are registered by hand (install prints them)
+        block = (
+            "sotd comm install (it prints the block for Codex's hooks.json), then trust them in Codex: /hooks"
+        )
+        settings.append((os.path.join(codex, "hooks.json"), "Codex", install.CODEX_EVENTS, block))
+    for path, agent, events, how in settings:
         try:
             with open(path, "rb") as f:
                 doc = json.loads(f.read() or b"{}")
@@ -527,7 +538,7 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
                     "agent_settings_unreadable",
                     f"{agent}'s settings {path} cannot be read: {e}",
                     "the hooks cannot be checked or registered there",
-                    f"fix the file, then: sotd comm install --agent-settings={path}",
+                    f"fix the file, then: {how}",
                 )
             )
             continue
@@ -537,7 +548,7 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
                     "hooks_not_registered",
                     f"the sot-comm hooks are not (all) registered in {agent}'s settings {path}",
                     "without them a turn ends with mail unread and nothing marks the session busy or idle",
-                    f"sotd comm install --agent-settings={path}",
+                    how,
                 )
             )
         else:
