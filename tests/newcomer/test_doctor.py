@@ -4,7 +4,7 @@ Each test breaks one thing on an otherwise healthy box (a real comm folder, the 
 PATH, the hooks registered in a private HOME's Claude Code settings, a joined session, a real daemon
 started with ``sotd daemon start``), checks that doctor reports exactly that finding with the fix it
 names, applies that fix as a user would (the named command, or ``sotd doctor --fix``), and checks that
-doctor is then healthy again. Not covered here: ``identity_refused`` and the ssh route of
+doctor is then healthy again. Not covered here: the ssh route of
 ``box_unreachable`` (the unix route is tested; ssh needs the multihost tier).
 """
 
@@ -414,3 +414,34 @@ def test_codex_hooks_not_registered(box: Box) -> None:
     with open(os.path.join(codex, "hooks.json"), "w") as fh:
         json.dump(doc, fh)
     _healthy(box)
+
+
+def test_identity_refused(box: Box) -> None:
+    """A process that names a row (``SOT_WORKSPACE_ID``) without running inside that row's capsule."""
+    env = {k: v for k, v in box.env.items() if k != "SOT_COMM_SELF_FILE"}
+    env["SOT_WORKSPACE_ID"] = "row1"
+    r = subprocess.run(
+        [SOTD, "doctor", "--json"],
+        cwd=box.s.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    found = {f["code"]: f for f in json.loads(r.stdout)["findings"]}
+    assert list(found) == ["identity_refused"], found
+    assert found["identity_refused"]["fix"].endswith(
+        "(or, outside any: unset SOT_COMM_SELF_FILE SOT_WORKSPACE_ID)"
+    )
+    del env["SOT_WORKSPACE_ID"]  # the fix, outside any session
+    r = subprocess.run(
+        [SOTD, "doctor", "--json"],
+        cwd=box.s.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (r.returncode, json.loads(r.stdout)["findings"]) == (0, [])

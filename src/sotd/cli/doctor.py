@@ -567,7 +567,8 @@ def check_identity(env: dict[str, str], rep: Report) -> None:
                 "identity_refused",
                 f"this process has no comm identity: {why}",
                 "its sends and polls are refused",
-                "run sot-comm commands from the agent session itself, or join: sotd comm join",
+                "run it inside the session or row it names (or, outside any: unset SOT_COMM_SELF_FILE "
+                "SOT_WORKSPACE_ID)",
             )
         )
         return
