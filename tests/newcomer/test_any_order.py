@@ -147,3 +147,31 @@ def test_a_hub_records_at_filing_time_instead_of_asking_for_a_restart(tmp_path: 
     route = ops.route_now(lay, True, False, "testhost")
     assert (route.where, route.text) == (lockmanager.LOCAL, "")
     assert lockmanager.read_record(lay) == (own, mid)
+
+
+def test_a_spawn_with_no_daemon_starts_it(tmp_path: object) -> None:
+    """Before: ``ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].``
+    After: the daemon is started (the notice) and the row is created through it. The row's command exits
+    at once (``true``), so the spawn ends, as it should, on that row's terminal phase."""
+    import subprocess
+
+    comm = Comm(str(tmp_path))
+    a = comm.session("alpha")
+    sock = os.path.join(comm.work, "run", "sotd.sock")
+    state = os.path.join(comm.work, "state")
+    env = {"SOT_SOCKET": sock, "SOTD_STATE_DIR": state, "SOT_DAEMON_AUTOSTART": "on"}
+    try:
+        r = a.run("spawn", a.root, "--command", "true", env=env)
+        pid = status_pid(sock)
+        assert pid is not None, r
+        assert r.err_lines[0] == (
+            f"sotd: this box had no daemon running, so one was started (started pid {pid} at {sock}; its log "
+            f"is {sock}.log); SOT_DAEMON_AUTOSTART=off turns this off"
+        ), r
+        assert r.out_lines[0].startswith("Created workspace 'alpha' (slug=alpha, id=ws-"), r
+        assert daemon({**a.env, **env}, "status").returncode == 0
+    finally:
+        stop_daemon(a.env, sock)
+        tmux = os.path.join(state, "tmux", "tmux.sock")
+        if os.path.exists(tmux):
+            subprocess.run(["tmux", "-S", tmux, "kill-server"], check=False, capture_output=True, timeout=30)
