@@ -175,3 +175,46 @@ def test_a_spawn_with_no_daemon_starts_it(tmp_path: object) -> None:
         tmux = os.path.join(state, "tmux", "tmux.sock")
         if os.path.exists(tmux):
             subprocess.run(["tmux", "-S", tmux, "kill-server"], check=False, capture_output=True, timeout=30)
+
+
+def _daemons_serving(sock: str) -> list[int]:
+    """Pids whose command line is ``… daemon run --socket <sock>``."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"run" in argv and sock.encode() in argv and b"daemon" in argv:
+            found.append(int(d))
+    return found
+
+
+def test_two_starts_at_once_make_one_daemon(tmp_path: object) -> None:
+    """Two commands that each find no daemon start it at the same moment: ``sotd daemon start`` takes a
+    lock beside the socket, so the second finds the first's daemon answering."""
+    import subprocess
+
+    from tests.conftest import SOTD
+
+    comm = Comm(str(tmp_path), install=False)
+    sock = os.path.join(comm.work, "run", "sotd.sock")
+    env = {**comm.session("alpha").env, "SOT_SOCKET": sock}
+    try:
+        procs = [
+            subprocess.Popen(
+                [SOTD, "daemon", "start"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(2)
+        ]
+        results = [p.communicate(timeout=60) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], results
+        assert [out for out, _err in results] == [sock + "\n", sock + "\n"]
+        said = sorted(" ".join(err.split()[:4]) for _out, err in results)
+        assert said == ["sotd daemon: already running", "sotd daemon: started pid"], results
+        assert _daemons_serving(sock) == [status_pid(sock)]
+    finally:
+        stop_daemon(env, sock)
