@@ -218,3 +218,19 @@ def test_two_starts_at_once_make_one_daemon(tmp_path: object) -> None:
         assert _daemons_serving(sock) == [status_pid(sock)]
     finally:
         stop_daemon(env, sock)
+
+
+def test_a_broadcast_names_the_fix_once(tmp_path: object) -> None:
+    """With autostart off and no record, each copy fails; the next step follows the FAILED lines once."""
+    comm, a, _b, sock = _no_record_box(tmp_path)
+    assert comm.session("gamma").run("join", "--name", "gamma").code == 0
+    runtime_dir = os.path.dirname(sock)
+    r = a.run("send", "--broadcast", "hi", env={"SOT_SOCKET": "", "XDG_RUNTIME_DIR": runtime_dir})
+    default = os.path.join(runtime_dir, "sotd-sot", "sotd.sock")
+    why = "this box cannot take the inbox lock itself, and no daemon is reachable to file it"
+    assert (r.code, r.out) == (1, "Broadcast to 0 of 2 agent(s).\n")
+    assert r.err_lines == [
+        f"FAILED -> @beta: {why}",
+        f"FAILED -> @gamma: {why}",
+        f"no daemon runs at {default} (SOT_DAEMON_AUTOSTART is off); start it: sotd daemon start",
+    ]

@@ -227,12 +227,18 @@ def _broadcast(sender: _Sender, text: str) -> int:
         return 1
     targets = sorted(k for k in agents if k != sender.ctx.name)
     ok = 0
+    hints: list[str] = []  # each next step once, after the FAILED lines (the summary stays last)
     for t in targets:
+        sender.hint = None
         failed = sender.deliver(t, text, broadcast=True)
         if failed is None:
             ok += 1
         else:
             err(f"FAILED -> @{t}: {failed}")
+            if sender.hint and sender.hint not in hints:
+                hints.append(sender.hint)
+    for hint in hints:
+        err(hint)
     if ok == len(targets):
         out(f"Broadcast to {ok} agent(s).")
         return 0
