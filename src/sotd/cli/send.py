@@ -43,6 +43,11 @@ class _Sender:
         self.local = own is not None
         self.nfs = lockmanager.is_nfs(own) if own else False
 
+    def take_hint(self) -> str | None:
+        """The last failure's hint, cleared for the next copy."""
+        hint, self.hint = self.hint, None
+        return hint
+
     def deliver(self, target: str, text: str, *, broadcast: bool) -> str | None:
         """File one copy; None when filed, else the FAILED reason. Prints the ``filed`` line itself."""
         from sotd import handles
@@ -229,14 +234,14 @@ def _broadcast(sender: _Sender, text: str) -> int:
     ok = 0
     hints: list[str] = []  # each next step once, after the FAILED lines (the summary stays last)
     for t in targets:
-        sender.hint = None
         failed = sender.deliver(t, text, broadcast=True)
+        hint = sender.take_hint()
         if failed is None:
             ok += 1
         else:
             err(f"FAILED -> @{t}: {failed}")
-            if sender.hint and sender.hint not in hints:
-                hints.append(sender.hint)
+            if hint and hint not in hints:
+                hints.append(hint)
     for hint in hints:
         err(hint)
     if ok == len(targets):
