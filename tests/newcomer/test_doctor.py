@@ -445,3 +445,12 @@ def test_identity_refused(box: Box) -> None:
         check=False,
     )
     assert (r.returncode, json.loads(r.stdout)["findings"]) == (0, [])
+
+
+def test_registry_lock_by_hand(box: Box) -> None:
+    with open(box.comm.layout.reglock, "w") as fh:
+        fh.write("garbage\n")
+    f = _only(box, "registry_lock_by_hand")
+    assert f["fix"] == f"when no sot-comm command is running: rm -r {box.comm.layout.reglock}"
+    os.unlink(box.comm.layout.reglock)
+    _healthy(box)

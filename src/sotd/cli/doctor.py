@@ -166,6 +166,21 @@ def check_registry_lock(lay: Layout, host: str, rep: Report) -> None:
             rep.ok.append(f"registry lock: held by {value.name} pid {value.pid} ({why})")
     elif shape == "gone":
         rep.ok.append("registry lock: free")
+    elif shape in ("dir", "garbage"):
+        rep.add(
+            Finding(
+                "registry_lock_by_hand",
+                f"the registry lock {lay.reglock} names no holder ("
+                + (
+                    "a folder, as an older version made it"
+                    if shape == "dir"
+                    else f"its first line is {value!r}"
+                )
+                + "), so no death can be proven and no command will remove it",
+                "every join, leave and send fails on it after the lock's bound",
+                f"when no sot-comm command is running: rm -r {lay.reglock}",
+            )
+        )
     markers = _dead_markers(lay, me)
     if markers:
         rep.add(
