@@ -48,7 +48,11 @@ def wait_for(pred: Any, timeout: float = 20.0, what: str = "condition") -> Any:
 def clean_env() -> dict[str, str]:
     """The test process's environment without anything that would point at a real comm folder or tmux."""
     drop = ("SOT_", "SOTD_", "TMUX", "CLAUDE", "COMM_STATUS_")
-    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    # a command that needs this box's daemon starts one when none runs (cli/autostart.py): tests that are
+    # not about that must not leave daemons behind them, so they run with it off; tests/newcomer turns it on
+    env["SOT_DAEMON_AUTOSTART"] = "off"
+    return env
 
 
 class Session:

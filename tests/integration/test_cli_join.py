@@ -205,7 +205,10 @@ def test_1_2_unreadable_registry_derives_no_handle_and_writes_nothing(comm: Comm
     assert (r.code, r.out, r.err_lines) == (
         1,
         "",
-        ["comm: the registry could not be read, so no handle was derived; nothing was written"],
+        [
+            "comm: the registry could not be read, so no handle was derived; nothing was written",
+            "see why and what to do: sotd doctor",
+        ],
     ), r
     assert snapshot(comm.home) == before
 
@@ -218,7 +221,10 @@ def test_1_2_unreadable_registry_with_a_name_writes_nothing(comm: Comm) -> None:
     assert (r.code, r.out, r.err_lines) == (
         1,
         "",
-        ["FAILED: the registry could not be read or updated, so nothing was written"],
+        [
+            "FAILED: the registry could not be read or updated, so nothing was written",
+            "see why and what to do: sotd doctor",
+        ],
     ), r
     assert snapshot(comm.home) == before
 
@@ -235,14 +241,32 @@ def test_1_2_help_exit_0_writes_nothing(comm: Comm, flag: str) -> None:
     assert snapshot(comm.home) == before
 
 
-@pytest.mark.parametrize("opt", ["-x", "--bogus", "-", "--name-x"])
-def test_1_2_unknown_option_exit_2_writes_nothing(comm: Comm, opt: str) -> None:
+JOIN_USAGE = '[NAME] [--name NAME] [--expertise "a, b"] [--repin]'
+
+
+@pytest.mark.parametrize("opt", ["-x", "--bogus", "--name-x"])
+def test_1_2_unknown_option_exit_2_with_the_usage_writes_nothing(comm: Comm, opt: str) -> None:
+    """The command table refuses it (sotd.cmdtable, issue 13) before join runs."""
     before = snapshot(comm.home)
     r = comm.session("alpha").run("join", opt)
     assert (r.code, r.out, r.err_lines) == (
         2,
         "",
-        [f"comm-join.sh: unknown option '{opt}' (a handle can't start with '-'; see --help)"],
+        [
+            f"comm-join.sh: unknown option '{opt}' (see: comm-join.sh --help)",
+            f"usage: comm-join.sh {JOIN_USAGE}",
+        ],
+    ), r
+    assert snapshot(comm.home) == before
+
+
+def test_1_2_a_bare_dash_is_no_handle(comm: Comm) -> None:
+    before = snapshot(comm.home)
+    r = comm.session("alpha").run("join", "-")
+    assert (r.code, r.out, r.err_lines) == (
+        2,
+        "",
+        ["comm-join.sh: unknown option '-' (a handle can't start with '-'; see --help)"],
     ), r
     assert snapshot(comm.home) == before
 
@@ -251,7 +275,10 @@ def test_1_2_unknown_option_typed_directly_names_sotd_comm_join(comm: Comm) -> N
     r = comm.session("alpha").run("join", "-x", wrapper=False)
     assert (r.code, r.err_lines) == (
         2,
-        ["sotd comm join: unknown option '-x' (a handle can't start with '-'; see --help)"],
+        [
+            "sotd comm join: unknown option '-x' (see: sotd comm join --help)",
+            f"usage: sotd comm join {JOIN_USAGE}",
+        ],
     ), r
 
 

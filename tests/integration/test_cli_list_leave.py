@@ -113,7 +113,7 @@ def test_1_7_unreadable_registry_lists_nothing(two) -> None:
     assert (r.code, r.out, r.err_lines) == (
         1,
         "",
-        ["FAILED: the registry could not be read; nothing was listed"],
+        ["FAILED: the registry could not be read; nothing was listed", "see why and what to do: sotd doctor"],
     ), r
     assert snapshot(comm.home) == before
 
@@ -128,7 +128,10 @@ def test_1_8_unreadable_registry_removes_nothing(two, args: tuple[str, ...]) -> 
     assert (r.code, r.out, r.err_lines) == (
         1,
         "",
-        ["FAILED: the registry could not be read; nothing was removed"],
+        [
+            "FAILED: the registry could not be read; nothing was removed",
+            "see why and what to do: sotd doctor",
+        ],
     ), r
     assert snapshot(comm.home) == before  # the self file too
 

@@ -82,7 +82,7 @@ def test_d1_unread_other_fault_exit_1_never_a_zero(two) -> None:
 def test_d1_unread_usage_faults_exit_1(two) -> None:
     _, a, _ = two
     r = a.run("unread", "alpha", "beta")
-    assert (r.code, r.out, r.err_lines) == (1, "", ["usage: sotd comm unread <handle>"]), r
+    assert (r.code, r.out, r.err_lines) == (1, "", ["usage: sotd comm unread [HANDLE]"]), r
     r = a.run("unread", "../x")
     assert (r.code, r.out) == (1, ""), r
     assert r.err_lines == [

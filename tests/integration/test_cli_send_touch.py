@@ -83,6 +83,8 @@ def test_1_4_relay_endpoint_this_version_cannot_dial_is_discarded(two) -> None:
         "comm-lib: discarding an endpoint this version cannot dial: tcp:10.0.0.1:9",
         "FAILED -> @gamma: no sotd daemon found; set SOT_RELAY_ENDPOINT=unix:/path, ssh:target[/host], or "
         "(Windows) pipe:name",
+        f"@gamma is not registered here ({a.comm.layout.registry}) and no hub is configured; see who is: "
+        "sotd comm list",
     ]
 
 

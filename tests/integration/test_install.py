@@ -311,7 +311,12 @@ def test_agent_settings_refuses_what_it_cannot_merge(comm: Comm, data: bytes) ->
 
 def test_unknown_argument(fresh: Comm) -> None:
     r = install(fresh, "--bogus")
-    assert (r.code, r.out, r.err) == (2, "", "sotd comm install: unknown argument '--bogus' (see --help)\n")
+    assert (r.code, r.out, r.err) == (
+        2,
+        "",
+        "sotd comm install: unknown option '--bogus' (see: sotd comm install --help)\n"
+        "usage: sotd comm install [--agent-settings[=PATH]]\n",
+    )
     assert not os.path.exists(fresh.layout.bin_dir)
 
 

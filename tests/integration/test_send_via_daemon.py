@@ -29,10 +29,13 @@ def box(tmp_path: object) -> tuple[Comm, Session, Session]:
 
 def test_no_daemon_reachable(box: tuple[Comm, Session, Session]) -> None:
     comm, a, _ = box
-    r = a.run("send", "@beta", "hi", env={"SOT_SOCKET": ""})
+    runtime_dir = os.path.join(comm.work, "run")  # the default socket's folder, private to this test
+    r = a.run("send", "@beta", "hi", env={"SOT_SOCKET": "", "XDG_RUNTIME_DIR": runtime_dir})
     assert r.code == 1
+    sock = os.path.join(runtime_dir, "sotd-sot", "sotd.sock")
     assert r.err == (
         "FAILED -> @beta: this box cannot take the inbox lock itself, and no daemon is reachable to file it\n"
+        f"no daemon runs at {sock} (SOT_DAEMON_AUTOSTART is off); start it: sotd daemon start\n"
     )
     assert comm.inbox_bytes("beta") == b""
 
@@ -92,7 +95,10 @@ def test_silent_daemon_fails_within_5s_of_the_dial(box: tuple[Comm, Session, Ses
         r = a.run("send", "@beta", "hi", env={"SOT_SOCKET": sock})
         elapsed = time.monotonic() - t0
     assert r.code == 1
-    assert r.err == f"FAILED -> @beta: the daemon did not answer at unix:{sock}\n"
+    assert r.err == (
+        f"FAILED -> @beta: the daemon did not answer at unix:{sock}\n"
+        "check it: sotd daemon status (a hung one: sotd daemon stop; sotd daemon start)\n"
+    )
     assert 4.9 <= elapsed < 7.0
 
 

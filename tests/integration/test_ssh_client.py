@@ -242,8 +242,13 @@ def test_send_without_an_endpoint_uses_the_topology_hub(world, tmp_path):
     gone = os.path.join(str(tmp_path), "no-daemon.sock")
     r = a.run("send", "@remote", "x", env={**extra, "SOT_SOCKET": gone, "SOT_SELF_HOST": "boxa"})
     assert r.code == 1
-    assert r.err == (
+    assert r.err_lines[0] == (
         "FAILED -> @remote: no sotd daemon found; set SOT_RELAY_ENDPOINT=unix:/path, ssh:target[/host], or "
-        "(Windows) pipe:name\n"
+        "(Windows) pipe:name"
     )
+    assert r.err_lines[1].startswith("@remote is not registered here (") and r.err_lines[1].endswith(
+        f"and the hub cannot be asked (this box (boxa) is the hub named by {os.path.join(comm.home, 'hosts.toml')}, "
+        f"and no daemon socket is at {gone} to relay through); see who is: sotd comm list"
+    ), r.err_lines
+    assert len(r.err_lines) == 2
     assert not os.path.exists(os.path.join(d, "argv"))

@@ -266,7 +266,8 @@ def test_a_stale_socket_nobody_serves(private_dir):
         (
             ["--bogus"],
             2,
-            "sotd stdio-bridge: unknown argument '--bogus'\nusage: sotd stdio-bridge [--endpoint unix:<path>] [--host <host>]\n",
+            "sotd stdio-bridge: unknown option '--bogus' (see: sotd stdio-bridge --help)\n"
+            "usage: sotd stdio-bridge [--endpoint unix:<path>] [--host <host>]\n",
         ),
         (
             ["--host"],

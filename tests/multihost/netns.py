@@ -109,6 +109,7 @@ class Box:
             "SOT_SELF_HOST": self.name,
             "SOT_SOCKET": self.socket,
             "SOT_COMM_HOME": self.comm_home,
+            "SOT_DAEMON_AUTOSTART": "off",  # these tests start each box's daemon themselves (tests/conftest.py)
         }
 
     def write_sshd_config(self, extra: Iterable[str] = ()) -> None:

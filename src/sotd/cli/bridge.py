@@ -27,12 +27,14 @@ from __future__ import annotations
 import os
 import sys
 
+from sotd import cmdtable
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
     from collections.abc import Mapping
 
-USAGE = "usage: sotd stdio-bridge [--endpoint unix:<path>] [--host <host>]"
+USAGE = cmdtable.usage("stdio-bridge")  # made from the command table
 LINGER_S = 10.0  # after stdin ends: how long the daemon may take to finish its answer and close
 BUF_MAX = 1 << 21  # stop reading a side while this much of it waits to be written
 _CHUNK = 65536

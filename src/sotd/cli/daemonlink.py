@@ -36,6 +36,28 @@ def local_endpoint(environ: Mapping[str, str]) -> str | None:
     return "unix:" + path if environ.get("SOT_SOCKET") else None
 
 
+def needed_endpoint(environ: Mapping[str, str]) -> tuple[str | None, str]:
+    """``(endpoint, "")`` of this box's daemon for a command that cannot go on without it, starting it
+    when no socket is there (``cli/autostart.py``; not when ``SOT_DAEMON_AUTOSTART=off``); else
+    ``(None or the unstarted endpoint, why it was not started)``. The notice of a start is printed once."""
+    from sotd.cli import autostart
+
+    path = environ.get("SOT_SOCKET") or default_socket(environ)
+    if autostart.is_socket(path):
+        return "unix:" + path, ""
+    unstarted = "unix:" + path if environ.get("SOT_SOCKET") else None
+    if not autostart.wanted(environ):
+        return unstarted, ""
+    started = autostart.start(environ, os.path.abspath(path))
+    if not started.ok:
+        return unstarted, started.why
+    if started.notice:
+        from sotd.cli.common import err
+
+        err(started.notice)
+    return "unix:" + path, ""
+
+
 def relay_endpoint(environ: Mapping[str, str]) -> str | None:
     """``$SOT_RELAY_ENDPOINT``, else ``$SOT_SPAWN_ENDPOINT``, else what ``sotd topology relay-endpoint``
     prints (the hub named by this box's ``hosts.toml``; on the hub itself, its own daemon, where the

@@ -146,11 +146,15 @@ def run(argv: list[str]) -> int:
     try:
         registry.update(lay, ctx.host, change, bound=reglock.wait_bound(dict(env)))
     except RegistryUnreadable:
-        if name is None:
-            err("comm: the registry could not be read, so no handle was derived; nothing was written")
-        else:
-            err("FAILED: the registry could not be read or updated, so nothing was written")
-        return 1
+        from sotd.cli import hints
+
+        raise SotdError(
+            "comm: the registry could not be read, so no handle was derived; nothing was written"
+            if name is None
+            else "FAILED: the registry could not be read or updated, so nothing was written",
+            hint=hints.registry_unreadable(),
+            code="registry_unreadable",
+        ) from None
     except HandleError as e:
         err(e.message)
         return 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from sotd.cli.common import enter, err, out, prog
-from sotd.errors import RegistryUnreadable
+from sotd.errors import RegistryUnreadable, SotdError
 
 
 def run(argv: list[str]) -> int:
@@ -53,8 +53,13 @@ def run(argv: list[str]) -> int:
             ctx.layout, ctx.host, change, bound=reglock.wait_bound(dict(ctx.environ))
         )
     except RegistryUnreadable:
-        err("FAILED: the registry could not be read; nothing was removed")
-        return 1
+        from sotd.cli import hints
+
+        raise SotdError(
+            "FAILED: the registry could not be read; nothing was removed",
+            hint=hints.registry_unreadable(),
+            code="registry_unreadable",
+        ) from None
     if other is not None:
         if not removed:
             out(f"@{name} not in registry — nothing to do.")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from sotd import _clock
-from sotd.cli.common import Context, enter, err, out, prog
-from sotd.errors import RegistryUnreadable
+from sotd.cli.common import Context, enter, out, prog
+from sotd.errors import RegistryUnreadable, SotdError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,8 +68,13 @@ def run(argv: list[str]) -> int:
     try:
         doc = registry.read(ctx.layout)
     except RegistryUnreadable:
-        err("FAILED: the registry could not be read; nothing was listed")
-        return 1
+        from sotd.cli import hints
+
+        raise SotdError(
+            "FAILED: the registry could not be read; nothing was listed",
+            hint=hints.registry_unreadable(),
+            code="registry_unreadable",
+        ) from None
     agents = registry.agents_of(doc) if doc is not None else {}
     for line in render(ctx.layout.registry, agents, ctx.name, _clock.now(), stale_window(ctx.environ)):
         out(line)

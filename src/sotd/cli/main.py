@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-# verb -> module with a ``run(argv: list[str]) -> int``
+# verb -> module with a ``run(argv: list[str]) -> int`` (synopsis, options and help: ``sotd.cmdtable``)
 COMM_VERBS = {
     "context": "sotd.cli.context",
     "join": "sotd.cli.join",
@@ -35,15 +35,9 @@ COMMANDS = {
     "ocx": "sotd.cli.ocx",
 }
 
-USAGE = """\
-usage: sotd comm <verb> [args]     the commands sessions type (comm-<verb>.sh wraps each)
-  verbs: context join leave send poll unread list status spawn despawn install hook relay
-       sotd stdio-bridge [--endpoint unix:<path>] [--host <h>]
-       sotd daemon run|start|stop|status [--socket <path>]
-       sotd topology relay-endpoint
-       sotd ocx post|answer|list|show|answers|sync|rebuild|clone|server-code|node ...
-       sotd --version
-"""
+# the commands whose first word picks a subcommand (their members are in ``sotd.cmdtable``)
+GROUPS = ("daemon", "ocx")
+COMMANDS["doctor"] = "sotd.cli.doctor"  # top level: it checks more than the comm folder
 
 
 def _import(module: str) -> object:
@@ -51,28 +45,74 @@ def _import(module: str) -> object:
     return sys.modules[module]
 
 
+def _quiet_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's last flush of a closed pipe raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. A reader that closed stdout (``sotd comm list | head``) ends it quietly with
+    ``CLOSED_STDOUT`` (128 + SIGPIPE, what a shell reports for ``cat`` in the same place), never a
+    traceback; a process started with no stdout at all writes its lines nowhere and keeps its status."""
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
+    try:
+        status = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        return CLOSED_STDOUT
+    return status
+
+
+CLOSED_STDOUT = 141
+
+
+def _main(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help", "help"):
-        sys.stdout.write(USAGE)
-        return 0 if args else 2
+        return _help("", 0 if args else 2)
     if args[0] == "--version":
         from sotd import __version__
 
         sys.stdout.write(f"sotd {__version__}\n")
         return 0
     if args[0] == "comm":
-        if len(args) < 2 or args[1] not in COMM_VERBS:
-            sys.stderr.write(USAGE)
-            return 2
+        if len(args) < 2 or args[1] in ("-h", "--help"):
+            return _help("comm", 0 if len(args) > 1 else 2)
+        if args[1] not in COMM_VERBS:
+            return _refuse("comm", f"unknown verb '{args[1]}'")
         module = COMM_VERBS[args[1]]
-        rest = args[2:]
+        path, rest = f"comm {args[1]}", args[2:]
+        checked = rest
     elif args[0] in COMMANDS:
         module = COMMANDS[args[0]]
-        rest = args[1:]
+        path, rest = args[0], args[1:]
+        checked = rest
+        if args[0] in GROUPS:
+            if not rest or rest[0] in ("-h", "--help"):
+                return _help(path, 0 if rest else 2)
+            from sotd import cmdtable  # the command table: for help, a group, or an argument with "-"
+
+            sub = f"{path} {rest[0]}"
+            if sub not in cmdtable.TABLE:
+                return _refuse(path, f"unknown subcommand '{rest[0]}'")
+            path, checked = sub, rest[1:]
     else:
-        sys.stderr.write(f"sotd: unknown command '{args[0]}'\n{USAGE}")
-        return 2
+        return _refuse("", f"unknown command '{args[0]}'")
+    if any(a[:1] == "-" for a in checked):
+        from sotd import cmdtable
+
+        verdict, problem = cmdtable.check(path, checked)
+        if verdict == cmdtable.HELP:
+            return _help(path, 0)
+        if verdict == cmdtable.BAD:
+            return _refuse(path, problem)
     os.umask(0o077)
     from sotd.errors import SotdError
 
@@ -88,11 +128,28 @@ def main(argv: list[str] | None = None) -> int:
         status = e.exit_status
     except KeyboardInterrupt:
         status = 130
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        pass
     return status
+
+
+def _help(path: str, status: int) -> int:
+    """The help of ``path`` from the command table: on stdout and exit 0 when asked for, on stderr with
+    ``status`` (2) when the command line was not complete."""
+    from sotd import cmdtable
+
+    text = cmdtable.help_text(path, os.environ.get("SOT_COMM_PROG", ""))
+    (sys.stdout if status == 0 else sys.stderr).write(text)
+    return status
+
+
+def _refuse(path: str, problem: str) -> int:
+    """An unknown command, verb, subcommand or option: the problem and the usage on stderr, exit 2."""
+    from sotd import cmdtable
+
+    prog = os.environ.get("SOT_COMM_PROG", "")
+    name = cmdtable.name_of(path, prog)
+    usage = cmdtable.usage(path, prog)
+    sys.stderr.write(f"{name}: {problem} (see: {name} --help)\n{usage}\n")
+    return 2
 
 
 if __name__ == "__main__":

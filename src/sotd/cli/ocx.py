@@ -10,6 +10,7 @@ import json
 import os
 import sys
 
+from sotd import cmdtable
 from sotd.errors import UsageError
 
 TYPE_CHECKING = False
@@ -17,18 +18,7 @@ if TYPE_CHECKING:
     from sotd.ocx.index import Row
     from sotd.ocx.node import Node, PostResult
 
-USAGE = """\
-usage: sotd ocx post FILE --repo R [--json]          post a message; prints its hash
-       sotd ocx answer HASH --kind K --body JSON --repo R [--json]
-       sotd ocx list [--to L] [--re H] [--kind K] [--repo R] [--json]
-       sotd ocx show HASH [--json]
-       sotd ocx answers HASH [--json]
-       sotd ocx sync [--json]
-       sotd ocx rebuild [--repo R]
-       sotd ocx clone URL FILE
-       sotd ocx server-code REPO [--new]
-       sotd ocx node [--once] [--interval S]            run the node (sync, runs) in the foreground
-"""
+USAGE = cmdtable.usages("ocx") + "\n"  # made from the command table (sotd.cmdtable)
 
 _VALUED = ("--repo", "--to", "--re", "--kind", "--body", "--interval")
 _FLAGS = ("--json", "--new", "--once")

@@ -36,10 +36,11 @@ def parse(argv: list[str]) -> tuple[bool, str | None, str]:
 class _Sender:
     """One send's shared state: who sends, the registry as read once, and how this box files."""
 
-    __slots__ = ("agents", "ctx", "local", "nfs", "repo")
+    __slots__ = ("agents", "ctx", "hint", "local", "nfs", "repo")
 
     def __init__(self, ctx: Context, agents: dict[str, object] | None) -> None:
         self.ctx = ctx
+        self.hint: str | None = None  # the next step of the last failure, when it has one (cli/hints.py)
         self.agents = agents
         from sotd.text import carry_os
 
@@ -49,6 +50,11 @@ class _Sender:
         own = lockmanager.own_lock(ctx.layout)
         self.local = own is not None
         self.nfs = lockmanager.is_nfs(own) if own else False
+
+    def take_hint(self) -> str | None:
+        """The last failure's hint, cleared for the next copy."""
+        hint, self.hint = self.hint, None
+        return hint
 
     def deliver(self, target: str, text: str, *, broadcast: bool) -> str | None:
         """File one copy; None when filed, else the FAILED reason. Prints the ``filed`` line itself."""
@@ -89,10 +95,20 @@ class _Sender:
         """This box cannot take the inbox lock itself: hand the line to its daemon as ``comm.file``."""
         from sotd.cli import daemonlink
 
-        endpoint = daemonlink.local_endpoint(self.ctx.environ)
+        endpoint, start_failed = daemonlink.needed_endpoint(self.ctx.environ)
         if endpoint is None:
+            from sotd.cli import hints
+            from sotd.runtime import default_socket
+
+            env = self.ctx.environ
+            self.hint = hints.no_daemon(env.get("SOT_SOCKET") or default_socket(env), start_failed)
             return "this box cannot take the inbox lock itself, and no daemon is reachable to file it"
-        return self._file(endpoint, target, text, broadcast)
+        failed = self._file(endpoint, target, text, broadcast)
+        if failed is not None and failed.startswith("the daemon did not answer at "):
+            from sotd.cli import hints
+
+            self.hint = hints.daemon_silent()
+        return failed
 
     def relay(self, target: str, text: str) -> str | None:
         """A handle this folder does not list: the relay endpoint (never the local daemon) files it."""
@@ -100,6 +116,13 @@ class _Sender:
 
         endpoint = daemonlink.relay_endpoint(self.ctx.environ)
         if endpoint is None:
+            from sotd import runtime, topology
+            from sotd.cli import hints
+
+            env = self.ctx.environ
+            own = env.get("SOT_SOCKET") or runtime.default_socket(env)
+            _none, why = topology.relay_endpoint_or_reason(env, runtime.self_host(env), own)
+            self.hint = hints.not_registered(target, self.ctx.layout.registry, why)
             return (
                 "no sotd daemon found; set SOT_RELAY_ENDPOINT=unix:/path, ssh:target[/host], or (Windows) "
                 "pipe:name"
@@ -183,10 +206,11 @@ def run(argv: list[str]) -> int:
     except RegistryUnreadable:
         agents, unreadable = None, True
     if broadcast and unreadable:
-        err("FAILED -> --broadcast: the registry could not be read; nothing was sent")
-        return 1
+        _unreadable("FAILED -> --broadcast: the registry could not be read; nothing was sent")
     problem = _routable(ctx, agents, unreadable)
     if problem:
+        if unreadable:
+            _unreadable(f"FAILED -> {label}: {problem}")
         err(f"FAILED -> {label}: {problem}")
         return 1
     sender = _Sender(ctx, agents)
@@ -195,11 +219,18 @@ def run(argv: list[str]) -> int:
     else:
         assert target is not None
         failed = sender.deliver(target, text, broadcast=False)
+        _touch_self(ctx)
         if failed is not None:
-            err(f"FAILED -> @{target}: {failed}")
-        status = 0 if failed is None else 1
+            raise SotdError(f"FAILED -> @{target}: {failed}", hint=sender.hint, code="send_failed")
+        return 0
     _touch_self(ctx)
     return status
+
+
+def _unreadable(line: str) -> None:
+    from sotd.cli import hints
+
+    raise SotdError(line, hint=hints.registry_unreadable(), code="registry_unreadable")
 
 
 def _broadcast(sender: _Sender, text: str) -> int:
@@ -209,12 +240,18 @@ def _broadcast(sender: _Sender, text: str) -> int:
         return 1
     targets = sorted(k for k in agents if k != sender.ctx.name)
     ok = 0
+    hints: list[str] = []  # each next step once, after the FAILED lines (the summary stays last)
     for t in targets:
         failed = sender.deliver(t, text, broadcast=True)
+        hint = sender.take_hint()
         if failed is None:
             ok += 1
         else:
             err(f"FAILED -> @{t}: {failed}")
+            if hint and hint not in hints:
+                hints.append(hint)
+    for hint in hints:
+        err(hint)
     if ok == len(targets):
         out(f"Broadcast to {ok} agent(s).")
         return 0

@@ -75,7 +75,7 @@ def _endpoint(opts: dict[str, str], ctx: Context) -> str | None:
                     hint=discard,
                 )
             return value
-    return daemonlink.local_endpoint(ctx.environ)
+    return daemonlink.needed_endpoint(ctx.environ)[0]  # starts this box's daemon when none runs
 
 
 def ask(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -184,8 +184,10 @@ def run(argv: list[str]) -> int:
 
     endpoint = _endpoint(opts, ctx)
     if endpoint is None:
-        err("ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].")
-        return 1
+        raise SotdError(
+            "ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].",
+            hint="or start this box's daemon: sotd daemon start",
+        )
     try:
         info = ask(ctx, endpoint, "version.query", {}).get("daemon")
     except SotdError as e:

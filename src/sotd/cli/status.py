@@ -83,8 +83,13 @@ def run(argv: list[str]) -> int:
     except RegistryUnreadable:
         if event:
             return 0
-        err("FAILED: the registry could not be read or updated, so nothing was written")
-        return 1
+        from sotd.cli import hints
+
+        raise SotdError(
+            "FAILED: the registry could not be read or updated, so nothing was written",
+            hint=hints.registry_unreadable(),
+            code="registry_unreadable",
+        ) from None
     except SotdError as e:
         err(e.message)
         return 1

@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import sys
 
-USAGE = "usage: sotd topology relay-endpoint | path"
+from sotd import cmdtable
+
+USAGE = cmdtable.usage("topology")  # made from the command table
 
 
 def run(argv: list[str]) -> int:

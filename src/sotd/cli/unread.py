@@ -6,8 +6,10 @@ any other fault a reason on stderr, exit 1. A count that failed is never printed
 
 from __future__ import annotations
 
+import os
+
 from sotd.cli.common import Context, check_identity, err, out
-from sotd.errors import InboxBusy
+from sotd.errors import InboxBusy, SotdError
 
 
 def run(argv: list[str]) -> int:
@@ -17,9 +19,13 @@ def run(argv: list[str]) -> int:
         return 1
     ctx = Context()
     handle = argv[0] if argv else ctx.name
-    if len(argv) > 1 or not handle:
-        err("usage: sotd comm unread <handle>")
+    if len(argv) > 1:
+        from sotd import cmdtable
+
+        err(cmdtable.usage("comm unread", os.environ.get("SOT_COMM_PROG", "")))
         return 1
+    if not handle:
+        raise SotdError("Not joined — run comm-join.sh first.", code="not_joined")  # as poll says it
     from sotd import handles
     from sotd.cli.poll import read_batch
     from sotd.formats import inbox

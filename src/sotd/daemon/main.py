@@ -30,7 +30,7 @@ import sys
 import time
 from typing import Any
 
-from sotd import __version__, runtime, topology
+from sotd import __version__, cmdtable, runtime, topology
 from sotd.daemon import heartbeat as heartbeat_mod
 from sotd.daemon import hub as hub_mod
 from sotd.daemon import ocxnode as ocxnode_mod
@@ -42,7 +42,7 @@ from sotd.daemon.links import Uplink
 from sotd.daemon.server import Server
 from sotd.errors import SotdError
 from sotd.formats import lockmanager
-from sotd.formats.layout import Layout
+from sotd.formats.layout import Layout, ensure_home
 
 log = logging.getLogger("sotd")
 
@@ -52,7 +52,7 @@ TOPOLOGY_CHECK_S = 2.0
 LINK_SILENT_S = 10.0  # a link that pings every 3 s and sends nothing this long is closed by the hub
 START_WAIT_S = 15.0
 STOP_WAIT_S = 10.0
-USAGE = "usage: sotd daemon run|start|stop|status|reload [--socket <path>]"
+USAGE = cmdtable.usages("daemon")  # made from the command table
 
 
 # ------------------------------------------------------------------------------------- code changes
@@ -128,6 +128,9 @@ class Daemon:
             log.error("%s", topo_error)
         self.identity = identity = await asyncio.to_thread(lockmanager.lock_identity, self.layout.inbox_dir)
         self.is_hub = hub_mod.is_hub(topo, bool(topo_error), self.host, identity)
+        if self.is_hub and not os.path.isdir(self.layout.home):
+            made: str | None = await asyncio.to_thread(self._make_folder)
+            identity = made or identity
         log.info(
             "sotd %s on %s (pid %d): comm folder %s, lock identity %s, %s",
             __version__,
@@ -148,7 +151,11 @@ class Daemon:
             except SotdError as e:
                 log.error("%s", e.message)
         else:
-            log.warning("no comm folder at %s: every filing answers not_here", self.layout.home)
+            log.warning(
+                "no comm folder at %s: every filing answers not_here until it is made (the record is "
+                "written at the first filing after that)",
+                self.layout.home,
+            )
 
         uplink_ep = topology.relay_endpoint(topo, self.host) if topo is not None else None
         self.rows = rows = rows_mod.Rows(
@@ -218,6 +225,24 @@ class Daemon:
             if self.folder_lock is not None:
                 os.close(self.folder_lock)
             log.info("stopped")
+
+    def _make_folder(self) -> str | None:
+        """A hub that finds no comm folder makes it, with the modes every command makes it with
+        (``layout.ensure_home``, then the registry skeleton), so it can write its record (issue 13); the
+        lock identity is computed again for the folder that now exists. None when it cannot be made (it
+        is logged; filings then answer not_here until a command makes it, and the first filing after
+        that writes the record: ``ops.route_now``)."""
+        from sotd.formats import registry
+
+        try:
+            for warning in ensure_home(self.layout):
+                log.warning("%s", warning)
+            registry.ensure(self.layout)
+        except SotdError as e:
+            log.error("no comm folder at %s, and it could not be made: %s", self.layout.home, e.message)
+            return None
+        log.info("made the comm folder %s (it was not there)", self.layout.home)
+        return lockmanager.lock_identity(self.layout.inbox_dir)
 
     def _publish(self, op: str, payload: dict[str, Any]) -> None:
         if self.server is not None:
@@ -389,7 +414,7 @@ def _parse(argv: list[str]) -> tuple[str, str | None]:
             sock = a.split("=", 1)[1]
         else:
             raise ValueError(f"unknown argument '{a}'")
-    if cmd not in ("run", "start", "stop", "status", "reload"):
+    if cmd not in ("run", "start", "stop", "status", "reload", "install", "uninstall"):
         raise ValueError(f"unknown subcommand '{cmd}'")
     return cmd, (os.path.abspath(sock) if sock else None)
 
@@ -410,6 +435,15 @@ def run(argv: list[str]) -> int:
         return _stop(sock)
     if cmd == "reload":
         return _reload(sock, environ)
+    if cmd in ("install", "uninstall"):
+        from sotd.daemon import unit
+
+        if cmd == "uninstall":
+            return unit.uninstall(environ)
+        running = None
+        with contextlib.suppress(SotdError):
+            running = query(sock, environ, 2.0).get("pid")
+        return unit.install(sock, environ, running_pid=running)
     return _status(sock, environ)
 
 
@@ -448,16 +482,32 @@ def query(sock: str, environ: dict[str, str], deadline_s: float = 5.0) -> dict[s
 
 
 def _start(sock: str, environ: dict[str, str]) -> int:
-    import subprocess
+    """Start one daemon for ``sock`` unless one answers there. Two starts at once (two commands that
+    each found no daemon: ``cli/autostart.py``) take turns on a lock file beside the socket, and the
+    second finds the first's daemon answering: one daemon per socket."""
+    import fcntl
 
-    with contextlib.suppress(SotdError):
-        info = query(sock, environ, 2.0)
-        sys.stderr.write(f"sotd daemon: already running at {sock} (pid {info.get('pid')})\n")
-        sys.stdout.write(sock + "\n")
-        return 0
     folder = os.path.dirname(sock)
     os.makedirs(folder, mode=0o700, exist_ok=True)
+    lock_fd = os.open(sock + ".start.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)  # held at most one start's wait (START_WAIT_S) by another
+        return _start_locked(sock, environ)
+    finally:
+        os.close(lock_fd)
+
+
+def _start_locked(sock: str, environ: dict[str, str]) -> int:
+    import subprocess
+
     logfile = runtime.log_path(sock)
+    with contextlib.suppress(SotdError):
+        info = query(sock, environ, 2.0)
+        sys.stderr.write(
+            f"sotd daemon: already running at {sock} (pid {info.get('pid')}); its log is {logfile}\n"
+        )
+        sys.stdout.write(sock + "\n")
+        return 0
     fd = os.open(logfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     try:
         # a new session: no controlling terminal, not in the caller's process group; the caller exits
@@ -485,6 +535,7 @@ def _start(sock: str, environ: dict[str, str]) -> int:
         except SotdError:
             time.sleep(0.1)
             continue
+        sys.stderr.write(f"sotd daemon: started pid {proc.pid} at {sock}; its log is {logfile}\n")
         sys.stdout.write(sock + "\n")
         return 0
     sys.stderr.write(f"sotd daemon: no answer at {sock} within {START_WAIT_S:g}s; see {logfile}\n")
@@ -529,7 +580,9 @@ def _status(sock: str, environ: dict[str, str]) -> int:
     try:
         info = query(sock, environ)
     except SotdError as e:
-        sys.stderr.write(f"sotd daemon: no daemon answered at {sock}: {e.message}\n")
+        sys.stderr.write(
+            f"sotd daemon: no daemon answered at {sock}: {e.message}\nstart it: sotd daemon start\n"
+        )
         return 1
     role = "hub" if info.get("hub") else "guest"
     sys.stdout.write(

@@ -172,10 +172,23 @@ class Route:
 
 
 def route_now(layout: Layout, is_hub: bool, forwarded: bool, self_host: str) -> Route:
-    """Step 3 (blocking: reads the record and the mount table)."""
+    """Step 3 (blocking: reads the record and the mount table).
+
+    A hub whose record is missing (the folder appeared, or was remade, after it started) or was written by
+    this machine under another identity (a remount) writes it now, by the start-up rules of 6.4, rather
+    than refuse with "restart this daemon" for a record it can write itself (issue 13); the refusal text
+    stays for a write that fails."""
     identity = lockmanager.lock_identity(layout.inbox_dir)
     try:
         record = lockmanager.read_record(layout)
+        mid = lockmanager.machine_id_or_none()
+        if lockmanager.decide(record, identity, mid, is_hub) in lockmanager.WRITES:
+            try:
+                decision = lockmanager.write_for_hub(layout, identity, mid)
+                log.info("inbox lock record %s written at filing time: %s", layout.lock_manager, decision)
+            except SotdError as e:
+                log.error("%s", e.message)
+            record = lockmanager.read_record(layout)
     except OSError as e:
         return Route(
             lockmanager.REFUSE,
@@ -185,7 +198,7 @@ def route_now(layout: Layout, is_hub: bool, forwarded: bool, self_host: str) -> 
     where, text = lockmanager.route(
         record,
         identity,
-        lockmanager.machine_id_or_none(),
+        mid,
         is_hub,
         forwarded,
         path=layout.lock_manager,

@@ -360,6 +360,59 @@ def append(
         _release(lock_fd)
 
 
+def _tail_state(fd: int) -> tuple[int, int]:
+    """(size, where it should end): equal when the file is empty or ends in ``\\n`` (the tail cut's rule)."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size, size
+    return size, _tail_cut_length(fd, size)
+
+
+def torn_tail(layout: Layout, handle: str) -> int:
+    """How many bytes of an unterminated last line ``inbox/<h>.jsonl`` ends in (0: none, or no file);
+    what the tail cut of step 3 would remove. Reads only; ``OSError`` when the file cannot be read."""
+    try:
+        fd = os.open(layout.inbox(handle), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    try:
+        size, keep = _tail_state(fd)
+        return size - keep
+    finally:
+        os.close(fd)
+
+
+def cut_torn_tail(layout: Layout, handle: str, *, nfs: bool, bound: float) -> int:
+    """Step 3 alone (the tail cut), under the inbox lock as an appender takes it: the bytes cut (0 when
+    the tail was whole by the time the lock was had). ``AppendFailed`` when the lock is not had in time."""
+    try:
+        lock_fd = _open_lock(layout.inbox_lock(handle))
+    except OSError as e:
+        raise AppendFailed(f"the tail cut failed: {_why(e)}") from e
+    try:
+        _take(lock_fd, fcntl.LOCK_EX, nfs=nfs, bound=bound)
+    except _Busy:
+        raise AppendFailed(busy_text(handle, bound)) from None
+    except OSError as e:
+        os.close(lock_fd)
+        raise AppendFailed(f"the tail cut failed: {_why(e)}") from e
+    try:
+        fd = os.open(layout.inbox(handle), os.O_RDWR | os.O_CLOEXEC)
+        try:
+            size, keep = _tail_state(fd)
+            if keep == size:
+                return 0
+            _ftruncate(fd, keep)
+            _fsync(fd)
+            return size - keep
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise AppendFailed(f"the tail cut failed: {_why(e)}") from e
+    finally:
+        _release(lock_fd)
+
+
 def _append_locked(
     *,
     layout: Layout,
@@ -379,9 +432,8 @@ def _append_locked(
     try:
         # 3. the tail cut
         try:
-            size = os.fstat(fd).st_size
-            if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
-                keep = _tail_cut_length(fd, size)
+            size, keep = _tail_state(fd)
+            if keep != size:
                 _ftruncate(fd, keep)
                 if note is not None:
                     note(daemon_cut_note(size - keep, path) if daemon else cut_note(size - keep, handle))

@@ -260,6 +260,11 @@ def _refusal(home: str, environ: dict[str, str] | os._Environ[str] | None) -> st
     return None
 
 
+def is_open(mode: int) -> bool:
+    """Behaviour 6.0's rule: an entry is open when group or other has any permission bit."""
+    return bool(mode & 0o077)
+
+
 class _Tightener:
     __slots__ = ("leftovers",)
 
@@ -274,7 +279,7 @@ class _Tightener:
             return
         except OSError:
             return
-        if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
+        if stat.S_ISLNK(st.st_mode) or not is_open(st.st_mode):
             return
         perm = st.st_mode & 0o7777
         try:
@@ -340,7 +345,7 @@ def tighten(layout: Layout, environ: dict[str, str] | os._Environ[str] | None = 
         st = os.stat(home)
     except OSError:
         return []
-    if not st.st_mode & 0o077:
+    if not is_open(st.st_mode):
         return []
     why = _refusal(home, environ)
     if why is not None:

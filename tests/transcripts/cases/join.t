@@ -1,6 +1,7 @@
 # Behaviour 1.2 and 6.8: options, derivation tiers, the slot guard.
 $ alpha join --bogus
-! comm-join.sh: unknown option '--bogus' (a handle can't start with '-'; see --help)
+! comm-join.sh: unknown option '--bogus' (see: comm-join.sh --help)
+! usage: comm-join.sh [NAME] [--name NAME] [--expertise "a, b"] [--repin]
 [exit 2]
 
 $ alpha join

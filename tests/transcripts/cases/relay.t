@@ -59,9 +59,11 @@ $ beta poll
 # a handle this folder does not list goes to the relay endpoint, and there is none
 $ alpha relay send @gamma hi
 ! FAILED -> @gamma: no sotd daemon found; set SOT_RELAY_ENDPOINT=unix:/path, ssh:target[/host], or (Windows) pipe:name
+! @gamma is not registered here ({HOME}/registry.json) and no hub is configured; see who is: sotd comm list
 [exit 1]
 
 % garbage-registry
 $ alpha relay send @beta hi
 ! FAILED -> @beta: the registry could not be read, so identity @alpha is unverified; nothing was sent
+! see why and what to do: sotd doctor
 [exit 1]

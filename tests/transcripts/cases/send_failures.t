@@ -21,9 +21,11 @@ Joined sot-comm as @beta  (beta on testhost).
   inbox: {HOME}/inbox/beta.jsonl
 Others registered: alpha
 
-# a handle this folder does not list goes to the relay, and there is none
+# a handle this folder does not list goes to the relay, and there is none; the second line is the hint
+# (issue 13: before, the protocol line stood alone)
 $ alpha send @gamma hi
 ! FAILED -> @gamma: no sotd daemon found; set SOT_RELAY_ENDPOINT=unix:/path, ssh:target[/host], or (Windows) pipe:name
+! @gamma is not registered here ({HOME}/registry.json) and no hub is configured; see who is: sotd comm list
 [exit 1]
 
 % stale beta
@@ -43,8 +45,10 @@ $ alpha send @beta hi
 % garbage-registry
 $ alpha send @beta hi
 ! FAILED -> @beta: the registry could not be read, so identity @alpha is unverified; nothing was sent
+! see why and what to do: sotd doctor
 [exit 1]
 
 $ alpha send --broadcast hi
 ! FAILED -> --broadcast: the registry could not be read; nothing was sent
+! see why and what to do: sotd doctor
 [exit 1]

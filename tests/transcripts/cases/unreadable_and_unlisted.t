@@ -33,14 +33,17 @@ $ alpha send @beta back again
 % garbage-registry
 $ alpha list
 ! FAILED: the registry could not be read; nothing was listed
+! see why and what to do: sotd doctor
 [exit 1]
 
 $ alpha leave
 ! FAILED: the registry could not be read; nothing was removed
+! see why and what to do: sotd doctor
 [exit 1]
 
 $ alpha leave --name beta
 ! FAILED: the registry could not be read; nothing was removed
+! see why and what to do: sotd doctor
 [exit 1]
 
 $ beta poll

@@ -1,0 +1,675 @@
+"""``sotd doctor``: what is wrong on this box, why it matters, and the command that fixes it.
+
+Spec: issue 13 part 4 (the checks, ``--json``, exit 0 healthy / 1 a problem, read-only unless ``--fix``);
+every rule it applies is the rule's own function (``layout.is_open`` and ``tighten``, ``registry.read``,
+``reglock.read_fresh`` and ``holder.judge``, ``inbox.torn_tail``/``cut_torn_tail``, ``cursor.offset``,
+``lockmanager.decide``, ``install.merge_claude_settings``, ``identity.check``), never a second copy.
+Guarantee: without ``--fix`` nothing under the comm folder or anywhere else is written; ``--fix`` applies
+only fixes that are safe by the contract (tightening modes as every command does; the registry lock's own
+reclaim, which removes a lock only when its holder is proven dead; removing reclaim markers whose holder
+and reclaimer are both proven dead, while holding the registry lock; cutting a torn inbox tail under the
+inbox lock, as the next appender would) and prints each. Each finding names a command the user can type.
+What would break it: a check that writes, or a fix that removes a lock on anything but proof of death.
+
+The findings are values (``Finding``); the checks gather facts and make them; ``run`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from sotd.cli.common import out
+from sotd.errors import SotdError, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sotd.formats.layout import Layout
+
+DAEMON_ASK_S = 3.0
+
+
+class Finding:
+    """One problem: a stable ``code``, what is wrong, why it matters, the command that fixes it, and
+    (when it is safe by the contract) the fix ``--fix`` applies, which returns what it did."""
+
+    __slots__ = ("code", "fix", "repair", "what", "why")
+
+    def __init__(
+        self, code: str, what: str, why: str, fix: str, repair: Callable[[], str] | None = None
+    ) -> None:
+        self.code = code
+        self.what = what
+        self.why = why
+        self.fix = fix
+        self.repair = repair
+
+    def doc(self) -> dict[str, object]:
+        return {
+            "code": self.code,
+            "what": self.what,
+            "why": self.why,
+            "fix": self.fix,
+            "fixable": bool(self.repair),
+        }
+
+
+class Report:
+    """The findings and the checks that passed (``ok``: one line each)."""
+
+    __slots__ = ("findings", "ok")
+
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.ok: list[str] = []
+
+    def add(self, f: Finding) -> None:
+        self.findings.append(f)
+
+
+# ------------------------------------------------------------------------------------------ comm folder
+
+
+def check_folder(lay: Layout, env: dict[str, str], rep: Report) -> bool:
+    """The folder and its modes. False when there is no folder (the folder checks stop there)."""
+    from sotd.formats import layout as layout_mod
+
+    if not os.path.isdir(lay.home):
+        rep.add(
+            Finding(
+                "no_comm_folder",
+                f"there is no comm folder at {lay.home}",
+                "no session on this box can join, send or read mail until it exists",
+                "sotd comm join (any comm command makes it; sotd doctor --fix makes it too)",
+                lambda: _make_folder(lay),
+            )
+        )
+        return False
+    open_paths = []
+    try:
+        mode = os.lstat(lay.home).st_mode
+    except OSError:
+        mode = 0
+    if layout_mod.is_open(mode):  # behaviour 6.0 looks at the folder itself: a private one hides the rest
+        open_paths.append(f"{lay.home} ({oct(mode & 0o777)})")
+    if open_paths:
+        rep.add(
+            Finding(
+                "folder_modes",
+                "the comm folder is open to group or other: " + ", ".join(open_paths),
+                "other users of this machine could read the mail or write into the inboxes",
+                "sotd doctor --fix (or any comm command: each tightens the folder as it starts)",
+                lambda: "; ".join(layout_mod.tighten(lay, env)) or f"tightened {lay.home} (chmod go-rwx)",
+            )
+        )
+    else:
+        rep.ok.append(f"comm folder {lay.home}: private")
+    return True
+
+
+def _make_folder(lay: Layout) -> str:
+    from sotd.formats import layout as layout_mod
+    from sotd.formats import registry
+
+    warnings = layout_mod.ensure_home(lay)
+    registry.ensure(lay)
+    return "; ".join(warnings) or f"made the comm folder {lay.home}"
+
+
+def check_registry(lay: Layout, rep: Report) -> dict[str, object]:
+    """The registry parses. Its rows (empty when it does not)."""
+    from sotd.errors import RegistryUnreadable
+    from sotd.formats import registry
+
+    try:
+        doc = registry.read(lay)
+    except RegistryUnreadable as e:
+        rep.add(
+            Finding(
+                "registry_unreadable",
+                f"the registry {lay.registry} cannot be read: {e.message}",
+                "no send can verify its sender and no join can take a handle, so nothing is sent",
+                f"move it aside and join again (its rows are lost): mv {lay.registry} {lay.registry}.bad; "
+                "sotd comm join",
+            )
+        )
+        return {}
+    agents = registry.agents_of(doc) if doc is not None else {}
+    rep.ok.append(f"registry {lay.registry}: {len(agents)} row(s)")
+    return agents
+
+
+def check_registry_lock(lay: Layout, host: str, rep: Report) -> None:
+    """The registry lock: a holder proven dead (the lock's own reclaim clears it), and reclaim markers
+    whose holder and reclaimer are both proven dead."""
+    from sotd.formats import holder, reglock
+
+    shape, value = reglock.read_fresh(lay.reglock)
+    me = holder.own(host)
+    if shape == "record" and isinstance(value, holder.Holder):
+        verdict, why = holder.judge(value, me)
+        if verdict == holder.DEAD:
+            rep.add(
+                Finding(
+                    "registry_lock_dead_holder",
+                    f"the registry lock {lay.reglock} is held by {value.name} pid {value.pid}, which is dead "
+                    f"({why})",
+                    "every join, leave and send waits for it, then reclaims it (up to the lock's bound)",
+                    "sotd doctor --fix (the lock's own reclaim: removed only on proof of death)",
+                    lambda: _reclaim(lay, host),
+                )
+            )
+        else:
+            rep.ok.append(f"registry lock: held by {value.name} pid {value.pid} ({why})")
+    elif shape == "gone":
+        rep.ok.append("registry lock: free")
+    elif shape in ("dir", "garbage"):
+        rep.add(
+            Finding(
+                "registry_lock_by_hand",
+                f"the registry lock {lay.reglock} names no holder ("
+                + (
+                    "a folder, as an older version made it"
+                    if shape == "dir"
+                    else f"its first line is {value!r}"
+                )
+                + "), so no death can be proven and no command will remove it",
+                "every join, leave and send fails on it after the lock's bound",
+                f"when no sot-comm command is running: rm -r {lay.reglock}",
+            )
+        )
+    markers = _dead_markers(lay, me)
+    if markers:
+        rep.add(
+            Finding(
+                "stale_reclaim_markers",
+                f"{len(markers)} reclaim marker(s) of dead holders are left: " + ", ".join(markers),
+                "they are inert, but each is a file the lock's reclaim walks past forever",
+                "sotd doctor --fix (removes them while it holds the registry lock)",
+                lambda: _remove_markers(lay, host),
+            )
+        )
+
+
+def _marker_holder(name: str) -> object:
+    """The holder a marker's name records (``.registry.lock.reclaim.<id>``, ``:`` written as ``.``)."""
+    from sotd.errors import FormatError
+    from sotd.formats import holder
+
+    ident = name[len(".registry.lock.reclaim.") :]
+    parts = ident.rsplit(".", 5)
+    try:
+        return holder.Holder.parse(":".join(parts))
+    except FormatError:
+        return None
+
+
+def _dead_markers(lay: Layout, me: object) -> list[str]:
+    from sotd.formats import holder, reglock
+
+    try:
+        names = sorted(n for n in os.listdir(lay.home) if n.startswith(".registry.lock.reclaim."))
+    except OSError:
+        return []
+    dead = []
+    for n in names:
+        named = _marker_holder(n)
+        shape, reclaimer = reglock.read_fresh(os.path.join(lay.home, n))
+        if (
+            not isinstance(named, holder.Holder)
+            or shape != "record"
+            or not isinstance(reclaimer, holder.Holder)
+        ):
+            continue
+        if holder.judge(named, me)[0] == holder.DEAD and holder.judge(reclaimer, me)[0] == holder.DEAD:  # type: ignore[arg-type]
+            dead.append(os.path.join(lay.home, n))
+    return dead
+
+
+def _reclaim(lay: Layout, host: str) -> str:
+    from sotd.formats import reglock
+
+    with reglock.hold(lay, host, reglock.wait_bound()):
+        pass
+    return f"reclaimed and released the registry lock {lay.reglock}"
+
+
+def _remove_markers(lay: Layout, host: str) -> str:
+    from sotd.formats import holder, reglock
+
+    with reglock.hold(lay, host, reglock.wait_bound()):
+        gone = _dead_markers(lay, holder.own(host))
+        for p in gone:
+            os.unlink(p)
+    return f"removed {len(gone)} reclaim marker(s)"
+
+
+def check_inboxes(lay: Layout, env: dict[str, str], agents: dict[str, object], rep: Report) -> None:
+    """Torn tails (a writer died mid-line) and read cursors that do not fit their inbox."""
+    from sotd import handles
+    from sotd.formats import cursor, inbox
+
+    try:
+        names = sorted(n[: -len(".jsonl")] for n in os.listdir(lay.inbox_dir) if n.endswith(".jsonl"))
+    except OSError:
+        names = []
+    bad = 0
+    for h in names:
+        if not handles.is_valid(h):
+            continue
+        try:
+            torn = inbox.torn_tail(lay, h)
+        except OSError:
+            torn = 0
+        if torn:
+            bad += 1
+            rep.add(
+                Finding(
+                    "torn_inbox_tail",
+                    f"the inbox of @{h} ends in {torn} bytes of an unterminated line (a writer died mid-line)",
+                    "readers skip it and the next message to it cuts it; until then it is dead weight",
+                    "sotd doctor --fix (cuts it under the inbox lock, as the next writer would)",
+                    _cutter(lay, env, h),
+                )
+            )
+        text = cursor.read(lay, h)
+        data = inbox.read_all(lay, h) or b""
+        lines = [ln for ln in data.split(b"\n")[: data.count(b"\n")]]
+        if text.strip() and not text.startswith("0") and cursor.offset(text, lines, h) == 0:
+            bad += 1
+            who = "its session" if h in agents else "the session that holds it"
+            rep.add(
+                Finding(
+                    "cursor_past_end",
+                    f"the read cursor of @{h} ({text.strip()}) does not fit its inbox ({len(lines)} line(s))",
+                    "the next poll shows every line of that inbox again, as if none had been read",
+                    f"run comm-poll.sh (sotd comm poll) in {who}: poll writes a fresh cursor",
+                )
+            )
+    if not bad:
+        rep.ok.append(f"inboxes: {len(names)}, none torn, every cursor fits")
+
+
+def _cutter(lay: Layout, env: dict[str, str], h: str) -> Callable[[], str]:
+    def cut() -> str:
+        from sotd.formats import inbox, lockmanager
+
+        own = lockmanager.own_lock(lay)
+        if own is None:
+            raise SotdError(
+                "this box does not take the inbox lock itself, so it cannot cut the tail",
+                hint="the next message filed to it cuts it: sotd comm send @" + h + " ...",
+            )
+        n = inbox.cut_torn_tail(lay, h, nfs=lockmanager.is_nfs(own), bound=inbox.inbox_wait(env))
+        return f"cut {n} bytes from the inbox of @{h}"
+
+    return cut
+
+
+def check_lock_record(lay: Layout, host: str, env: dict[str, str], rep: Report) -> None:
+    """The inbox-lock-manager record against this box's mount of ``inbox/``."""
+    from sotd import topology
+    from sotd.formats import lockmanager
+
+    own = lockmanager.lock_identity(lay.inbox_dir)
+    try:
+        record = lockmanager.read_record(lay)
+    except OSError as e:
+        rep.add(
+            Finding(
+                "lock_record_unreadable",
+                f"the inbox lock record {lay.lock_manager} cannot be read: {e.strerror or e}",
+                "no box can tell whether it may append to the inboxes itself",
+                f"check its permissions: ls -l {lay.lock_manager}",
+            )
+        )
+        return
+    if record is not None and record[0] == own and own != "none":
+        rep.ok.append(f"inbox lock record: {own} (this box appends itself)")
+        return
+    try:
+        topo = topology.load(env)
+    except topology.TopologyError:
+        topo = None
+    hub = topo.hub if topo is not None else host
+    decision = lockmanager.decide(record, own, lockmanager.machine_id_or_none(), topo is None or hub == host)
+    if record is None:
+        what = f"there is no inbox lock record at {lay.lock_manager}"
+    else:
+        what = f"the inbox lock record names {record[0]}, but this box's lock identity for inbox/ is {own}"
+    if decision == lockmanager.GUEST:
+        rep.ok.append(
+            f"inbox lock record: {record[0] if record else 'none'} (this box hands mail to the hub {hub})"
+        )
+        return
+    rep.add(
+        Finding(
+            "lock_record",
+            what,
+            "this box cannot append mail itself: every send needs a daemon to file it",
+            "sotd daemon start (the hub writes the record; a running one writes it at its next filing)"
+            if decision in lockmanager.WRITES
+            else f"see docs/daemon.md: the record is another lock manager's ({decision})",
+        )
+    )
+
+
+# ------------------------------------------------------------------------------------------- daemons
+
+
+def _ask(endpoint: str, env: dict[str, str], op: str = "version.query") -> dict[str, object]:
+    from sotd import runtime
+    from sotd.client import unix
+    from sotd.wire import messages
+
+    hello = messages.hello_payload(
+        host=runtime.self_host(env) or "unknown",
+        os_user=messages.os_user_for_uid(os.geteuid()),
+        role="cli",
+        name="sotd-doctor",
+    )
+    ep, discard = unix.parse_endpoint(endpoint)
+    if ep is None:
+        raise SotdError(discard or f"bad endpoint '{endpoint}'")
+    if ep.kind == "ssh":
+        from sotd.client import ssh
+
+        return ssh.request(ep.target, ep.host, op, {}, hello, deadline_s=DAEMON_ASK_S * 3, environ=env)
+    return unix.request(ep.path, op, {}, hello, deadline_s=DAEMON_ASK_S)
+
+
+def check_daemon(env: dict[str, str], rep: Report) -> bool:
+    """This box's daemon: answering, its version, whether it asks to be restarted. True when it answers."""
+    from sotd import __version__, runtime
+
+    sock = runtime.socket_path(env)
+    try:
+        info = _ask("unix:" + sock, env).get("daemon")
+    except SotdError as e:
+        rep.add(
+            Finding(
+                "daemon_down",
+                f"no daemon answers at {sock} ({e.message})",
+                "mail this box cannot append itself is not filed, and rows and the wake do not run "
+                "(commands start it when they need it, unless SOT_DAEMON_AUTOSTART=off)",
+                "sotd daemon start",
+            )
+        )
+        return False
+    info = info if isinstance(info, dict) else {}
+    if info.get("version") != __version__:
+        rep.add(
+            Finding(
+                "daemon_version",
+                f"the daemon at {sock} runs sotd {info.get('version')}, this command is {__version__}",
+                "the two may not speak the same ops or write the same formats",
+                "sotd daemon stop; sotd daemon start",
+            )
+        )
+    elif info.get("restart_requested"):
+        rep.add(
+            Finding(
+                "daemon_code_changed",
+                f"the daemon at {sock} asks to be restarted: {info['restart_requested']}",
+                "it still runs the code it started with",
+                "sotd daemon stop; sotd daemon start",
+            )
+        )
+    else:
+        rep.ok.append(f"daemon at {sock}: pid {info.get('pid')}, sotd {info.get('version')}")
+    return True
+
+
+def check_topology(env: dict[str, str], host: str, rep: Report) -> None:
+    """``hosts.toml``: readable; the hub answers over its route (from a guest); every other box answers
+    over its ssh route (from the hub)."""
+    from sotd import topology
+
+    try:
+        topo = topology.load(env)
+    except topology.TopologyError as e:
+        rep.add(
+            Finding(
+                "hosts_toml_unreadable",
+                topology.unreadable_text(e.message),
+                "this box names no hub: mail for a handle its folder does not list goes nowhere",
+                f"fix the file (docs/deploy.md shows its shape): {topology.path(env)}",
+            )
+        )
+        return
+    if topo is None:
+        rep.ok.append("hosts.toml: none (this box is its own hub)")
+        return
+    ep = topology.relay_endpoint(topo, host)
+    routes = (
+        [(topo.hub, ep)] if ep else [(b, f"ssh:{topo.boxes[b].ssh}/{b}") for b in topo.guests() if b != host]
+    )
+    for box, route in routes:
+        try:
+            _ask(route, env)
+        except SotdError as e:
+            rep.add(
+                Finding(
+                    "box_unreachable",
+                    f"the daemon of {box} does not answer over {route} ({e.message})",
+                    "mail between this box and that one is not carried",
+                    f"on {box}: sotd daemon start (and check the route: sotd doctor on {box})",
+                )
+            )
+        else:
+            rep.ok.append(f"{box}: answers over {route}")
+
+
+def check_rows(env: dict[str, str], rep: Report) -> None:
+    """Rows whose agent is not running (phases terminal and ended_no_respawn)."""
+    from sotd import runtime
+
+    try:
+        listed = _ask("unix:" + runtime.socket_path(env), env, "workspace.list").get("workspaces")
+    except SotdError:
+        return
+    rows = [r for r in listed if isinstance(r, dict)] if isinstance(listed, list) else []
+    down = [r for r in rows if r.get("phase") in ("terminal", "ended_no_respawn")]
+    for r in down:
+        rep.add(
+            Finding(
+                "row_down",
+                f"row {r.get('slug')} (@{r.get('handle') or '?'}, {r.get('project_root')}) is {r.get('phase')}",
+                "its agent does not run: mail to it waits unread and nothing wakes it",
+                f"sotd comm despawn {r.get('slug')} (then sotd comm spawn {r.get('project_root')} to run it again)",
+            )
+        )
+    if not down:
+        rep.ok.append(f"rows: {len(rows)}, every one running or starting")
+
+
+# -------------------------------------------------------------------------------------- hooks, identity
+
+
+def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
+    """The wrappers (installed, pointing at an existing sotd, on PATH) and the hooks in the agents'
+    settings (registered as ``sotd comm install --agent-settings`` registers them)."""
+    import shutil
+
+    from sotd.cli import install
+
+    sample = os.path.join(lay.bin_dir, "comm-send.sh")
+    if not os.path.exists(sample):
+        rep.add(
+            Finding(
+                "wrappers_missing",
+                f"the comm-*.sh wrappers are not installed in {lay.bin_dir}",
+                "agents and their hooks call sot-comm through them",
+                "sotd comm install --agent-settings",
+            )
+        )
+        return
+    expected = install.wrapper_text(install.sotd_executable(), "comm-send.sh", "comm send")
+    with open(sample, encoding="utf-8", errors="replace") as f:
+        if f.read() != expected:
+            rep.add(
+                Finding(
+                    "wrappers_stale",
+                    f"the wrappers in {lay.bin_dir} run another sotd than this one ({install.sotd_executable()})",
+                    "that sotd may be gone or older: agents would run it",
+                    "sotd comm install",
+                )
+            )
+    found = shutil.which("comm-send.sh", path=env.get("PATH", ""))
+    if found is None or os.path.dirname(os.path.realpath(found)) != os.path.realpath(lay.bin_dir):
+        rep.add(
+            Finding(
+                "wrappers_not_on_path",
+                f"{lay.bin_dir} is not on PATH" + (f" (comm-send.sh is {found})" if found else ""),
+                "agents type comm-send.sh and comm-poll.sh; they would not find these",
+                f'add it to PATH (e.g. in ~/.profile): export PATH="{lay.bin_dir}:$PATH"',
+            )
+        )
+    home = env.get("HOME") or os.path.expanduser("~")
+    claude = os.path.join(home, ".claude", "settings.json")
+    settings: list[tuple[str, str, tuple[tuple[str, str | None, str], ...], str]] = [
+        (claude, "Claude Code", install.CLAUDE_EVENTS, f"sotd comm install --agent-settings={claude}")
+    ]
+    codex = os.path.join(home, ".codex")
+    if os.path.isdir(
+        codex
+    ):  # only where Codex is set up: its hooks are registered by hand (install prints them)
+        block = (
+            "sotd comm install (it prints the block for Codex's hooks.json), then trust them in Codex: /hooks"
+        )
+        settings.append((os.path.join(codex, "hooks.json"), "Codex", install.CODEX_EVENTS, block))
+    for path, agent, events, how in settings:
+        try:
+            with open(path, "rb") as f:
+                doc = json.loads(f.read() or b"{}")
+        except FileNotFoundError:
+            doc = {}
+        except (OSError, ValueError) as e:
+            rep.add(
+                Finding(
+                    "agent_settings_unreadable",
+                    f"{agent}'s settings {path} cannot be read: {e}",
+                    "the hooks cannot be checked or registered there",
+                    f"fix the file, then: {how}",
+                )
+            )
+            continue
+        if not isinstance(doc, dict) or install.merge_claude_settings(doc, lay.bin_dir, events):
+            rep.add(
+                Finding(
+                    "hooks_not_registered",
+                    f"the sot-comm hooks are not (all) registered in {agent}'s settings {path}",
+                    "without them a turn ends with mail unread and nothing marks the session busy or idle",
+                    how,
+                )
+            )
+        else:
+            rep.ok.append(f"{agent} hooks: registered in {path}")
+
+
+def check_identity(env: dict[str, str], rep: Report) -> None:
+    """This session's own identity: the identity check, and a joined handle when it is a session."""
+    from sotd import identity
+    from sotd.cli.common import Context
+
+    status, why = identity.check(env)
+    if status:
+        rep.add(
+            Finding(
+                "identity_refused",
+                f"this process has no comm identity: {why}",
+                "its sends and polls are refused",
+                "run it inside the session or row it names (or, outside any: unset SOT_COMM_SELF_FILE "
+                "SOT_WORKSPACE_ID)",
+            )
+        )
+        return
+    try:
+        ctx = Context(env)
+    except SotdError as e:
+        rep.add(Finding("context_failed", e.message, "no command can name this session", "sotd comm context"))
+        return
+    if ctx.name:
+        rep.ok.append(f"identity: @{ctx.name} ({ctx.self_file})")
+    elif env.get("SOT_COMM_SELF_FILE") or env.get("CLAUDECODE") or env.get("SOT_WORKSPACE"):
+        rep.add(
+            Finding(
+                "not_joined",
+                f"this session has not joined (no handle in {ctx.self_file})",
+                "it cannot send, and mail for it has no inbox",
+                "sotd comm join",
+            )
+        )
+    else:
+        rep.ok.append("identity: not a joined session (nothing to check)")
+
+
+# ------------------------------------------------------------------------------------------------ run
+
+
+def examine(env: dict[str, str]) -> Report:
+    from sotd import runtime
+    from sotd.formats.layout import Layout
+
+    rep = Report()
+    lay = Layout.from_env(env)
+    host = runtime.self_host(env)
+    if check_folder(lay, env, rep):
+        agents = check_registry(lay, rep)
+        check_registry_lock(lay, host, rep)
+        check_inboxes(lay, env, agents, rep)
+        check_lock_record(lay, host, env, rep)
+        check_hooks(lay, env, rep)
+    if check_daemon(env, rep):
+        check_rows(env, rep)
+    check_topology(env, host, rep)
+    check_identity(env, rep)
+    return rep
+
+
+def run(argv: list[str]) -> int:
+    as_json = fix = False
+    for a in argv:
+        if a == "--json":
+            as_json = True
+        elif a == "--fix":
+            fix = True
+        else:
+            raise UsageError(f"sotd doctor: unexpected argument '{a}' (see: sotd doctor --help)")
+    env = dict(os.environ)
+    rep = examine(env)
+    fixed: list[dict[str, str]] = []
+    if fix and any(f.repair for f in rep.findings):
+        for f in rep.findings:
+            if f.repair is None:
+                continue
+            try:
+                done = f.repair()
+            except (SotdError, OSError) as e:
+                done = f"not fixed: {e}"
+            fixed.append({"code": f.code, "done": done})
+            if not as_json:
+                out(f"fixed {f.code}: {done}")
+        rep = examine(env)
+    if as_json:
+        doc = {
+            "healthy": not rep.findings,
+            "findings": [f.doc() for f in rep.findings],
+            "ok": rep.ok,
+            "fixed": fixed,
+        }
+        out(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        for line in rep.ok:
+            out(f"ok  {line}")
+        for f in rep.findings:
+            out(f"PROBLEM {f.code}: {f.what}")
+            out(f"  why: {f.why}")
+            out(f"  fix: {f.fix}")
+        n = len(rep.findings)
+        out("sotd doctor: no problem found" if not n else f"sotd doctor: {n} problem(s) found")
+    sys.stdout.flush()
+    return 0 if not rep.findings else 1

@@ -1,0 +1,48 @@
+"""The next step a failed command names, as a line the user can type (issue 13, "errors name the fix").
+
+Spec: behaviour.md's sentences stay byte for byte; a hint is the second line under one (D15: our words).
+Guarantee: every failure these functions cover carries a command that, typed as shown, is the next step
+(start the daemon, see who is registered), and none replaces the protocol's own sentence.
+What would break it: a hint that names a command this package does not have, or one folded into the
+protocol sentence (scripts match the first line exactly).
+
+Pure functions: text in, text out; the commands print nothing (only ``sotd.cli.main`` prints).
+"""
+
+from __future__ import annotations
+
+START_DAEMON = "sotd daemon start"
+LIST = "sotd comm list"
+
+
+def no_daemon(socket_path: str, start_failed: str = "") -> str:
+    """A command that needed this box's daemon and found none at ``socket_path``: autostart was off
+    (``start_failed`` empty), or its try failed with those words."""
+    if start_failed:
+        return f"starting this box's daemon failed ({start_failed}); see its log, then: {START_DAEMON}"
+    return f"no daemon runs at {socket_path} (SOT_DAEMON_AUTOSTART is off); start it: {START_DAEMON}"
+
+
+def daemon_silent() -> str:
+    """A daemon socket is there but nobody answered on it (a daemon that died, or a hung one)."""
+    return f"check it: sotd daemon status (a hung one: sotd daemon stop; {START_DAEMON})"
+
+
+def registry_unreadable() -> str:
+    """A registry that exists but cannot be read: doctor says why and names the way out."""
+    return "see why and what to do: sotd doctor"
+
+
+def not_registered(handle: str, registry_path: str, no_relay_why: str) -> str:
+    """A handle this folder's registry does not list, and no relay to ask: ``no_relay_why`` is
+    ``topology.relay_endpoint_or_reason``'s reason (``topology.NO_HUB`` on a box with no ``hosts.toml``)."""
+    from sotd import topology
+
+    if no_relay_why == topology.NO_HUB:
+        return (
+            f"@{handle} is not registered here ({registry_path}) and no hub is configured; see who is: {LIST}"
+        )
+    return (
+        f"@{handle} is not registered here ({registry_path}) and the hub cannot be asked ({no_relay_why}); "
+        f"see who is: {LIST}"
+    )

@@ -1,0 +1,298 @@
+"""The command table: every ``sotd`` command's synopsis, summary and options, and the help made from it.
+
+Spec: issue 13 "--help everywhere" (usage and options, exit 0, made from one table per command; an
+unknown option exits 2 with the usage); D15 (the wording of usage and help is ours).
+Guarantee: ``--help`` of any command prints text generated from its one entry here, so the help shown
+and the options checked (``check``) can never disagree; ``sotd.cli.main`` runs ``check`` before a
+command's module is imported, and only when an argument starts with ``-`` (the hot path pays nothing).
+What would break it: a command whose own parser accepts an option its entry does not list (``check``
+would refuse it with exit 2); a test compares each parser's option names with its entry.
+
+A leaf (standard library only), so the CLI and the daemon can both print from it. Pure functions.
+"""
+
+from __future__ import annotations
+
+# One entry per command path ("" is ``sotd`` itself; "comm", "daemon" and "ocx" are groups whose help
+# lists their members). Each entry: (synopsis, summary, options, free). An option is (flag, value name or
+# "" for a switch, help). ``free``: the words after the first positional one are text (a message), so
+# option checking stops there.
+Opt = tuple[str, str, str]
+Entry = tuple[str, str, tuple[Opt, ...], bool]
+
+_SOCKET: Opt = ("--socket", "PATH", "the daemon's socket (default: $SOT_SOCKET, else this user's default)")
+_ENDPOINT: Opt = (
+    "--endpoint",
+    "EP",
+    "the daemon to ask: unix:PATH or ssh:target[/host] (default: this box's)",
+)
+_JSON: Opt = ("--json", "", "print JSON for scripts")
+_REPO: Opt = ("--repo", "R", "the OCX repository (its name in ocx.toml)")
+
+TABLE: dict[str, Entry] = {
+    "": (
+        "<command> [args]",
+        "sot-comm: mail between coding-agent sessions, a daemon that files it and runs agent rows, OCX.",
+        (("--version", "", "print the version"),),
+        False,
+    ),
+    "comm": ("<verb> [args]", "the commands sessions type (each has a comm-<verb>.sh wrapper)", (), False),
+    "comm context": ("", "print this session's context: host, handle, project root, comm folder", (), False),
+    "comm join": (
+        "[NAME] [options]",
+        "take a handle in this comm folder: NAME, else $SOT_COMM_NAME, else this slot's own, else one "
+        "derived from the project folder and the host",
+        (
+            ("--name", "NAME", "the handle to take"),
+            ("--expertise", '"a, b"', "what this session knows, shown by list"),
+            ("--repin", "", "pin this slot to the handle again"),
+        ),
+        False,
+    ),
+    "comm leave": (
+        "[options]",
+        "remove this session's row (never its inbox or cursor)",
+        (("--name", "HANDLE", "remove another handle's row instead"),),
+        False,
+    ),
+    "comm send": (
+        '@name "msg" | --broadcast "msg"',
+        "file one message; the answer is `filed -> @h` (exit 0) or `FAILED -> @h: <reason>` (exit 1)",
+        (("--broadcast", "", "one copy to every handle this folder lists, but this one"),),
+        True,
+    ),
+    "comm poll": ("", "show the mail past the read cursor, then move the cursor", (), False),
+    "comm unread": (
+        "[HANDLE]",
+        "the number of directed unread messages (default: this session's handle)",
+        (),
+        False,
+    ),
+    "comm list": ("", "who is registered in this comm folder, live or stale", (), False),
+    "comm status": (
+        'prompt|stop|interrupted|working|idle|blocked|done|waiting ["text"]',
+        "record this session's work state (events from the hooks, states from the agent)",
+        (),
+        True,
+    ),
+    "comm spawn": (
+        "<repo-path> [options]",
+        "run an agent for a project as a row of this box's daemon (started when none runs)",
+        (
+            ("--name", "NAME", "the row's handle"),
+            ("--agent", "claude|codex", "which agent to run"),
+            ("--account", "A", "the agent account to use"),
+            ("--expertise", '"a, b"', "the row's expertise"),
+            ("--task", '"do X"', "the first prompt typed into the row"),
+            ("--label", "L", "the row's label"),
+            ("--display-label", "L", "the label shown to people"),
+            _ENDPOINT,
+            ("--command", "'argv words'", "run this command as the row's agent"),
+        ),
+        False,
+    ),
+    "comm despawn": (
+        "<name|slug|workspace_id> [options]",
+        "stop a row and remove it",
+        (_ENDPOINT,),
+        False,
+    ),
+    "comm install": (
+        "[options]",
+        "put the comm-*.sh wrappers and the agent hooks into $SOT_COMM_HOME/bin",
+        (
+            (
+                "--agent-settings",
+                "[=PATH]",
+                "also register the hooks in Claude Code's settings (~/.claude/settings.json)",
+            ),
+        ),
+        False,
+    ),
+    "comm hook": (
+        "stop|prompt|pre-tool|post-tool|permission",
+        "the agent hooks (run by Claude Code or Codex; JSON on stdin)",
+        (),
+        False,
+    ),
+    "comm relay": ('send @to "msg" | send --all "msg"', "the relay's send (comm-relay.sh send)", (), True),
+    "daemon": (
+        "<command> [--socket PATH]",
+        "this box's daemon: files mail, links boxes, runs rows",
+        (),
+        False,
+    ),
+    "daemon run": ("[options]", "serve in the foreground until SIGTERM or SIGINT", (_SOCKET,), False),
+    "daemon start": (
+        "[options]",
+        "start one in the background (unless one answers); prints its socket",
+        (_SOCKET,),
+        False,
+    ),
+    "daemon stop": ("[options]", "stop the daemon that the status file names", (_SOCKET,), False),
+    "daemon status": (
+        "[options]",
+        "ask the daemon for its version, role, links and restart request",
+        (_SOCKET,),
+        False,
+    ),
+    "daemon reload": (
+        "[options]",
+        "read hosts.toml again and apply it without dropping working links; prints what changed",
+        (_SOCKET,),
+        False,
+    ),
+    "daemon install": (
+        "[options]",
+        "write a systemd user unit that runs the daemon (enabled where systemd runs for you)",
+        (_SOCKET,),
+        False,
+    ),
+    "daemon uninstall": ("[options]", "disable and remove that systemd user unit", (_SOCKET,), False),
+    "doctor": (
+        "[options]",
+        "check this box: comm folder, locks, inboxes, the daemon, hub and links, rows, hooks, identity",
+        (_JSON, ("--fix", "", "apply the fixes that are safe, printing each")),
+        False,
+    ),
+    "stdio-bridge": (
+        "[options]",
+        "join stdin/stdout to a daemon (what an ssh link runs on the far box)",
+        (
+            ("--endpoint", "unix:<path>", "the daemon to join (default: this box's)"),
+            ("--host", "<host>", "the host this end declares"),
+        ),
+        False,
+    ),
+    "topology": (
+        "relay-endpoint|path",
+        "what hosts.toml says: the relay endpoint, or the file's path",
+        (),
+        False,
+    ),
+    "ocx": ("<command> [args]", "OCX v2 messages carried through Fossil", (), False),
+    "ocx post": ("FILE [options]", "post a message; prints its hash", (_REPO, _JSON), False),
+    "ocx answer": (
+        "HASH [options]",
+        "answer a message",
+        (("--kind", "K", "the answer's kind"), ("--body", "JSON", "the answer's body"), _REPO, _JSON),
+        False,
+    ),
+    "ocx list": (
+        "[options]",
+        "list messages",
+        (
+            ("--to", "L", "addressed to L"),
+            ("--re", "H", "answering H"),
+            ("--kind", "K", "of kind K"),
+            _REPO,
+            _JSON,
+        ),
+        False,
+    ),
+    "ocx show": ("HASH [options]", "show one message", (_JSON,), False),
+    "ocx answers": ("HASH [options]", "the answers to a message", (_JSON,), False),
+    "ocx sync": ("[options]", "sync with the node's peers", (_JSON,), False),
+    "ocx rebuild": ("[options]", "rebuild the index from the repositories", (_REPO,), False),
+    "ocx clone": ("URL FILE", "clone a repository", (), False),
+    "ocx server-code": (
+        "REPO [options]",
+        "print (or make) a repository's server code",
+        (("--new", "", "make a new one"),),
+        False,
+    ),
+    "ocx node": (
+        "[options]",
+        "run the node (sync, runs) in the foreground",
+        (("--once", "", "one pass, then exit"), ("--interval", "S", "seconds between passes")),
+        False,
+    ),
+}
+
+HELP_OPT: Opt = ("-h, --help", "", "show this help and exit")
+
+
+def members(path: str) -> list[str]:
+    """The commands one word below ``path`` (a group's members), in table order."""
+    depth = len(path.split()) + 1 if path else 1
+    prefix = f"{path} " if path else ""
+    return [k for k in TABLE if k.startswith(prefix) and k and len(k.split()) == depth]
+
+
+def flags(path: str) -> list[str]:
+    """The option names of ``path`` (``--agent-settings`` for ``--agent-settings[=PATH]``)."""
+    return [flag for flag, _value, _help in TABLE[path][2]]
+
+
+def name_of(path: str, prog: str = "") -> str:
+    """What the user typed for ``path``: the wrapper's name when one ran us (``$SOT_COMM_PROG``)."""
+    return prog if prog and path.startswith("comm ") else f"sotd {path}".rstrip()
+
+
+def _shown(opt: Opt) -> str:
+    flag, value, _help = opt
+    return flag + value if value.startswith("[") else f"{flag} {value}".rstrip()
+
+
+def usage(path: str, prog: str = "") -> str:
+    """``usage: <name> <synopsis>``, the synopsis's ``[options]`` spelled out from the entry's options."""
+    synopsis, _summary, opts, _free = TABLE[path]
+    if "[options]" in synopsis:
+        synopsis = synopsis.replace("[options]", " ".join(f"[{_shown(o)}]" for o in opts))
+    return f"usage: {name_of(path, prog)} {synopsis}".rstrip()
+
+
+def usages(group: str) -> str:
+    """One usage line per member of ``group`` (what a wrong command line of that group is shown)."""
+    return "\n".join(usage(k) for k in members(group))
+
+
+def help_text(path: str, prog: str = "") -> str:
+    """Usage, summary, options (``-h, --help`` last) and, for a group, its members."""
+    synopsis, summary, opts, _free = TABLE[path]
+    lines = [usage(path, prog), "", summary]
+    below = members(path)
+    if below:
+        width = max(len(k.split()[-1]) for k in below)
+        lines += ["", "commands:" if not path else f"{path} commands:"]
+        for k in below:
+            lines.append(f"  {k.split()[-1]:<{width}}  {TABLE[k][1]}")
+        lines += [
+            "",
+            f"`{name_of(path, prog)} {synopsis.split()[0]} --help` shows each one's options",
+        ]
+    shown = [(_shown(o), o[2]) for o in (*opts, HELP_OPT)]
+    width = max(len(left) for left, _ in shown)
+    lines += ["", "options:"]
+    lines += [f"  {left:<{width}}  {text}" for left, text in shown]
+    return "\n".join(lines) + "\n"
+
+
+HELP = "help"
+BAD = "bad"
+
+
+def check(path: str, argv: list[str]) -> tuple[str, str]:
+    """(``HELP``, "") when help is asked; (``BAD``, the problem) for an option ``path`` does not have;
+    ("", "") otherwise. Options are checked up to ``--``, and for a ``free`` command up to its first
+    positional word (the rest is text). A value-taking option's next word is its value."""
+    _synopsis, _summary, opts, free = TABLE[path]
+    valued = {flag for flag, value, _ in opts if value and not value.startswith("[")}
+    known = {flag for flag, _, _ in opts}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            break
+        if a in ("-h", "--help"):
+            return HELP, ""
+        if a.startswith("--") or (len(a) > 1 and a[0] == "-" and a[1].isalpha()):
+            name = a.split("=", 1)[0]
+            if name not in known:
+                return BAD, f"unknown option '{name}'"
+            if name in valued and "=" not in a:
+                i += 1  # its value, whatever it looks like
+        elif free:
+            break
+        i += 1
+    return "", ""
