@@ -122,7 +122,17 @@ def test_writes_every_script_version_and_record(fresh: Comm) -> None:
         }
     }
     assert "Codex has no Stop hook" not in r.out
+    assert not os.path.exists(os.path.join(fresh.work, ".claude"))  # a plain install leaves Claude Code alone
+    assert (
+        r.out_lines[-1]
+        == "The sot-session-start skill for Claude Code: re-run with --agent-settings or --skill."
+    )
     assert f"('run {fresh.layout.bin_dir}/comm-poll.sh after each task')." in r.out_lines
+    r = install(fresh, "--skill")
+    assert r.code == 0, r
+    skill = os.path.join(fresh.work, ".claude", "skills", "sot-session-start", "SKILL.md")
+    assert r.out_lines[1] == f"Installed the Claude Code skill sot-session-start: {skill}"
+    assert os.listdir(os.path.join(fresh.work, ".claude")) == ["skills"]
 
 
 def printed_blocks(r: Result) -> list[dict]:
@@ -520,7 +530,7 @@ def test_a_skill_the_user_wrote_is_left_alone(fresh: Comm) -> None:
     os.makedirs(os.path.dirname(mine))
     with open(mine, "w") as f:
         f.write("my own notes\n")
-    r = install(fresh)
+    r = install(fresh, "--skill")
     assert r.code == 0, r
     assert (
         f"WARNING: {mine} is not one sotd wrote; it was left as it is, and the skill was not installed"

@@ -714,14 +714,22 @@ def instructions(bin_dir: str) -> list[str]:
     return lines
 
 
-USAGE = "usage: sotd comm install [--agent-settings[=PATH]] [--sotd=PATH]"
+USAGE = """\
+usage: sotd comm install [--agent-settings[=PATH]] [--skill] [--sotd=PATH]
+  --agent-settings[=PATH]  register the hooks and allow rules in ~/.claude/settings.json (or PATH), and
+                           put the sot-session-start skill beside it (skills/sot-session-start/SKILL.md)
+  --skill                  put the skill into ~/.claude/skills only
+  --sotd=PATH              the sotd the scripts run (default: this installation's own)"""
 
 
 def run(argv: list[str]) -> int:
     settings: str | None = None
     sotd: str | None = None
+    skill_wanted = False
     for a in argv:
-        if a == "--agent-settings":
+        if a == "--skill":
+            skill_wanted = True
+        elif a == "--agent-settings":
             settings = os.path.join(os.path.expanduser("~"), ".claude", "settings.json")
         elif a.startswith("--agent-settings="):
             settings = a.split("=", 1)[1]
@@ -746,7 +754,7 @@ def run(argv: list[str]) -> int:
         out(f"Removed retired scripts: {', '.join(removed)}")
     record = read_settings_record(lay)
     claude_dir = os.path.dirname(settings) if settings else os.path.join(os.path.expanduser("~"), ".claude")
-    skill, warning = install_skill(claude_dir, lay.bin_dir)
+    skill, warning = install_skill(claude_dir, lay.bin_dir) if settings or skill_wanted else (None, None)
     if warning:
         err(warning)
     if skill:
@@ -769,6 +777,8 @@ def run(argv: list[str]) -> int:
     if not settings:
         for line in instructions(lay.bin_dir):
             out(line)
+        if not skill_wanted:
+            out(f"The {SKILL} skill for Claude Code: re-run with --agent-settings or --skill.")
     return 0
 
 
