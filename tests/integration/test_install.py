@@ -72,7 +72,12 @@ def test_writes_every_script_version_and_record(fresh: Comm) -> None:
     r = install(fresh)
     assert r.code == 0, r
     assert r.out_lines[0] == f"Installed sot-comm 0.7.0 into {fresh.layout.bin_dir}: {', '.join(SHIPPED)}"
-    assert r.err == ""
+    top = os.path.dirname(os.path.dirname(os.path.dirname(SOTD)))  # this checkout's .venv/bin/sotd
+    assert r.err == (
+        f"note: the scripts run {SOTD}, inside the source checkout {top}; if that checkout moves or its .venv"
+        " is rebuilt they stop (and say so). For a sotd that stays put: pipx install <checkout>, then run"
+        " sotd comm install --sotd=$(command -v sotd)\n"
+    )
     for name in SCRIPTS:
         p = bin_path(fresh, name)
         assert os.path.isfile(p)
@@ -510,7 +515,8 @@ def test_wrappers_and_hooks_say_so_when_the_recorded_sotd_is_gone(fresh: Comm) -
     with open(fake, "w") as f:
         f.write(f'#!/bin/sh\nexec {SOTD} "$@"\n')
     os.chmod(fake, 0o755)
-    assert install(fresh, f"--sotd={fake}").code == 0
+    r = install(fresh, f"--sotd={fake}")
+    assert (r.code, r.err) == (0, "")  # a sotd outside any source checkout: no note
     a = fresh.session("alpha")
     assert a.run("join", "--name", "alpha").code == 0  # the recorded sotd runs
     os.unlink(fake)

@@ -187,3 +187,24 @@ def test_remove_keeps_what_others_added_since() -> None:
 def test_row_argv(monkeypatch: pytest.MonkeyPatch, argv: list[str], has_file: bool, out: list[str]) -> None:
     monkeypatch.setattr(install.os.path, "isfile", lambda p: has_file and p == f"{BIN}/claude-settings.json")
     assert install.row_argv(argv, BIN) == out
+
+
+def test_the_skill_covers_join_send_poll_leave_recovery_and_the_conventions() -> None:
+    text = install.skill_text(BIN)
+    head, _, body = text.partition("\n---\n")
+    assert head.startswith("---\nname: sot-session-start\ndescription: ")
+    assert install.SKILL_MARK in body
+    for needed in (
+        "comm-join.sh --name",
+        'comm-send.sh @name "text"',
+        "comm-poll.sh",
+        "comm-leave.sh",
+        "## Recovery recipe: when the handle is lost",
+        "Do **not** run a bare `comm-join.sh`",
+        "**Domain expertise.**",
+        "`[design]`, `[question]`, `[breaks]`",
+        "Do not declare `[consensus]` in a thread until someone",
+        "SITREP-WAITING:",
+        BIN,
+    ):
+        assert needed in body, needed

@@ -608,7 +608,7 @@ End each turn with one closing line, so the others (and the dashboard) can see w
 
 `comm-leave.sh` gives the handle up (its registry entry goes; the mail already filed stays).
 
-## When the handle is lost
+## Recovery recipe: when the handle is lost
 
 If a send says your identity did not resolve, or a hook says the session has no handle:
 
@@ -631,6 +631,30 @@ not join; the session that started you owns the handle.
   `[challenge]` or `[consensus]` when it fits. Do not declare `[consensus]` in a thread until someone
   in it has posted a `[breaks]` (tried to break the idea) first.
 """
+
+
+def checkout_of(sotd: str) -> str | None:
+    """The source checkout (a folder holding ``.git``) the recorded ``sotd`` lives in, else None."""
+    d = os.path.dirname(os.path.abspath(sotd))
+    while True:
+        if os.path.exists(os.path.join(d, ".git")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def checkout_note(sotd: str) -> str | None:
+    """The note install prints when the scripts will run a ``sotd`` inside a source checkout."""
+    top = checkout_of(sotd)
+    if top is None:
+        return None
+    return (
+        f"note: the scripts run {sotd}, inside the source checkout {top}; if that checkout moves or its .venv "
+        "is rebuilt they stop (and say so). For a sotd that stays put: pipx install <checkout>, then run "
+        "sotd comm install --sotd=$(command -v sotd)"
+    )
 
 
 def install_skill(claude_dir: str, bin_dir: str) -> tuple[str | None, str | None]:
@@ -748,7 +772,11 @@ def run(argv: list[str]) -> int:
         # a file we could not merge into is refused before anything at all is written
         trial = _load_doc(settings, _read_bytes(_settings_target(settings)))
         merge_claude_settings(trial, lay.bin_dir, allow=allow_rules(lay.bin_dir, os.path.expanduser("~")))
-    names, removed = install(lay, sotd or sotd_executable())
+    recorded = sotd or sotd_executable()
+    names, removed = install(lay, recorded)
+    note = checkout_note(recorded)
+    if note:
+        err(note)
     out(f"Installed sot-comm {__version__} into {lay.bin_dir}: {', '.join(names)}")
     if removed:
         out(f"Removed retired scripts: {', '.join(removed)}")
