@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+
+import pytest
 
 from tests.conftest import SOTD, wait_for
-from tests.integration.test_rows import Box, box  # noqa: F401  (the fixture)
+from tests.integration.test_rows import Box
+
+pytestmark = pytest.mark.integration
 
 STANDIN = """#!/bin/sh
 printf '%s\\n' "$@" > {argv}
@@ -26,23 +33,31 @@ exec sleep 300
 """
 
 
-def test_a_claude_row_loads_sotds_settings_and_its_start_hook_joins_it(box: Box) -> None:  # noqa: F811
-    fake = os.path.join(box.work, "agent", "claude")
-    os.makedirs(os.path.dirname(fake))
-    argv_log, out = os.path.join(box.work, "argv.txt"), os.path.join(box.work, "start.out")
+@pytest.fixture
+def agent_dir() -> Iterator[str]:
+    d = tempfile.mkdtemp(prefix="sra-agent-", dir="/tmp")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def box(agent_dir: str) -> Iterator[Box]:
+    """A daemon whose Claude rows run the stand-in (its default agent argv, as the real tier's rows)."""
+    fake = os.path.join(agent_dir, "claude")
     with open(fake, "w") as f:
-        f.write(STANDIN.format(argv=argv_log, out=out, py=sys.executable))
+        f.write(STANDIN.format(argv=os.path.join(agent_dir, "argv.txt"), out=os.path.join(agent_dir, "start.out"),
+                               py=sys.executable))  # fmt: skip
     os.chmod(fake, 0o755)
+    b = Box({"SOTD_TEST_HEARTBEAT_SECS": "2", "SOTD_AGENT_ARGV_CLAUDE": json.dumps([fake, "--x"])})
+    yield b
+    b.close()
+
+
+def test_a_claude_row_loads_sotds_settings_and_its_start_hook_joins_it(box: Box, agent_dir: str) -> None:
+    argv_log, out = os.path.join(agent_dir, "argv.txt"), os.path.join(agent_dir, "start.out")
     root = box.project("proj")
     answer = box.request(
-        "workspace.create",
-        {
-            "label": "proj",
-            "project_root": root,
-            "agent": "claude",
-            "agent_name": "r1",
-            "command": [fake, "--x"],
-        },
+        "workspace.create", {"label": "proj", "project_root": root, "agent": "claude", "agent_name": "r1"}
     )
     assert answer.get("ok") is True, answer
     wid = answer["workspace_id"]
@@ -65,3 +80,16 @@ def test_a_claude_row_loads_sotds_settings_and_its_start_hook_joins_it(box: Box)
     ).stdout
     line = next(ln for ln in listed.splitlines() if ln.strip().startswith("@r1 "))
     assert " live " in line, listed
+    # an explicit command runs exactly as given: no --settings added to it
+    explicit = box.request(
+        "workspace.create",
+        {"label": "other", "project_root": box.project("other"), "agent": "claude", "agent_name": "r2",
+         "command": [os.path.join(agent_dir, "claude"), "--y"]},
+    )  # fmt: skip
+    assert explicit.get("ok") is True, explicit
+
+    def argv_now() -> list[str]:
+        with open(argv_log) as f:
+            return f.read().splitlines()
+
+    wait_for(lambda: argv_now() == ["--y"], what="the explicit command's argv")
