@@ -221,3 +221,23 @@ def test_hooks_off_prints_nothing_and_joins_nobody(comm: Comm) -> None:
     assert (r.out, r.err) == ("", "")
     assert os.path.getsize(a.env_file) == 0
     assert not os.path.exists(os.path.join(comm.layout.self_dir, "session-sid-a.txt"))
+
+
+def test_after_a_leave_the_hooks_do_not_fall_back_to_the_shared_slot(comm: Comm) -> None:
+    a = Claude(comm, "alpha", "sid-a")
+    a.start()
+    assert a.bash("comm-leave.sh").code == 0
+    assert not os.path.exists(os.path.join(comm.layout.self_dir, "session-sid-a.txt"))
+    # a plain shell of the same project takes the shared slot and gets mail
+    shell = dict(a.env)
+    p = subprocess.run(
+        [os.path.join(comm.layout.bin_dir, "comm-join.sh"), "--name", "shell"],
+        check=False, cwd=a.root, env=shell, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    b = Claude(comm, "beta", "sid-b")
+    b.start()
+    assert b.bash('comm-send.sh @shell "for the shell"').out == "  filed -> @shell\n"
+    # the left session's Stop hook is not the shell's: it announces nothing
+    r = a.hook("comm-status-idle.sh", "Stop", stop_hook_active=False, last_assistant_message="ok")
+    assert r.out == ""

@@ -10,7 +10,8 @@ mail, and to close each turn with a ``SITREP`` marker (docs/agents.md, "Joining"
 - Outside a row, with ``session_id`` and ``CLAUDE_ENV_FILE``: the hook pins a **private** self file for
   this session, ``self/session-<session id>.txt``, writing ``export SOT_COMM_SELF_FILE=…`` into the env
   file (Claude Code runs it before each later Bash command); the other hooks, which do not get that
-  environment, find the same file from their ``session_id`` (``hook_pinned_self_file``). So two sessions
+  environment, find the same file from their ``session_id`` (``hook_pinned_self_file``; the start hook's
+  note ``state/pinned-<leaf>`` keeps them on it after a ``comm-leave.sh`` removed it). So two sessions
   on one box never share a slot, and neither un-joins the other. Its leaf has no ``__``, so it names no
   row (identity, behaviour 5). Without the env file the session keeps the shared ``nopane`` slot.
 - A launcher's own ``SOT_COMM_SELF_FILE`` is kept as it is.
@@ -72,8 +73,20 @@ def hook_pinned_self_file(environ: Mapping[str, str], hook: Mapping[str, object]
     sid = hook.get("session_id")
     if not isinstance(sid, str):
         return None
-    path = private_slot(environ, sid, Layout.from_env(dict(environ)).self_dir)
-    return path if path is not None and os.path.isfile(path) else None
+    lay = Layout.from_env(dict(environ))
+    path = private_slot(environ, sid, lay.self_dir)
+    if path is None:
+        return None
+    # the file itself, or (after a comm-leave.sh removed it) the start hook's note that it pinned it: the
+    # hooks then act as "not joined", as the session's own commands do, never as the shared slot's handle
+    if os.path.isfile(path) or os.path.isfile(lay.state(pin_note(path))):
+        return path
+    return None
+
+
+def pin_note(slot: str) -> str:
+    """The name of the start hook's note, under ``state/``, that it pinned ``slot`` for its session."""
+    return "pinned-" + os.path.basename(slot)
 
 
 def adopt_pinned_self_file(hook: Mapping[str, object]) -> None:
@@ -193,7 +206,14 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
         except OSError:
             slot = None  # later commands would not see the pin: keep the shared slot
     if slot is not None:
-        os.makedirs(lay.self_dir, mode=0o700, exist_ok=True)
+        from sotd.formats.layout import ensure_home
+
+        ensure_home(lay)
+        try:
+            with open(lay.state(pin_note(slot)), "w") as f:
+                f.write(slot + "\n")
+        except OSError:
+            pass  # the hooks still find the file itself while it is there
         os.environ["SOT_COMM_SELF_FILE"] = slot
     code, outs, errs = _join_quietly()
     skill = skill_installed(environ, str(cwd or os.getcwd()))
