@@ -609,3 +609,24 @@ def test_wrapper_and_subcommand_agree_when_no_name_is_printed(comm: Comm) -> Non
     assert [x.split("] ", 2)[2] for x in shown] == [msg, msg]
     w, d = _both(comm, "list")
     assert (w.code, w.out, w.err) == (d.code, d.out, d.err)
+
+
+def test_uninstall_with_nothing_recorded_removes_nothing(fresh: Comm) -> None:
+    os.makedirs(fresh.layout.bin_dir)
+    mine = bin_path(fresh, "my-own-tool.sh")
+    with open(mine, "w") as f:
+        f.write("#!/bin/sh\n")
+    r = uninstall(fresh)
+    assert (r.code, r.out, r.err) == (
+        0,
+        f"Nothing recorded by sotd comm install in {fresh.layout.bin_dir}; nothing was removed\n",
+        "",
+    )
+    assert os.listdir(fresh.layout.bin_dir) == ["my-own-tool.sh"]
+
+
+def test_install_refuses_a_sotd_that_is_not_an_executable(fresh: Comm) -> None:
+    bogus = os.path.join(fresh.work, "nope")
+    r = install(fresh, f"--sotd={bogus}")
+    assert (r.code, r.out, r.err) == (2, "", f"sotd comm install: --sotd={bogus} is not an executable file\n")
+    assert not os.path.exists(fresh.layout.bin_dir)
