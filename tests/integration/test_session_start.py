@@ -167,8 +167,20 @@ def test_a_resumed_or_cleared_session_keeps_its_handle(comm: Comm) -> None:
     a = Claude(comm, "alpha", "sid-a")
     first = a.start()
     for source in ("resume", "clear", "compact"):
-        assert a.start(source).splitlines()[0] == first.splitlines()[0]
+        assert a.start(source) == first
     assert list(registry(comm)) == ["alpha-testhost"]
+
+
+def test_a_compaction_mid_turn_keeps_the_entrys_work_state(comm: Comm) -> None:
+    a = Claude(comm, "alpha", "sid-a")
+    a.start()
+    a.hook("comm-status-prompt.sh", "UserPromptSubmit", prompt="please fix the build", prompt_id="p1")
+    working = registry(comm)["alpha-testhost"]
+    assert working["state"] == "working" and working["floor"] == "user"
+    a.start("compact")  # Claude Code compacts in the middle of the turn
+    assert registry(comm)["alpha-testhost"] == working
+    a.start("clear")  # a /clear starts afresh: joined again
+    assert registry(comm)["alpha-testhost"].get("floor") is None
 
 
 def test_without_an_env_file_the_session_keeps_the_shared_slot(comm: Comm) -> None:

@@ -153,6 +153,22 @@ def skill_installed(environ: Mapping[str, str], cwd: str) -> bool:
     return False
 
 
+def _still_joined() -> bool:
+    """Whether this session's self file names a handle whose registry entry is this project's on this host
+    (then a compaction, which Claude Code may run in the middle of a turn, needs no new join)."""
+    from sotd.cli.common import Context
+    from sotd.errors import SotdError
+    from sotd.formats import registry
+
+    try:
+        ctx = Context()
+        doc = registry.read(ctx.layout)
+    except (SotdError, OSError):
+        return False
+    entry = registry.agents_of(doc).get(ctx.name) if doc and ctx.name else None
+    return isinstance(entry, dict) and entry.get("root") == ctx.project_root and entry.get("host") == ctx.host
+
+
 def _context_out(text: str) -> None:
     doc = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
@@ -215,20 +231,20 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
         except OSError:
             pass  # the hooks still find the file itself while it is there
         os.environ["SOT_COMM_SELF_FILE"] = slot
-    code, outs, errs = _join_quietly()
+    if hook.get("source") == "compact" and _still_joined():
+        code, outs, errs = 0, [], []  # a compaction mid-turn: the entry (and its work-state) stays as it is
+    else:
+        code, outs, errs = _join_quietly()
     skill = skill_installed(environ, str(cwd or os.getcwd()))
     cmd_dir = "" if on_path else lay.bin_dir
-    handle = None
+    handle, where = None, ""
     if code == 0:
         from sotd.cli.common import Context
 
-        handle = Context().name or None
+        ctx = Context()
+        handle, where = ctx.name or None, f" ({ctx.repo} on {ctx.host})"
     if handle is None:
         _context_out(start_text(None, cmd_dir=cmd_dir, skill=skill, problem=errs or outs))
         return 0
-    first = outs[0] if outs else ""
-    where = ""
-    if first.startswith(f"Joined sot-comm as @{handle}  (") and first.endswith(")."):
-        where = " (" + first[len(f"Joined sot-comm as @{handle}  (") : -2] + ")"
     _context_out(start_text(handle, cmd_dir=cmd_dir, skill=skill, where=where))
     return 0
