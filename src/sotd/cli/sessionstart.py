@@ -231,8 +231,10 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
         except OSError:
             pass  # the hooks still find the file itself while it is there
         os.environ["SOT_COMM_SELF_FILE"] = slot
+    outs: list[str] = []
+    errs: list[str] = []
     if hook.get("source") == "compact" and _still_joined():
-        code, outs, errs = 0, [], []  # a compaction mid-turn: the entry (and its work-state) stays as it is
+        code = 0  # a compaction mid-turn: the entry (and its work-state) stays as it is
     else:
         code, outs, errs = _join_quietly()
     skill = skill_installed(environ, str(cwd or os.getcwd()))
