@@ -201,3 +201,22 @@ def test_install_through_a_dotfiles_symlink_works_for_the_real_tui_and_uninstall
         assert f.read() == original
     assert stat.S_IMODE(os.stat(dotfiles).st_mode) == 0o644
     assert not os.path.exists(os.path.join(claude_home.home, ".claude", "skills", "sot-session-start"))
+
+
+def test_hooks_say_so_when_the_recorded_sotd_is_gone(
+    start_claude: Callable[..., kit.Claude], model: StandIn, claude_home: kit.ClaudeHome, tmp_path: object
+) -> None:
+    comm = os.path.join(str(tmp_path), "comm")
+    fake = os.path.join(str(tmp_path), "old-venv", "bin", "sotd")
+    os.makedirs(os.path.dirname(fake))
+    with open(fake, "w") as f:
+        f.write(f'#!/bin/sh\nexec {SOTD} "$@"\n')
+    os.chmod(fake, 0o755)
+    _install(claude_home, comm, "install", "--agent-settings", f"--sotd={fake}")
+    os.unlink(fake)  # the checkout (or venv) the scripts were installed from is gone
+    c = start_claude("alpha", extra_env=_outside_env(comm))
+    c.wait(
+        lambda t: "is gone, so sot-comm is off here" in " ".join(t.split()), "the hook's message", timeout=40
+    )
+    c.wait_idle()
+    assert not os.path.exists(os.path.join(comm, "registry.json")) or not _registry(comm)
