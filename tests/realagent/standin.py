@@ -46,6 +46,7 @@ class Step:
     when: str | None = None
     delay: float = 0.0
     description: str = ""
+    tool_input: tuple[tuple[str, Any], ...] = ()
 
 
 def text(value: str, *, when: str | None = None, delay: float = 0.0) -> Step:
@@ -59,6 +60,11 @@ def bash(command: str, *, when: str | None = None, delay: float = 0.0, descripti
 def sleep(seconds: float, *, when: str | None = None) -> Step:
     """A tool call that keeps the turn busy for ``seconds`` (Bash ``sleep``; needs an allow rule)."""
     return Step("bash", f"sleep {seconds:g}", when, 0.0, "Wait")
+
+
+def tool(name: str, tool_input: dict[str, Any], *, when: str | None = None) -> Step:
+    """A call of any tool by name (``AskUserQuestion`` with its ``questions``, …)."""
+    return Step("tool", name, when, 0.0, "", tuple(tool_input.items()))
 
 
 @dataclass
@@ -252,10 +258,11 @@ class StandIn:
             blocks = [{"type": "text", "text": self.idle_text if step is None else step.value}]
             stop = "end_turn"
         else:
-            tool = {"command": step.value, "description": step.description}
-            blocks = [
-                {"type": "tool_use", "id": f"toolu_{next(self._ids):06d}", "name": "Bash", "input": tool}
-            ]
+            if step.kind == "bash":
+                name, tool = "Bash", {"command": step.value, "description": step.description}
+            else:
+                name, tool = step.value, dict(step.tool_input)
+            blocks = [{"type": "tool_use", "id": f"toolu_{next(self._ids):06d}", "name": name, "input": tool}]
             stop = "tool_use"
         model = str(body.get("model") or MODEL)
         if body.get("stream"):
