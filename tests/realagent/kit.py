@@ -185,6 +185,11 @@ def settled(
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last screen:\n{plain(last)}")
 
 
+def showing(raw: str, pred: Callable[[str], bool]) -> str:
+    """``raw`` when ``pred`` holds on its plain text, else the empty string (for ``wait_for``)."""
+    return raw if pred(plain(raw)) else ""
+
+
 def plain(raw: str) -> str:
     """A capture as text: escapes dropped, trailing spaces trimmed (for messages and ``in`` checks)."""
     s = prompt.screen_from_capture(parse_capture(raw)[0], 0, 0, 1)
@@ -266,7 +271,12 @@ class Claude:
     def text(self) -> str:
         return self.panes.text(self.pane)
 
-    def wait(self, pred: Callable[[str], bool], what: str, timeout: float = 30.0) -> str:
+    def wait(
+        self, pred: Callable[[str], bool], what: str, timeout: float = 30.0, *, settle: bool = True
+    ) -> str:
+        """A raw capture on which ``pred(plain text)`` holds; ``settle=False`` for a moving (working) screen."""
+        if not settle:
+            return wait_for(lambda: showing(self.raw(), pred), timeout, what)
         return self.panes.wait(self.pane, pred, what, timeout)
 
     def wait_idle(self, timeout: float = 40.0) -> str:
@@ -380,7 +390,12 @@ class Box:
     def text(self, pane: str) -> str:
         return plain(self.raw(pane))
 
-    def wait_screen(self, pane: str, pred: Callable[[str], bool], what: str, timeout: float = 30.0) -> str:
+    def wait_screen(
+        self, pane: str, pred: Callable[[str], bool], what: str, timeout: float = 30.0, *, settle: bool = True
+    ) -> str:
+        """A raw capture on which ``pred(plain text)`` holds; ``settle=False`` for a moving (working) screen."""
+        if not settle:
+            return wait_for(lambda: showing(self.raw(pane), pred), timeout, what)
         return settled(lambda: self.raw(pane), lambda r: pred(plain(r)), timeout, what)
 
     def wait_idle(self, pane: str, timeout: float = 40.0) -> str:

@@ -57,9 +57,10 @@ def bash(command: str, *, when: str | None = None, delay: float = 0.0, descripti
     return Step("bash", command, when, delay, description or f"Run {command.split(maxsplit=1)[0]}")
 
 
-def sleep(seconds: float, *, when: str | None = None) -> Step:
-    """A tool call that keeps the turn busy for ``seconds`` (Bash ``sleep``; needs an allow rule)."""
-    return Step("bash", f"sleep {seconds:g}", when, 0.0, "Wait")
+def sleep(seconds: float, *, when: str | None = None, delay: float = 0.0) -> Step:
+    """A tool call that keeps the turn busy for ``seconds`` (Bash ``sleep``; needs an allow rule), after
+    the model "thinks" for ``delay`` seconds."""
+    return Step("bash", f"sleep {seconds:g}", when, delay, "Wait")
 
 
 def tool(name: str, tool_input: dict[str, Any], *, when: str | None = None) -> Step:
