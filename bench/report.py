@@ -584,7 +584,9 @@ def _wake(r: dict[str, object]) -> str:
 
 
 def _realwake(r: dict[str, object]) -> str:
-    out = ["## The wake with the real Claude Code, and the Stop hook's cost (`bench/realwake.py`, issue 11)\n"]
+    out = [
+        "## The wake with the real Claude Code, and the Stop hook's cost (`bench/realwake.py`, issue 11)\n"
+    ]
     if "not_run" in r:
         out.append(f"**Not run**: {r['not_run']}.\n")
         return "\n".join(out) + "\n"
