@@ -39,6 +39,7 @@ ALL = (
     "append",
     "daemon",
     "wake",
+    "realwake",
 )
 LIMIT_SECS = 600
 

@@ -23,6 +23,7 @@ COMM_VERBS = {
     "spawn": "sotd.cli.spawn",
     "despawn": "sotd.cli.despawn",
     "install": "sotd.cli.install",
+    "uninstall": "sotd.cli.uninstall",
     "hook": "sotd.cli.hooks",
     "relay": "sotd.cli.relay",  # comm-relay.sh send (behaviour 1.4)
 }
