@@ -104,13 +104,22 @@ TABLE: dict[str, Entry] = {
             (
                 "--agent-settings",
                 "[=PATH]",
-                "also register the hooks in Claude Code's settings (~/.claude/settings.json)",
+                "also register the hooks and the allow rules for sotd's mail scripts in Claude Code's "
+                "settings (~/.claude/settings.json, or PATH), and put the sot-session-start skill beside it",
             ),
+            ("--skill", "", "put the sot-session-start skill into ~/.claude/skills only"),
+            ("--sotd", "PATH", "the sotd the scripts and hooks run (default: this installation's own)"),
         ),
         False,
     ),
+    "comm uninstall": (
+        "",
+        "take out exactly what install added (wrappers, hooks, allow rules, skill); the mail stays",
+        (),
+        False,
+    ),
     "comm hook": (
-        "stop|prompt|pre-tool|post-tool|permission",
+        "start|stop|prompt|pre-tool|post-tool|permission",
         "the agent hooks (run by Claude Code or Codex; JSON on stdin)",
         (),
         False,

@@ -555,7 +555,7 @@ def test_unknown_argument(fresh: Comm) -> None:
         2,
         "",
         "sotd comm install: unknown option '--bogus' (see: sotd comm install --help)\n"
-        "usage: sotd comm install [--agent-settings[=PATH]]\n",
+        "usage: sotd comm install [--agent-settings[=PATH]] [--skill] [--sotd PATH]\n",
     )
     assert not os.path.exists(fresh.layout.bin_dir)
 

@@ -739,18 +739,22 @@ def instructions(bin_dir: str) -> list[str]:
 
 
 USAGE = """\
-usage: sotd comm install [--agent-settings[=PATH]] [--skill] [--sotd=PATH]
+usage: sotd comm install [--agent-settings[=PATH]] [--skill] [--sotd PATH]
   --agent-settings[=PATH]  register the hooks and allow rules in ~/.claude/settings.json (or PATH), and
                            put the sot-session-start skill beside it (skills/sot-session-start/SKILL.md)
   --skill                  put the skill into ~/.claude/skills only
-  --sotd=PATH              the sotd the scripts run (default: this installation's own)"""
+  --sotd PATH              the sotd the scripts run (default: this installation's own)"""
 
 
 def run(argv: list[str]) -> int:
     settings: str | None = None
     sotd: str | None = None
     skill_wanted = False
-    for a in argv:
+    args = list(argv)
+    if "--sotd" in args[:-1]:  # ``--sotd PATH`` as the command table shows it, the same as ``--sotd=PATH``
+        i = args.index("--sotd")
+        args[i : i + 2] = ["--sotd=" + args[i + 1]]
+    for a in args:
         if a == "--skill":
             skill_wanted = True
         elif a == "--agent-settings":
