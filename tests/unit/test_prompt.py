@@ -69,7 +69,7 @@ FREE = [
 ]
 
 NOT_FREE = [
-    ("codex has no predicate", box(f"❯{NB}"), "codex", "no wake predicate for this agent"),
+    ("a Claude Code box read with Codex's predicate", box(f"❯{NB}"), "codex", "no composer at the cursor"),
     ("unknown agent has no predicate", box(f"❯{NB}"), "aider", "no wake predicate for this agent"),
     ("no cursor", box(f"❯{NB}", None), "claude", "no cursor"),
     ("cursor below the last row", Screen.of([RULE, f"❯{NB}", RULE], (2, 3), W), "claude", "no cursor"),
