@@ -883,7 +883,8 @@ def run(argv: list[str]) -> int:
             skills.append(skill)
         out(f"Installed the Claude Code skill {SKILL}: {skill}")
     if settings:
-        entry = _entry_for(record, settings)
+        entry = _entry_for(record, settings)  # first in the record: uninstall says Claude Code's line first
+        _install_codex(lay, record)
         allow = allow_rules(lay.bin_dir, os.path.expanduser("~"))
         if write_claude_settings(settings, lay.bin_dir, allow=allow, record=entry):
             out(f"Registered the hooks and allow rules in {settings}")
@@ -893,7 +894,6 @@ def run(argv: list[str]) -> int:
             files = record.get("settings")
             if isinstance(files, dict):
                 files.pop(settings, None)
-        _install_codex(lay, record)
     _write_settings_record(lay, record)
     if not settings:
         for line in instructions(lay.bin_dir):
