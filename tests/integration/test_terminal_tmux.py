@@ -97,7 +97,7 @@ def test_idle_prompt_reads_free(tmux, tmp_path) -> None:
     pane, _ = start(tmux, tmp_path, "row-1")
     s = screen(tmux, pane)
     assert is_free(s, "claude") == (True, None), s
-    assert is_free(s, "codex") == (False, "no composer at the cursor")  # Codex's predicate: not its screen
+    assert is_free(s, "codex") == (False, "no composer at the cursor")  # not a Codex screen
 
 
 def test_dim_suggestion_named_border_and_panel_read_free(tmux, tmp_path) -> None:

@@ -10,7 +10,9 @@ bytes differ.
 Comparing uses the Claude captures' ``normalise`` (``screens.py``: the temp folder, the seconds counters,
 the SGR codes as per-cell visible style) plus what varies in Codex's own frames: the wall-clock time a
 finished turn shows (``Worked for 8s • 10:04`` → ``00:00``), the blink and shimmer of the ``Working``
-status line (its glyph alternates ``•``/``◦``: written ``•``; its colours are frames: dropped) and the project path in the footer (a temp folder).
+status line (its glyph alternates ``•``/``◦``: written ``•``; its colours are frames: dropped), and the
+colour of the thread's title in the footer and in the agent command center's detail pane (picked per
+thread: dropped) and the project path in the footer (a temp folder).
 What would break it: normalising more than that (a changed layout would pass).
 """
 
@@ -21,6 +23,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -47,20 +50,21 @@ NO_CURSOR = "no cursor"
 NO_COMPOSER = "no composer at the cursor"
 TOO_NARROW = "pane too narrow for the wake line"
 POPUP = "a popup is open below the composer"
+NO_FOOTER = "no idle footer (a dialog, view or overlay is open)"
 
 CASES = [
     Case("codex-empty-composer", 100, (True, None), "idle"),
     Case("codex-idle-after-turn", 100, (True, None), "after_turn"),
     Case("codex-draft", 100, (False, NOT_EMPTY), "draft"),
-    Case("codex-multiline-draft", 100, (False, NO_COMPOSER), "multiline"),
+    Case("codex-multiline-draft", 100, (False, NO_FOOTER), "multiline"),
     Case("codex-working", 100, (False, WORKING), "working"),
     Case("codex-queued", 100, (False, WORKING), "queued"),
-    Case("codex-approval", 100, (False, NO_CURSOR), "approval"),
+    Case("codex-approval", 100, (False, NO_FOOTER), "approval"),
     Case("codex-slash-popup", 100, (False, NOT_EMPTY), "slash"),
     Case("codex-file-popup", 100, (False, NOT_EMPTY), "mention"),
-    Case("codex-shortcuts", 100, (False, POPUP), "shortcuts"),
-    Case("codex-agents-view", 100, (False, NO_COMPOSER), "agents"),
-    Case("codex-hooks-review", 100, (False, NO_COMPOSER), "hooks_review"),
+    Case("codex-shortcuts", 100, (False, NO_FOOTER), "shortcuts"),
+    Case("codex-agents-view", 100, (False, NO_FOOTER), "agents"),
+    Case("codex-hooks-review", 100, (False, NO_FOOTER), "hooks_review"),
     Case("codex-narrow", 44, (False, TOO_NARROW), "idle"),
 ]  # fmt: skip
 
@@ -71,6 +75,7 @@ def path_of(case: Case) -> str:
 
 _CLOCK = re.compile(r"(?<= • )\d\d:\d\d$")
 _WORKING_ROW = re.compile(r"^[•◦] Working \(")
+_FOOTER_ROW = re.compile(r"^  GPT-\S+ default · ")
 
 
 def normalise(raw: str) -> str:
@@ -80,7 +85,16 @@ def normalise(raw: str) -> str:
         screens._sub(row, screens._TMP, lambda t: "/tmp/" + PREFIX + "0" * 8)
         screens._sub(row, screens._COUNTER, lambda t: "0")
         screens._sub(row, _CLOCK, lambda t: "00:00")
-        if _WORKING_ROW.match("".join(ch for ch, _st in row)):
+        line = "".join(ch for ch, _st in row)
+        if _FOOTER_ROW.match(line) and line.count(" · ") >= 2:
+            # the footer's third part is the thread's title, in a colour picked per thread
+            at = line.index(" · ", line.index(" · ") + 1) + 3
+            row[at:] = [(ch, ()) for ch, _st in row[at:]]
+        if "│" in line and "Agent command center" in frame:
+            # the command center's detail pane draws the thread's title in its per-thread colour
+            at = line.index("│") + 1
+            row[at:] = [(ch, tuple(kv for kv in st if kv[0] != "fg")) for ch, st in row[at:]]
+        if _WORKING_ROW.match(line):
             # the status line blinks (its glyph is • or ◦) and shimmers: glyph and colours are frames
             row[:] = [("•", ())] + [(ch, ()) for ch, _st in row[1:]]
     return screens._emit(rows) + f"\n{x} {y} {w}\n"
@@ -89,6 +103,10 @@ def normalise(raw: str) -> str:
 # ------------------------------------------------------------------------------------ reaching a state
 
 IDLE_HINT = "? for shortcuts"
+# Keys sent in the TUI's first second after its composer shows are not read yet (seen on 0.171.0)
+READY_SECS = 2.5
+# A frame counts as settled when it is the same this long later (a dialog parks its cursor after drawing)
+CALM_SECS = 1.2
 
 
 def idle(c: codex_kit.Codex, m: CodexStandIn) -> Callable[[str], bool]:
@@ -174,14 +192,12 @@ REACH: dict[str, Callable[[codex_kit.Codex, CodexStandIn], Callable[[str], bool]
 
 
 def settled_raw(c: codex_kit.Codex, pred: Callable[[str], bool], what: str, timeout: float = 40.0) -> str:
-    import time
-
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
         last = c.raw()
         if pred(kit.plain(last)):
-            time.sleep(0.6)
+            time.sleep(CALM_SECS)
             again = c.raw()
             if normalise(again) == normalise(last):
                 return again
@@ -208,6 +224,7 @@ def capture(case: Case) -> str:
         c = codex_kit.Codex(panes, home, project)
         if case.reach != "hooks_review":
             kit.settled(c.raw, lambda r: idle(c, model)(kit.plain(r)), 40, f"{case.name}: the first composer")
+            time.sleep(READY_SECS)
         pred = REACH[case.reach](c, model)
         return settled_raw(c, pred, case.name)
     finally:

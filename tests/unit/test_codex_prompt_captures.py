@@ -46,9 +46,10 @@ def test_the_captures_cover_the_states_issue_12_names_and_only_the_empty_compose
                      "codex-slash-popup", "codex-file-popup", "codex-shortcuts", "codex-narrow"}  # fmt: skip
     free = {c.name for c in real.CASES if c.verdict[0]}
     assert free == {"codex-empty-composer", "codex-idle-after-turn"}
-    assert (real.NOT_EMPTY, real.NO_COMPOSER, real.NO_CURSOR, real.TOO_NARROW, real.POPUP, real.WORKING) == (
+    assert (real.NOT_EMPTY, real.NO_COMPOSER, real.NO_CURSOR, real.TOO_NARROW, real.POPUP, real.WORKING,
+            real.NO_FOOTER) == (
         codex_prompt.NOT_EMPTY, codex_prompt.NO_COMPOSER, codex_prompt.NO_CURSOR, codex_prompt.TOO_NARROW,
-        codex_prompt.POPUP, codex_prompt.WORKING)  # fmt: skip
+        codex_prompt.POPUP, codex_prompt.WORKING, codex_prompt.NO_FOOTER)  # fmt: skip
 
 
 def test_the_hold_region_and_the_confirm_read_the_composer() -> None:
@@ -112,13 +113,24 @@ def _s(rows: list[str], cursor: tuple[int, int] | None, width: int = 100, dim_fr
         ),
         (
             "popup below",
-            _s(["header", PLACEHOLDER, "", "  /model", "  /review", "  /new", "  /init"], (2, 1)),
+            _s(
+                [
+                    "header",
+                    PLACEHOLDER,
+                    "",
+                    "  /model",
+                    "  /review",
+                    "  /new",
+                    "  ← for agents · ? for shortcuts",
+                ],
+                (2, 1),
+            ),
             (False, "a popup is open below the composer"),
         ),
         (
             "overlay closing footer",
             _s(["header", PLACEHOLDER, "", "  ? / esc close"], (2, 1)),
-            (False, "a popup is open below the composer"),
+            (False, "no idle footer (a dialog, view or overlay is open)"),
         ),
     ],
     ids=lambda v: v if isinstance(v, str) else "",

@@ -10,7 +10,9 @@ row ends ``? for shortcuts``. A working turn keeps that empty composer but draws
 with a numbered list whose selected row also starts with ``›``, and parks the cursor off the screen.
 
 The guarantee: ``is_free`` says free only for that empty composer, with the cursor in it, no working
-status above it, the idle footer (nothing opened) below it, and room for the wake line on its row.
+status above it, the idle footer (nothing opened) as the screen's last row, and room for the wake line on
+its row. With no composer at the cursor a missing footer is the reason given first: a dialog parks its
+cursor at a leftover cell or off the screen depending on timing, and one dialog must give one reason.
 ``hold_region`` is what must stay still through the hold (every row through the composer's: the status
 row's seconds counter moves it); ``line_alone`` is the confirm-before-Enter check.
 
@@ -38,6 +40,7 @@ CURSOR_AWAY = "cursor not at the prompt"
 TOO_NARROW = "pane too narrow for the wake line"
 WORKING = "agent is working"
 POPUP = "a popup is open below the composer"
+NO_FOOTER = "no idle footer (a dialog, view or overlay is open)"
 
 
 def _cursor(screen: Screen) -> tuple[int, int] | None:
@@ -67,12 +70,16 @@ def is_free(screen: Screen) -> tuple[bool, str | None]:
     run in a fixed order, so one screen always gives the same reason."""
     from sotd.terminal.prompt import WAKE_LINE
 
+    rows = [line for line in screen.lines if line.strip(" ")]
+    footer = bool(rows) and rows[-1].endswith(IDLE_FOOTER)
     pos = _cursor(screen)
-    if pos is None:
-        return False, NO_CURSOR
+    if pos is None or not screen.lines[pos[1]].startswith(GLYPH):
+        # no composer at the cursor: a dialog or view without the idle footer says so whatever the cursor
+        # (where a dialog parks it varies from run to run)
+        if not footer:
+            return False, NO_FOOTER
+        return False, NO_CURSOR if pos is None else NO_COMPOSER
     x, y = pos
-    if not screen.lines[y].startswith(GLYPH):
-        return False, NO_COMPOSER
     if working(screen, y):
         return False, WORKING
     if screen.undimmed(y) != GLYPH:
@@ -81,8 +88,10 @@ def is_free(screen: Screen) -> tuple[bool, str | None]:
         return False, CURSOR_AWAY
     if len(GLYPH) + 1 + len(WAKE_LINE) + 1 > screen.width:
         return False, TOO_NARROW
+    if not footer:
+        return False, NO_FOOTER
     below = [line for line in screen.lines[y + 1 :] if line.strip(" ")]
-    if not below or len(below) > FOOTER_ROWS or IDLE_FOOTER not in below[-1]:
+    if len(below) > FOOTER_ROWS:
         return False, POPUP
     return True, None
 
