@@ -24,14 +24,3 @@ def test_the_real_tui_reaches_a_free_prompt_and_runs_a_scripted_turn(
     mains = model.main_requests()
     assert "say something" in mains[0].newest_user_text
     assert all(r.body.get("tools") for r in mains)
-
-
-def test_a_spawned_claude_row_runs_the_real_tui(box: kit.Box) -> None:
-    box.install()
-    box.start()
-    row = box.spawn("r1")
-    raw = box.wait_idle(row["pane"])
-    assert f"Claude Code v{kit.pin()}" in kit.plain(raw)
-    from tests.conftest import wait_for
-
-    wait_for(lambda: (box.row("r1") or {}).get("phase") == "ready", what="row r1 ready")
