@@ -814,8 +814,8 @@ def instructions(bin_dir: str) -> list[str]:
     merge_claude_settings(codex, bin_dir, CODEX_EVENTS)
     lines += [
         "",
-        "Register them with Codex in ~/.codex/hooks.json (or a project's .codex/hooks.json), then trust them",
-        "in Codex with /hooks:",
+        "Register them with Codex in ~/.codex/hooks.json (or a project's .codex/hooks.json; --agent-settings",
+        "writes it), then trust them in Codex with /hooks:",
     ]
     lines += ["  " + ln for ln in json.dumps(codex, indent=2, ensure_ascii=False).splitlines()]
     lines += [
