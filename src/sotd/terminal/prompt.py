@@ -3,7 +3,8 @@
 Pure: a ``Screen`` is a value (lines, a dim mask, the cursor, the width); ``is_free`` answers with the
 logged refusal reason; ``screen_from_capture`` turns ``tmux capture-pane -e -p`` output into a ``Screen``.
 The guarantee: the wake types only into an empty Claude Code input box that has focus (the agents panel,
-when shown, has its dot on ``main``) and is wide enough to hold the wake line on one row.
+when shown, has its dot on ``main``) and is wide enough to hold the wake line on one row. A Codex row's
+screen is read by ``codex_prompt`` (``is_free``, ``hold_region`` and ``line_alone_in_box`` hand it over).
 
 What would break it: reading a dim suggestion as a draft (a free prompt would never be woken) or a
 non-dim draft as empty (the wake line would be appended to someone's half-typed text); reading an SGR
