@@ -515,7 +515,7 @@ class Rows:
             from sotd.cli import install  # Claude Code rows: --settings; Codex rows: PATH and a first prompt
 
             path = self.layout.bin_dir + os.pathsep + self.environ.get("PATH", os.defpath)
-        argv = install.row_argv(argv, self.layout.bin_dir, path)
+            argv = install.row_argv(argv, self.layout.bin_dir, path)
         capsule = capsule_exe()
         if capsule is None:
             return refusal("start_failed", "sot-capsule is not installed beside this sotd")
