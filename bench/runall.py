@@ -38,6 +38,7 @@ ALL = (
     "append",
     "daemon",
     "wake",
+    "realwake",
     "codex_wake",
 )
 LIMIT_SECS = 600
