@@ -137,3 +137,21 @@ def test_a_persons_codex_turn_with_no_mail_is_never_held_outside_a_row(
     assert "Blocked by hook" not in c.text()
     # the session did join at that first turn (Codex runs SessionStart then), under the project's name
     assert "sot-comm: this session is @alpha-testhost" in json.dumps(mains[0].body)
+
+
+def test_without_sotds_rules_file_the_wrappers_fail_inside_codexs_sandbox(
+    codex_box: codex_kit.CodexBox, codex_home: codex_kit.CodexHome, codex_model: CodexStandIn
+) -> None:
+    """Why install writes ``rules/sot-comm.rules``: with no rule, Codex runs ``comm-poll.sh`` in its
+    sandbox (no approval prompt), where the identity check cannot see the row's capsule, so the wrapper
+    refuses; with the rule it runs outside the sandbox (the other tests here)."""
+    codex_model.add(bash("comm-poll.sh"), text("SITREP: tried"))
+    codex_box.install("--agent-settings")
+    os.unlink(os.path.join(codex_home.codex_home, "rules", "sot-comm.rules"))
+    assert codex_home.trust_hooks(codex_box.project("r4"))
+    codex_box.start()
+    pane = str(codex_box.spawn("r4")["pane"])
+    codex_box.wait_screen(pane, lambda t: "SITREP: tried" in t, "the first turn's end", timeout=60)
+    (result,) = codex_model.tool_results()
+    assert "is not shown to run inside that row's capsule" in result, result
+    assert APPROVAL not in codex_box.text(pane)
