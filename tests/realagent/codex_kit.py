@@ -9,8 +9,8 @@ private tmux, and a sotd daemon whose ``codex`` rows run it (issue 12 part 1; te
   ``sotd_standin`` (``base_url`` = the stand-in, ``wire_api = "responses"``, ``env_key`` a dummy key),
   ``gpt-5.5`` (the catalogue's GPT-6 models are sent no shell tool here) with the notices Codex records
   once its "try the new model" offer is answered, and
-  ``features.daemon_auto_start = false`` (else the TUI leaves a managed app-server daemon running after
-  it exits). ``trust(folder)`` writes ``[projects."<path>"] trust_level = "trusted"``; ``rules(...)``
+  ``features.daemon_auto_start = false`` (else the TUI copies its package, about 400 MB, into
+  ``CODEX_HOME/packages`` and leaves a managed app-server daemon running after it exits). ``trust(folder)`` writes ``[projects."<path>"] trust_level = "trusted"``; ``rules(...)``
   writes a ``rules/*.rules`` file; ``trust_hooks(cwd)`` asks Codex itself (``codex app-server``,
   ``hooks/list``) for each hook's key and current hash and records ``[hooks.state."<key>"]
   trusted_hash``, exactly what Codex's own "Trust all and continue" writes (seen on 0.171.0), so no
