@@ -40,6 +40,7 @@ ALL = (
     "daemon",
     "wake",
     "realwake",
+    "codex_wake",
 )
 LIMIT_SECS = 600
 

@@ -112,6 +112,9 @@ def test_writes_every_script_version_and_record(fresh: Comm) -> None:
     assert "Bash(comm-poll.sh:*)" in claude["permissions"]["allow"]
     assert codex == {
         "hooks": {
+            "SessionStart": [
+                {"hooks": [{"type": "command", "command": q(bin_path(fresh, "comm-session-start.sh"))}]}
+            ],
             "Stop": [{"hooks": [{"type": "command", "command": q(bin_path(fresh, "comm-status-idle.sh"))}]}],
             "UserPromptSubmit": [
                 {"hooks": [{"type": "command", "command": q(bin_path(fresh, "comm-status-prompt.sh"))}]}

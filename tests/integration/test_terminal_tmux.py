@@ -97,7 +97,7 @@ def test_idle_prompt_reads_free(tmux, tmp_path) -> None:
     pane, _ = start(tmux, tmp_path, "row-1")
     s = screen(tmux, pane)
     assert is_free(s, "claude") == (True, None), s
-    assert is_free(s, "codex") == (False, "no wake predicate for this agent")
+    assert is_free(s, "codex") == (False, "no composer at the cursor")  # not a Codex screen
 
 
 def test_dim_suggestion_named_border_and_panel_read_free(tmux, tmp_path) -> None:
@@ -244,7 +244,7 @@ def test_wake_attempt_refuses_a_draft_and_types_nothing(tmux, tmp_path) -> None:
     assert wake.wake(tmux, pane, "claude", hold=0.3) == wake.Outcome(
         wake.REFUSED, "input not empty", "─" * 100
     )
-    assert wake.wake(tmux, pane, "codex", hold=0.3).reason == "no wake predicate for this agent"
+    assert wake.wake(tmux, pane, "codex", hold=0.3).reason == "no composer at the cursor"
     time.sleep(0.3)
     assert [e["event"] for e in events(log)] == ["start"]
     assert screen(tmux, pane).lines[screen(tmux, pane).cursor[1]] == "❯\u00a0hello"

@@ -72,3 +72,64 @@ def box(claude_home: kit.ClaudeHome, model: StandIn) -> Iterator[kit.Box]:
     b = kit.Box(claude_home, model, {"SOTD_TEST_HEARTBEAT_SECS": "2"})
     yield b
     b.close()
+
+
+# ------------------------------------------------------------------------------------ Codex (issue 12)
+
+
+@pytest.fixture(scope="session")
+def codex_exe() -> str:
+    """The pinned Codex; fails (never skips) with the install's error when it is not there."""
+    from tests.realagent import codex_kit
+
+    if shutil.which("tmux") is None:
+        pytest.fail("the real-agent tier needs tmux (scripts/setup installs it)")
+    return codex_kit.codex_exe()
+
+
+@pytest.fixture
+def codex_model() -> Iterator[Any]:
+    """The stand-in Responses API on 127.0.0.1 (empty script: every turn answers ``Done.``)."""
+    from tests.realagent.codex_standin import CodexStandIn
+
+    s = CodexStandIn().start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def codex_home(tmp_path: Any, codex_exe: str, codex_model: Any) -> Any:
+    """A ``codex_kit.CodexHome``: the stand-in provider, first-run notices answered, ``sleep`` allowed."""
+    from tests.realagent import codex_kit
+
+    home = codex_kit.CodexHome(str(tmp_path / "codex"), codex_model)
+    home.rules("tier", (["sleep"], "allow"))
+    return home
+
+
+@pytest.fixture
+def codex_panes(codex_exe: str) -> Iterator[kit.Panes]:
+    p = kit.Panes()
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def start_codex(codex_panes: kit.Panes, codex_home: Any, tmp_path: Any) -> Callable[..., Any]:
+    """``start_codex(project="proj", extra_env=None, args=())``: a real Codex session in ``codex_panes``."""
+    from tests.realagent import codex_kit
+
+    def start(project: str = "proj", **kw: Any) -> Any:
+        return codex_kit.Codex(codex_panes, codex_home, str(tmp_path / project), **kw)
+
+    return start
+
+
+@pytest.fixture
+def codex_box(codex_home: Any, codex_model: Any) -> Iterator[Any]:
+    """A sotd daemon (not yet started) whose ``codex`` rows run the pinned Codex with ``codex_home``."""
+    from tests.realagent import codex_kit
+
+    b = codex_kit.CodexBox(codex_home, codex_model, {"SOTD_TEST_HEARTBEAT_SECS": "2"})
+    yield b
+    b.close()

@@ -69,7 +69,12 @@ FREE = [
 ]
 
 NOT_FREE = [
-    ("codex has no predicate", box(f"❯{NB}"), "codex", "no wake predicate for this agent"),
+    (
+        "a Claude Code box read with Codex's predicate",
+        box(f"❯{NB}"),
+        "codex",
+        "no idle footer (a dialog, view or overlay is open)",
+    ),
     ("unknown agent has no predicate", box(f"❯{NB}"), "aider", "no wake predicate for this agent"),
     ("no cursor", box(f"❯{NB}", None), "claude", "no cursor"),
     ("cursor below the last row", Screen.of([RULE, f"❯{NB}", RULE], (2, 3), W), "claude", "no cursor"),

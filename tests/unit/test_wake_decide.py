@@ -235,8 +235,10 @@ def test_wake_rows_rules() -> None:
         RowView("dup-2", "terminal", "e"),
         RowView("not-capsule", "Ready", "f", runtime="plain"),
         RowView("dead", "terminal", "g"),
+        RowView("other-agent", "Ready", "h", agent="none"),
     ]
-    assert [r.row_id for r in wake_rows(rows)] == ["ok"]
+    # a Codex row is woken like a Claude Code one (issue 12: its predicate reads every captured screen right)
+    assert [r.row_id for r in wake_rows(rows)] == ["ok", "codex"]
 
 
 # ------------------------------------------------------------------------------------------ streaks

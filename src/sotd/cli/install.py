@@ -31,6 +31,10 @@ from sotd.cli.common import err, out
 from sotd.errors import SotdError, UsageError
 from sotd.formats.layout import Layout
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 WRAPPERS = {
     "comm-send.sh": "send",
     "comm-poll.sh": "poll",
@@ -87,9 +91,10 @@ CLAUDE_EVENTS = (
     ("PostToolUse", "*", "comm-status-posttool.sh"),
     ("PermissionRequest", "*", "comm-status-permission.sh"),
 )
-# Codex lifecycle hooks (hooks.json, the same shape as Claude Code's "hooks"): the turn end, the prompt, and
-# its approval prompts. Codex has no AskUserQuestion, so no tool hooks.
+# Codex lifecycle hooks (hooks.json, the same shape as Claude Code's "hooks"): the session's start (the join),
+# the turn end, the prompt, and its approval prompts. Codex has no AskUserQuestion, so no tool hooks.
 CODEX_EVENTS = (
+    ("SessionStart", None, "comm-session-start.sh"),
     ("Stop", None, "comm-status-idle.sh"),
     ("UserPromptSubmit", None, "comm-status-prompt.sh"),
     ("PermissionRequest", "*", "comm-status-permission.sh"),
@@ -405,11 +410,31 @@ def row_settings_text(bin_dir: str) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def row_argv(argv: list[str], bin_dir: str) -> list[str]:
+# A Codex row's first prompt (issue 12 part 3): Codex 0.171.0 starts its thread, and so runs its
+# SessionStart hook (the join), only at the first turn, so a row that is to join by itself is given one.
+# It starts with "[sot-comm] " (a machine prompt: no closing-line nudge) and asks for one poll.
+CODEX_FIRST_PROMPT = "[sot-comm] this row has started: run comm-poll.sh once to read any mail already waiting"
+
+
+def codex_row_argv(argv: list[str], path: str) -> list[str]:
+    """A Codex row's argv, when it is the bare ``codex`` (a command given with arguments is the caller's
+    own, kept as it is): ``shell_environment_policy.set.PATH`` = the row's ``PATH`` (``bin/`` first),
+    because the model's commands run in a shell whose environment comes from a login shell's snapshot
+    (Debian's /etc/profile resets PATH, and the bare ``comm-poll.sh`` the wake line names is not found),
+    and ``CODEX_FIRST_PROMPT`` as its prompt. Pure."""
+    if len(argv) != 1:
+        return argv
+    return [*argv, "-c", f"shell_environment_policy.set.PATH={json.dumps(path)}", CODEX_FIRST_PROMPT]
+
+
+def row_argv(argv: list[str], bin_dir: str, path: str = "") -> list[str]:
     """A Claude Code row's argv with ``--settings <bin>/claude-settings.json`` added, when the argv runs
-    Claude Code and that file is there; any other argv as it is."""
+    Claude Code and that file is there; a Codex row's with its ``PATH`` and first prompt
+    (``codex_row_argv``; ``path`` is the row's ``PATH``); any other argv as it is."""
     from sotd import identity
 
+    if identity.agent_of(argv) == "codex":
+        return codex_row_argv(argv, path or bin_dir + os.pathsep + os.defpath)
     path = os.path.join(bin_dir, ROW_SETTINGS)
     if identity.agent_of(argv) != "claude" or "--settings" in argv or not os.path.isfile(path):
         return argv
@@ -483,7 +508,12 @@ def _settings_target(path: str) -> str:
 
 
 def write_claude_settings(
-    path: str, bin_dir: str, *, allow: list[str] | None = None, record: dict[str, object] | None = None
+    path: str,
+    bin_dir: str,
+    *,
+    allow: list[str] | None = None,
+    record: dict[str, object] | None = None,
+    events: tuple[tuple[str, str | None, str], ...] = CLAUDE_EVENTS,
 ) -> bool:
     """Merge our hooks (and ``allow`` rules) into the settings file at ``path``; True when it changed.
 
@@ -492,7 +522,7 @@ def write_claude_settings(
     target = _settings_target(path)
     data = _read_bytes(target)
     doc = _load_doc(path, data)
-    done = merge_claude_settings(doc, bin_dir, allow=allow)
+    done = merge_claude_settings(doc, bin_dir, events, allow=allow)
     if not changed(done):
         return False
     new = _dump(doc)
@@ -689,6 +719,63 @@ def uninstall_skill(path: str) -> str | None:
 # ------------------------------------------------------------------------------------------ the record
 
 
+# ------------------------------------------------------------------------------------------ Codex
+
+CODEX_RULES = "sot-comm.rules"
+CODEX_RULES_MARK = "# written by `sotd comm install --agent-settings`; `sotd comm uninstall` removes it"
+
+
+def codex_dir(environ: Mapping[str, str] | None = None) -> str:
+    """Codex's own folder: ``$CODEX_HOME`` when set (as Codex reads it), else ``~/.codex``."""
+    env = os.environ if environ is None else environ
+    return env.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+
+
+def codex_rules_text(bin_dir: str, home: str | None = None) -> str:
+    """``rules/sot-comm.rules``: Codex ``prefix_rule``s that let sotd's own mail wrappers (``ALLOWED``) run
+    with no approval prompt, each in every form a session types it (the bare name, the absolute path, the
+    ``~/`` path when ``bin/`` is below ``home``), and nothing else. Pure."""
+    lines = [CODEX_RULES_MARK, "# sot-comm: reading and sending mail needs no approval (docs/agents.md)"]
+    for name in ALLOWED:
+        full = os.path.join(bin_dir, name)
+        forms = [name, full]
+        if home and home != "/" and full.startswith(home.rstrip("/") + "/"):
+            forms.append("~/" + full[len(home.rstrip("/")) + 1 :])
+        for form in forms:
+            lines.append(f'prefix_rule(pattern = [{json.dumps(form)}], decision = "allow")')
+    return "\n".join(lines) + "\n"
+
+
+def write_codex_rules(path: str, bin_dir: str) -> str:
+    """Write the rules file at ``path`` (ours whole: a file there without our mark is left alone); the
+    line saying what happened."""
+    text = codex_rules_text(bin_dir, os.path.expanduser("~"))
+    data = _read_bytes(path)
+    if data is not None and not data.decode("utf-8", "replace").startswith(CODEX_RULES_MARK):
+        return (
+            f"{path} exists and is not sotd's: left as it is (sotd's wrappers may ask for approval in Codex)"
+        )
+    if data == text.encode():
+        return f"The Codex rules were already in {path}"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    _write(path, text, 0o644)
+    return f"Allowed sotd's mail wrappers in Codex without approval: {path}"
+
+
+def unwrite_codex_rules(path: str) -> str | None:
+    data = _read_bytes(path)
+    if data is None or not data.decode("utf-8", "replace").startswith(CODEX_RULES_MARK):
+        return None
+    os.unlink(path)
+    return f"Removed {path}"
+
+
+CODEX_TRUST_NOTE = (
+    "Codex runs new or changed hooks only once a person trusts them: start codex and pick "
+    "'Trust all and continue' (or review them with /hooks)"
+)
+
+
 def _settings_record_path(lay: Layout) -> str:
     return os.path.join(lay.bin_dir, SETTINGS_RECORD)
 
@@ -727,8 +814,8 @@ def instructions(bin_dir: str) -> list[str]:
     merge_claude_settings(codex, bin_dir, CODEX_EVENTS)
     lines += [
         "",
-        "Register them with Codex in ~/.codex/hooks.json (or a project's .codex/hooks.json), then trust them",
-        "in Codex with /hooks:",
+        "Register them with Codex in ~/.codex/hooks.json (or a project's .codex/hooks.json; --agent-settings",
+        "writes it), then trust them in Codex with /hooks:",
     ]
     lines += ["  " + ln for ln in json.dumps(codex, indent=2, ensure_ascii=False).splitlines()]
     lines += [
@@ -741,7 +828,9 @@ def instructions(bin_dir: str) -> list[str]:
 USAGE = """\
 usage: sotd comm install [--agent-settings[=PATH]] [--skill] [--sotd PATH]
   --agent-settings[=PATH]  register the hooks and allow rules in ~/.claude/settings.json (or PATH), and
-                           put the sot-session-start skill beside it (skills/sot-session-start/SKILL.md)
+                           put the sot-session-start skill beside it (skills/sot-session-start/SKILL.md);
+                           and for Codex: the hooks in $CODEX_HOME/hooks.json (~/.codex) and the rules
+                           file rules/sot-comm.rules (the mail wrappers run with no approval)
   --skill                  put the skill into ~/.claude/skills only
   --sotd PATH              the sotd the scripts run (default: this installation's own)"""
 
@@ -776,6 +865,9 @@ def run(argv: list[str]) -> int:
         # a file we could not merge into is refused before anything at all is written
         trial = _load_doc(settings, _read_bytes(_settings_target(settings)))
         merge_claude_settings(trial, lay.bin_dir, allow=allow_rules(lay.bin_dir, os.path.expanduser("~")))
+        codex_hooks = os.path.join(codex_dir(), "hooks.json")
+        merge_claude_settings(_load_doc(codex_hooks, _read_bytes(_settings_target(codex_hooks))), lay.bin_dir,
+                              CODEX_EVENTS)  # fmt: skip
     recorded = sotd or sotd_executable()
     names, removed = install(lay, recorded)
     note = checkout_note(recorded)
@@ -795,7 +887,8 @@ def run(argv: list[str]) -> int:
             skills.append(skill)
         out(f"Installed the Claude Code skill {SKILL}: {skill}")
     if settings:
-        entry = _entry_for(record, settings)
+        entry = _entry_for(record, settings)  # first in the record: uninstall says Claude Code's line first
+        _install_codex(lay, record)
         allow = allow_rules(lay.bin_dir, os.path.expanduser("~"))
         if write_claude_settings(settings, lay.bin_dir, allow=allow, record=entry):
             out(f"Registered the hooks and allow rules in {settings}")
@@ -812,6 +905,28 @@ def run(argv: list[str]) -> int:
         if not skill_wanted:
             out(f"The {SKILL} skill for Claude Code: re-run with --agent-settings or --skill.")
     return 0
+
+
+def _install_codex(lay: Layout, record: dict[str, object]) -> None:
+    """Codex's side of ``--agent-settings``: sotd's hooks merged into ``$CODEX_HOME/hooks.json`` (the same
+    record, so uninstall takes out exactly ours) and the rules file for the mail wrappers."""
+    path = os.path.join(codex_dir(), "hooks.json")
+    entry = _entry_for(record, path)
+    if write_claude_settings(path, lay.bin_dir, record=entry, events=CODEX_EVENTS):
+        out(f"Registered the hooks in {path} (Codex)")
+        out(CODEX_TRUST_NOTE)
+    else:
+        out(f"The hooks were already registered in {path} (Codex)")
+    if not entry:
+        files = record.get("settings")
+        if isinstance(files, dict):
+            files.pop(path, None)
+    rules = os.path.join(codex_dir(), "rules", CODEX_RULES)
+    out(write_codex_rules(rules, lay.bin_dir))
+    if _read_bytes(rules) == codex_rules_text(lay.bin_dir, os.path.expanduser("~")).encode():
+        listed = record.setdefault("codex_rules", [])
+        if isinstance(listed, list) and rules not in listed:
+            listed.append(rules)
 
 
 def uninstall(argv: list[str]) -> int:
@@ -838,6 +953,12 @@ def uninstall(argv: list[str]) -> int:
                 except OSError as e:
                     err(f"FAILED to change {path}: {e.strerror or e}; it was left as it is")
                     status = 1
+    rule_files = record.get("codex_rules")
+    for path in rule_files if isinstance(rule_files, list) else []:
+        if isinstance(path, str):
+            line = unwrite_codex_rules(path)
+            if line:
+                out(line)
     skills = record.get("skills")
     for path in skills if isinstance(skills, list) else []:
         if isinstance(path, str):

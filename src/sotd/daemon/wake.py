@@ -6,7 +6,7 @@ checks: every 2 s tick for each Ready Claude row with a declared handle, and at 
 file changes (inotify on ``inbox/``, through ctypes, read on the event loop with ``add_reader``).
 Guarantee: one wake line per batch of unread directed mail (again after ten minutes unread), an owed
 Enter completed instead of a second line, never while the row's Stop hook mark is under 60 s old, never
-into a screen that is not a free prompt, never into a Codex row. The memory is in this process only: a
+into a screen that is not a free prompt (a Codex row's: ``terminal/codex_prompt.py``). The memory is in this process only: a
 restarted daemon wakes each row with unread mail once more.
 What would break it: two checks of one row at once (both would type), or storing the memory of a refused
 attempt (the batch would never be typed).
@@ -259,7 +259,7 @@ class Waker:
         if action == decide.WAKE:
             out = await asyncio.to_thread(attempt.wake, self.rows.tmux, row.pane, row.agent, hold=self.hold)
         else:
-            out = await asyncio.to_thread(attempt.complete_enter, self.rows.tmux, row.pane)
+            out = await asyncio.to_thread(attempt.complete_enter, self.rows.tmux, row.pane, agent=row.agent)
         took = time.monotonic() - started
         total = facts.total
         if out.result in (attempt.WOKEN, attempt.TYPED_NO_ENTER):

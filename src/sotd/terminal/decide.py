@@ -31,6 +31,9 @@ HEARTBEAT_SECS = 60.0
 STREAK_SILENT_SECS = 60.0
 HOLD_SECS = 1.5
 OP_BUDGET_SECS = 3.0
+# The agents whose rows are woken: each has a screen predicate (terminal/prompt.py, terminal/codex_prompt.py)
+# that reads every captured screen of its pinned release right (docs/rows.md, "The wake for Codex rows").
+WAKE_AGENTS = ("claude", "codex")
 CONTROLLER_ID = "sot-comm-wake"
 
 FORGET = "forget"
@@ -195,7 +198,7 @@ def held_handles(rows: Iterable[RowView]) -> frozenset[str]:
 
 
 def wake_rows(rows: Iterable[RowView]) -> list[RowView]:
-    """Rows the wake looks at (behaviour 3.1, 3.2): runtime ``capsule``, phase Ready, a Claude agent, a
+    """Rows the wake looks at (behaviour 3.1, 3.2): runtime ``capsule``, phase Ready, a Claude or Codex agent, a
     non-empty declared handle that no other row also declares."""
     rows = list(rows)
     declared: dict[str, int] = {}
@@ -207,7 +210,7 @@ def wake_rows(rows: Iterable[RowView]) -> list[RowView]:
         for r in rows
         if r.runtime == "capsule"
         and r.phase == WAKE_PHASE
-        and r.agent == "claude"
+        and r.agent in WAKE_AGENTS
         and r.declared
         and declared[r.declared] == 1
     ]

@@ -3,7 +3,8 @@
 Pure: a ``Screen`` is a value (lines, a dim mask, the cursor, the width); ``is_free`` answers with the
 logged refusal reason; ``screen_from_capture`` turns ``tmux capture-pane -e -p`` output into a ``Screen``.
 The guarantee: the wake types only into an empty Claude Code input box that has focus (the agents panel,
-when shown, has its dot on ``main``) and is wide enough to hold the wake line on one row.
+when shown, has its dot on ``main``) and is wide enough to hold the wake line on one row. A Codex row's
+screen is read by ``codex_prompt`` (``is_free``, ``hold_region`` and ``line_alone_in_box`` hand it over).
 
 What would break it: reading a dim suggestion as a draft (a free prompt would never be woken) or a
 non-dim draft as empty (the wake line would be appended to someone's half-typed text); reading an SGR
@@ -42,7 +43,7 @@ PANEL_UNKNOWN = "agents panel focused or unrecognised"
 PANEL_NOT_MAIN = "the panel's dot is not on main"
 WORKING = "agent is working"  # ours (3.3 "never types into a … working screen"): the footer says so
 
-AGENTS_WITH_PREDICATE = ("claude",)
+AGENTS_WITH_PREDICATE = ("claude", "codex")  # codex: terminal/codex_prompt.py (issue 12)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +144,10 @@ def is_free(screen: Screen, agent: str, *, windows: bool = False) -> tuple[bool,
     """
     if agent not in AGENTS_WITH_PREDICATE:
         return False, NO_PREDICATE
+    if agent == "codex":
+        from sotd.terminal import codex_prompt
+
+        return codex_prompt.is_free(screen)
     pos = _on_screen(screen)
     if pos is None:
         return False, NO_CURSOR
@@ -180,18 +185,27 @@ def box_bounds(screen: Screen) -> tuple[int, int] | None:
     return pos[1] - 1, pos[1] + 1
 
 
-def hold_region(screen: Screen) -> tuple[str, ...] | None:
+def hold_region(screen: Screen, agent: str = "claude") -> tuple[str, ...] | None:
     """Rows 0 through the box's lower rule: what must stay identical during the hold (a spinner above the
-    box moves it; a ticking footer or panel below the lower rule does not)."""
+    box moves it; a ticking footer or panel below the lower rule does not). Codex: its composer's rows."""
+    if agent == "codex":
+        from sotd.terminal import codex_prompt
+
+        return codex_prompt.hold_region(screen)
     bounds = box_bounds(screen)
     if bounds is None:
         return None
     return screen.lines[: bounds[1] + 1]
 
 
-def line_alone_in_box(screen: Screen, text: str) -> bool:
+def line_alone_in_box(screen: Screen, text: str, agent: str = "claude") -> bool:
     """True when ``text`` sits alone in main's input box: exactly one row reads ``<spaces>❯<NBSP or
-    space><text>`` between two borders, and the agents panel (if shown) has its dot on main."""
+    space><text>`` between two borders, and the agents panel (if shown) has its dot on main. Codex: its
+    composer reads ``› <text>``."""
+    if agent == "codex":
+        from sotd.terminal import codex_prompt
+
+        return codex_prompt.line_alone(screen, text)
     hits = []
     for y in range(1, len(screen.lines) - 1):
         row = screen.undimmed(y)

@@ -72,13 +72,13 @@ def wake(
         free, why = prompt.is_free(first, agent)
         if not free:
             return Outcome(REFUSED, why, _border(first))
-        region = prompt.hold_region(first)
+        region = prompt.hold_region(first, agent)
         end = clock() + hold
         live = first
         while True:
             sleep(POLL_SECS)
             live = _read(tmux, target)
-            if prompt.hold_region(live) != region:
+            if prompt.hold_region(live, agent) != region:
                 return Outcome(REFUSED, MOVED, _border(first))
             if clock() >= end:
                 break
@@ -88,7 +88,9 @@ def wake(
         tmux.send_text(target, line)
     except TmuxError as e:
         return Outcome(ERROR, e.message)
-    return _confirm_and_enter(tmux, target, line, budget=budget, clock=clock, sleep=sleep, typed=True)
+    return _confirm_and_enter(
+        tmux, target, line, budget=budget, clock=clock, sleep=sleep, typed=True, agent=agent
+    )
 
 
 def complete_enter(
@@ -99,9 +101,12 @@ def complete_enter(
     budget: float = OP_BUDGET_SECS,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    agent: str = "claude",
 ) -> Outcome:
     """The owed Enter of an earlier wake: sent only when the box holds exactly the wake line."""
-    return _confirm_and_enter(tmux, target, line, budget=budget, clock=clock, sleep=sleep, typed=False)
+    return _confirm_and_enter(
+        tmux, target, line, budget=budget, clock=clock, sleep=sleep, typed=False, agent=agent
+    )
 
 
 def _confirm_and_enter(
@@ -113,12 +118,13 @@ def _confirm_and_enter(
     clock: Callable[[], float],
     sleep: Callable[[float], None],
     typed: bool,
+    agent: str = "claude",
 ) -> Outcome:
     end = clock() + budget
     try:
         while True:
             screen = _read(tmux, target)
-            if prompt.line_alone_in_box(screen, line):
+            if prompt.line_alone_in_box(screen, line, agent):
                 tmux.send_enter(target)
                 return Outcome(WOKEN if typed else ENTERED, None, _border(screen))
             if clock() >= end:
