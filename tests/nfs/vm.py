@@ -141,7 +141,9 @@ def boot(work: str, config: dict[str, object], *, wall_secs: float) -> Boot:
     with open(os.path.join(share, "config.json"), "w") as f:
         json.dump(config, f)
     with open(os.path.join(share, "boot.sh"), "w") as f:
-        f.write(f"#!/bin/sh\nexec /bin/sh {GUEST_INIT} /share {config['python']} {config['budget_secs']}\n")
+        only = str(config.get("only", ""))  # a comma-separated subset of the points (by hand, when debugging)
+        f.write(f"#!/bin/sh\nexport SOTD_NFS_ONLY='{only}'\n")
+        f.write(f"exec /bin/sh {GUEST_INIT} /share {config['python']} {config['budget_secs']}\n")
     console = os.path.join(work, "console.log")
     argv = [
         "timeout",

@@ -130,34 +130,39 @@ def verb_hold_inbox(home: str, handle: str, who: str, ready: str) -> dict[str, A
 
 
 def verb_late_writer(home: str, handle: str, who: str, ready: str, go: str) -> dict[str, Any]:
-    """Append through ``inbox.append``, pausing inside the lock before the write (the ``inbox._write`` seam)
-    until ``go`` exists: the writer a partition cuts off while it holds the inbox lock."""
+    """Append through ``inbox.append``, pausing inside the lock at its first ``fstat`` of the inbox (this
+    process's ``os.fstat`` wrapped) until ``go`` exists: the writer a partition cuts off while it holds the
+    inbox lock, as an RPC that hangs until the link heals would."""
     lay = layout_of(home)
     own = lockmanager.own_lock(lay)
-    real = inbox._write
+    real_fstat = os.fstat
+    real_write = inbox._write
     paused: list[float] = []
+    writes: list[int] = []
 
-    def pause_then_write(fd: int, data: Any) -> int:
+    def pause_then_fstat(fd: int) -> os.stat_result:
         if not paused:
             t = time.monotonic()
             touch_file(ready, str(os.getpid()))
             wait_file(go, 180)
             paused.append(time.monotonic() - t)
-        try:
-            return real(fd, data)
-        except OSError as e:
-            late_errors.append(errno.errorcode.get(e.errno or 0, str(e)))
-            raise
+        return real_fstat(fd)
 
-    late_errors: list[str] = []
-    inbox._write = pause_then_write
+    def counted_write(fd: int, data: Any) -> int:
+        writes.append(len(data))
+        return real_write(fd, data)
+
+    os.fstat = pause_then_fstat
+    inbox._write = counted_write
     line = inbox.encode_line(who, handle, "nfs", "the late write", _clock.stamp())
     try:
         inbox.append(lay, handle, line, nfs=lockmanager.is_nfs(own or ""), bound=10.0)
         outcome: dict[str, Any] = {"filed": True}
     except SotdError as e:
         outcome = {"filed": False, "message": e.message}
-    outcome.update(own_lock=own, paused=paused, write_errors=late_errors)
+    finally:
+        os.fstat = real_fstat
+    outcome.update(own_lock=own, paused=paused, writes=writes)
     return outcome
 
 

@@ -90,8 +90,9 @@ def session_env(home: str, host: str, name: str, work: str, **extra: str) -> dic
 
 def comm(host: str, env: dict[str, str], *args: str, timeout: float = 60) -> dict[str, Any]:
     os.makedirs(env["PWD"], exist_ok=True)
+    t = time.monotonic()
     p = run([SOTD, "comm", *args], host=host, env=env, timeout=timeout, cwd=env["PWD"])
-    return {"code": p.returncode, "out": p.stdout, "err": p.stderr}
+    return {"code": p.returncode, "out": p.stdout, "err": p.stderr, "secs": round(time.monotonic() - t, 3)}
 
 
 def read(path: str) -> str:
@@ -313,6 +314,164 @@ def point_killed_holder(ver: str, *, inbox_lock: bool) -> dict[str, Any]:
     return facts
 
 
+def point_registry(ver: str, n: int) -> dict[str, Any]:
+    """Registry writes from both hosts at once (joins, touches, leaves; each also bumps a shared counter),
+    with a reader on each host parsing every read; then the final registry."""
+    from sotd.formats import registry
+    from sotd.formats.layout import Layout
+
+    home_a, home_b, work = fresh_home(ver, f"registry-{ver}")
+    go = os.path.join(work, "go")
+    pa = spawn([PY, HELPER, "registry_churn", home_a, HOST_A, str(n), go, "3"], host="a")
+    pb = spawn([PY, HELPER, "registry_churn", home_b, HOST_B, str(n), go, "3"], host="b")
+    time.sleep(3)
+    open(go, "w").close()
+    outs: dict[str, Any] = {}
+    for who, p in ((HOST_A, pa), (HOST_B, pb)):
+        out, err = p.communicate(timeout=240)
+        try:
+            outs[who] = json.loads(out.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            outs[who] = {"error": f"exit {p.returncode}: {out[-1500:]} {err[-1500:]}"}
+    doc = registry.read(Layout(home_a))
+    return {"writers": outs, "final": doc, "n": n}
+
+
+def point_nocto(ver: str) -> dict[str, Any]:
+    """The registry lock's holder record taken on host B through a ``nocto`` mount and a normal one."""
+    _home_a, home_b, _work = fresh_home(ver, f"nocto-{ver}")
+    nocto_home = home_b.replace(MOUNTS[ver][1], MOUNTS[ver][2], 1)
+    return {
+        "nocto": helper("b", "take_reglock", nocto_home, HOST_B, "5"),
+        "cto": helper("b", "take_reglock", home_b, HOST_B, "5"),
+        "nocto_mount": [
+            x for x in run(["cat", "/proc/mounts"], host="b").stdout.splitlines() if MOUNTS[ver][2] in x
+        ],
+    }
+
+
+def point_partition(ver: str) -> dict[str, Any]:
+    """Host B holds the inbox lock (paused inside ``inbox.append`` before its write) and is cut off past the
+    lease; A takes the lock and appends; the link heals; B's late write goes on."""
+    from sotd.errors import SotdError
+    from sotd.formats import inbox, lockmanager
+    from sotd.formats.layout import Layout
+
+    home_a, home_b, work = fresh_home(ver, f"partition-{ver}")
+    lay = Layout(home_a)
+    facts: dict[str, Any] = {}
+    notes: list[str] = []
+    own = lockmanager.own_lock(lay)
+    first = inbox.encode_line("A", "sink", "nfs", "A 00000 before", "2026-01-01T00:00:00Z")
+    inbox.append(lay, "sink", first, nfs=lockmanager.is_nfs(own or ""), bound=5.0, note=notes.append)
+    ready, go = os.path.join(work, "ready"), os.path.join(work, "go")
+    pb = spawn([PY, HELPER, "late_writer", home_b, "sink", "B", ready, go], host="b")
+    deadline = time.monotonic() + 60
+    while not os.path.exists(ready) and time.monotonic() < deadline and pb.poll() is None:
+        time.sleep(0.05)
+    facts["b_holds"] = os.path.exists(ready)
+    line = inbox.encode_line("A", "sink", "nfs", "A 00001 during the partition", "2026-01-01T00:00:01Z")
+    try:
+        inbox.append(lay, "sink", line, nfs=lockmanager.is_nfs(own or ""), bound=1.0)
+        facts["a_before_cut"] = "filed"
+    except SotdError as e:
+        facts["a_before_cut"] = e.message
+    subprocess.run(["ip", "link", "set", "veth0", "down"], check=True, timeout=10)
+    t = time.monotonic()
+    facts["a_tries"] = []
+    try:
+        while time.monotonic() - t < 60:
+            try:
+                inbox.append(
+                    lay, "sink", line, nfs=lockmanager.is_nfs(own or ""), bound=2.0, note=notes.append
+                )
+                facts["a_got_lock_after_secs"] = round(time.monotonic() - t, 1)
+                break
+            except SotdError as e:
+                facts["a_tries"].append(e.message)
+    finally:
+        subprocess.run(["ip", "link", "set", "veth0", "up"], check=True, timeout=10)
+    facts["size_after_a"] = os.path.getsize(lay.inbox("sink"))
+    facts["healed_after_secs"] = round(time.monotonic() - t, 1)
+    time.sleep(2)
+    open(go, "w").close()
+    out, err = pb.communicate(timeout=180)
+    try:
+        facts["b"] = json.loads(out.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        facts["b"] = {"error": f"exit {pb.returncode}: {out[-1500:]} {err[-1500:]}"}
+    facts["a_tries"] = [*facts["a_tries"][:3], f"... {len(facts['a_tries'])} tries"]
+    facts["notes"] = notes
+    facts["inbox"] = read(lay.inbox("sink"))
+    facts["inbox_from_b"] = run(["cat", f"{home_b}/inbox/sink.jsonl"], host="b").stdout
+    return facts
+
+
+def point_poll(ver: str, rounds: int, per_round: int) -> dict[str, Any]:
+    """Host A appends to a session of host B (sotd ``inbox.append``) while A rewrites the registry
+    (renames) all along; after each round B runs ``sotd comm unread`` then ``sotd comm poll``."""
+    import threading
+
+    from sotd import _clock
+    from sotd.errors import SotdError
+    from sotd.formats import inbox, lockmanager, registry
+    from sotd.formats.layout import Layout
+
+    home_a, home_b, work = fresh_home(ver, f"poll-{ver}")
+    lay = Layout(home_a)
+    eb = session_env(home_b, HOST_B, "beta", work)
+    facts: dict[str, Any] = {"join_b": comm("b", eb, "join", "--name", "beta")}
+    stop = threading.Event()
+    renames = [0]
+
+    def churn() -> None:
+        while not stop.is_set():
+            try:
+                registry.update(lay, HOST_A, lambda d: (True, registry.set_last_seen(d, "beta")), bound=5.0)
+                renames[0] += 1
+            except SotdError:
+                pass
+            time.sleep(0.2)
+
+    th = threading.Thread(target=churn, daemon=True)
+    th.start()
+    own = lockmanager.own_lock(lay)
+    sent: list[str] = []
+    rounds_out = []
+    try:
+        for r in range(rounds):
+            for k in range(per_round):
+                msg = f"A {r * per_round + k:05d} round {r}"
+                line = inbox.encode_line("alpha", "beta", "nfs", msg, _clock.stamp())
+                inbox.append(lay, "beta", line, nfs=lockmanager.is_nfs(own or ""), bound=5.0)
+                sent.append(msg)
+            rounds_out.append({"unread": comm("b", eb, "unread"), "poll": comm("b", eb, "poll")})
+    finally:
+        stop.set()
+        th.join(10)
+    facts.update(sent=sent, rounds=rounds_out, registry_renames=renames[0], own_lock_a=own)
+    return facts
+
+
+def point_send_latency(ver: str, n: int) -> dict[str, Any]:
+    """``n`` runs of ``sotd comm send`` from host A to a session of host B, each timed from spawn to exit."""
+    home_a, home_b, work = fresh_home(ver, f"send-{ver}")
+    ea = session_env(home_a, HOST_A, "alpha", work)
+    eb = session_env(home_b, HOST_B, "beta", work)
+    facts: dict[str, Any] = {
+        "join_a": comm("a", ea, "join", "--name", "alpha"),
+        "join_b": comm("b", eb, "join", "--name", "beta"),
+    }
+    sends = [comm("a", ea, "send", "@beta", f"send {i}") for i in range(n)]
+    facts["codes"] = [x["code"] for x in sends]
+    facts["outs"] = sorted({x["out"] for x in sends})
+    facts["secs_each"] = [x["secs"] for x in sends]
+    from sotd.formats.layout import Layout
+
+    facts["inbox_lines"] = len(read(Layout(home_a).inbox("beta")).splitlines())
+    return facts
+
+
 POINTS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
     ("record_v4", lambda: point_record("v4")),
     ("record_v3", lambda: point_record("v3")),
@@ -322,6 +481,15 @@ POINTS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
     ("killed_v4", lambda: point_killed_holder("v4", inbox_lock=True)),
     # v3: host B never takes the inbox lock (it hands lines to the daemon); the registry lock it does take
     ("killed_v3", lambda: point_killed_holder("v3", inbox_lock=False)),
+    ("registry_v4", lambda: point_registry("v4", 45)),
+    ("registry_v3", lambda: point_registry("v3", 45)),
+    ("nocto_v4", lambda: point_nocto("v4")),
+    ("nocto_v3", lambda: point_nocto("v3")),
+    ("send_v4", lambda: point_send_latency("v4", 15)),
+    ("poll_v4", lambda: point_poll("v4", 3, 5)),
+    ("poll_v3", lambda: point_poll("v3", 3, 5)),
+    # last: it cuts host B's link and lets its NFSv4 lease expire
+    ("partition_v4", lambda: point_partition("v4")),
 ]
 
 
