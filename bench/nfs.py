@@ -20,22 +20,25 @@ import tempfile
 
 from bench import common
 
-POINTS = "appends_sotd_v4,appends_plain_v4,appends_plain_v3,registry_v4,registry_v3,send_v4"
+POINTS = "appends_sotd_v4,appends_plain_v4,appends_plain_v3,appends_hub_v3,registry_v4,registry_v3,send_v4"
 
 
 def figures(results: dict[str, dict]) -> dict[str, object]:
     """The figures of the doc from a guest's ``results.json``."""
     out: dict[str, object] = {}
-    for key in ("appends_sotd_v4", "appends_plain_v4", "appends_plain_v3"):
+    for key in ("appends_sotd_v4", "appends_plain_v4", "appends_plain_v3", "appends_hub_v3"):
         r = results.get(key)
         if not r or "census" not in r:
             continue
         c = r["census"]
+        wall = r.get("wall_secs") or max(float(w.get("secs", 0)) for w in r["writers"].values())
         out[key] = {
             "writers": 2,
             "each": r["expected"] // 2,
-            "wall_secs": r["wall_secs"],
-            "appends_per_sec": r["appends_per_sec"],
+            "wall_secs": wall,
+            "appends_per_sec": round(r["expected"] / wall, 1) if wall else None,
+            "reported_failed": sum(int(w.get("failed", 0)) for w in r["writers"].values()),
+            "failed_but_filed": len(r.get("failed_but_filed", [])),
             "lines": c["lines"],
             "lost": c["missing"]["A"] + c["missing"]["B"],
             "torn": c["torn"],

@@ -591,6 +591,7 @@ def _nfs(r: dict[str, object]) -> str:
         ("appends_sotd_v4", "v4.2, through sotd (inbox lock, polled every 15-25 ms)"),
         ("appends_plain_v4", "v4.2, plain O_APPEND + fsync, no lock"),
         ("appends_plain_v3", "v3, plain O_APPEND + fsync, no lock"),
+        ("appends_hub_v3", "v3, A appends itself, B through its daemon and the hub"),
     ]
     out.append(
         "| run (2 hosts x 500 appends, at once) | appends/s | wall s | whole lines | lost | torn | p50 ms A/B | p99 ms A/B |"
@@ -604,6 +605,12 @@ def _nfs(r: dict[str, object]) -> str:
         out.append(
             f"| {label} | {_f(a['appends_per_sec'], 1)} | {_f(a['wall_secs'], 1)} | {a['lines']} | "
             f"**{a['lost']}** | {a['torn']} | {p50.get('A')}/{p50.get('B')} | {p99.get('A')}/{p99.get('B')} |"
+        )
+    hub = r.get("appends_hub_v3")
+    if isinstance(hub, dict):
+        out.append(
+            f"\nv3 through the hub: {hub.get('reported_failed', 0)} of B's lines answered FAILED, "
+            f"{hub.get('failed_but_filed', 0)} of them filed all the same (see the note).\n"
         )
     s = r.get("send_v4")
     if isinstance(s, dict):

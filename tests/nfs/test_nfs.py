@@ -206,3 +206,28 @@ def test_sends_from_host_a_to_host_b_over_v4_are_each_filed_once(guest: Guest) -
     n = len(f["codes"])
     assert f["codes"] == [0] * n and f["outs"] == ["  filed -> @beta\n"], f
     assert f["inbox_lines"] == n
+
+
+def test_appends_v3_host_a_itself_and_host_b_through_the_hub_are_1000_whole_lines(guest: Guest) -> None:
+    """v3: A appends 500 itself (its own `none@<id>` manager, NLM locks) while B hands 500 to its daemon,
+    which forwards each up its link to the hub on A: one inbox, every line whole, none lost or repeated."""
+    f = guest.point("appends_hub_v3")
+    assert f["hub_up"] and f["guest_up"] and f["guest_linked"], f["guest_log"]
+    a, b = f["writers"]["A"], f["writers"]["B"]
+    assert a["own_lock"].startswith("none@") and a["failed"] == 0, a
+    c = f["census"]
+    assert (c["torn"], c["unterminated_tail"], c["repeated"]) == (0, False, {"A": 0, "B": 0}), c
+    assert c["missing"]["A"] == 0
+    # a line B was told FAILED for may be missing; every other one is there
+    assert c["missing"]["B"] <= b["failed"], (c, b["failures"])
+
+
+@pytest.mark.xfail(
+    reason="finding of issue 15, not fixed here: under contention on v3 the hub can file a forwarded line after "
+    "the guest's 7 s forward bound ran out, so host B is told FAILED for a line that was filed "
+    "(4 of 500 in one run); the hub bounds only its lock wait by the frame's `expires`, not the append",
+    strict=False,
+)
+def test_appends_v3_no_line_reported_failed_was_filed(guest: Guest) -> None:
+    f = guest.point("appends_hub_v3")
+    assert f["failed_but_filed"] == [], f["writers"]["B"]["failures"]

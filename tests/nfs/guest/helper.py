@@ -108,6 +108,50 @@ def verb_append(home: str, handle: str, who: str, n: str, mode: str, go: str) ->
     }
 
 
+def verb_file_via_daemon(sock: str, handle: str, who: str, n: str, go: str) -> dict[str, Any]:
+    """``n`` lines handed to this host's daemon at ``sock`` as ``comm.file`` (one connection each), once
+    ``go`` exists: how a host that does not take the inbox lock itself files (v3 host B)."""
+    from sotd.client import unix
+    from sotd.wire import messages
+
+    hello = messages.hello_payload(host=socket.gethostname(), os_user=f"uid:{os.geteuid()}", role="cli")
+    failures: list[str] = []
+    failed_seq: list[int] = []
+    if not wait_file(go, 60):
+        return {"error": "no go"}
+    t = time.monotonic()
+    lat: list[float] = []
+    for i in range(int(n)):
+        t1 = time.monotonic()
+        # as ``sotd comm send`` does: ``expires`` 5 s from the dial, and it waits no longer for the verdict
+        frame = {
+            "from": who,
+            "to": handle,
+            "text": payload(who, i),
+            "broadcast": False,
+            "expires": round(_clock.now() + 5.0, 3),
+        }
+        try:
+            answer = unix.request(sock, "comm.file", frame, hello, deadline_s=5.0)
+        except SotdError as e:
+            answer = {"error": e.message}
+        if answer.get("ok") is not True:
+            failures.append(str(answer))
+            failed_seq.append(i)
+        lat.append(time.monotonic() - t1)
+    secs = time.monotonic() - t
+    lat.sort()
+    return {
+        "n": int(n),
+        "secs": round(secs, 3),
+        "failures": failures[:5],
+        "failed": len(failures),
+        "failed_seq": failed_seq,
+        "p50": lat[len(lat) // 2],
+        "p99": lat[int(len(lat) * 0.99)],
+    }
+
+
 def verb_hold_inbox(home: str, handle: str, who: str, ready: str) -> dict[str, Any]:
     """Append through ``inbox.append``, but stop inside the lock after writing half the line (the
     ``inbox._write`` seam), say so in ``ready`` (our pid) and sleep until killed."""
@@ -296,6 +340,7 @@ def main() -> None:
     verbs = {
         "identity": verb_identity,
         "append": verb_append,
+        "file_via_daemon": verb_file_via_daemon,
         "hold_inbox": verb_hold_inbox,
         "late_writer": verb_late_writer,
         "hold_reglock": verb_hold_reglock,

@@ -257,6 +257,78 @@ def point_appends(ver: str, mode: str, n: int) -> dict[str, Any]:
     }
 
 
+def point_appends_v3_via_hub(n: int) -> dict[str, Any]:
+    """v3: host A appends ``n`` lines itself while host B hands ``n`` to its daemon, which forwards them up
+    its link to the hub on A, which files them: both at once, into one inbox."""
+    from sotd import _clock
+    from sotd.formats import registry
+    from sotd.formats.layout import Layout
+
+    a_mnt, b_mnt, _ = MOUNTS["v3"]
+    name = "append-hub-v3"
+    home_a, home_b, work = f"{a_mnt}/{name}", f"{b_mnt}/{name}", f"/tmp/{name}"
+    os.makedirs(work, exist_ok=True)
+    os.makedirs(home_a, exist_ok=True)
+    hub_sock = os.path.join(work, "hub.sock")
+    with open(os.path.join(home_a, "hosts.toml"), "w") as f:
+        f.write(f'hub = "{HOST_A}"\n\n[boxes.{HOST_A}]\nendpoint = "unix:{hub_sock}"\n\n[boxes.{HOST_B}]\n')
+    lay = Layout(home_a)
+    registry.ensure(lay)
+    registry.update(
+        lay,
+        HOST_A,
+        lambda d: (
+            True,
+            registry.put(
+                d,
+                "sink",
+                {"host": HOST_A, "last_seen": _clock.stamp(_clock.now() + 3600), "root": "/nowhere"},
+            ),
+        ),
+        bound=10.0,
+    )
+    hub = Daemon("a", "hub", home_a, work, os.path.join(home_a, "hosts.toml"))
+    guest = Daemon("b", "guest", home_b, work, os.path.join(home_b, "hosts.toml"))
+    facts: dict[str, Any] = {}
+    try:
+        facts["hub_up"], facts["guest_up"] = hub.wait_up(), guest.wait_up()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and f"link from {HOST_B} (" not in hub.text():
+            time.sleep(0.3)
+        facts["guest_linked"] = f"link from {HOST_B} (" in hub.text()
+        go = os.path.join(work, "go")
+        pa = spawn([PY, HELPER, "append", home_a, "sink", "A", str(n), "sotd", go], host="a")
+        pb = spawn([PY, HELPER, "file_via_daemon", guest.sock, "sink", "B", str(n), go], host="b")
+        time.sleep(3)
+        open(go, "w").close()
+        outs = {}
+        for who, p in (("A", pa), ("B", pb)):
+            out, err = p.communicate(timeout=240)
+            try:
+                outs[who] = json.loads(out.strip().splitlines()[-1])
+            except (IndexError, ValueError):
+                outs[who] = {"error": f"exit {p.returncode}: {out[-1500:]} {err[-1500:]}"}
+        facts["writers"] = outs
+        facts["census"] = inbox_census(lay.inbox("sink"), {"A": n, "B": n})
+        filed_b: set[int] = set()
+        with open(lay.inbox("sink"), "rb") as f:
+            for raw in f.read().split(b"\n")[:-1]:
+                try:
+                    who, seq = str(json.loads(raw)["msg"]).split(" ")[:2]
+                except (ValueError, KeyError):
+                    continue  # a torn line: counted by the census
+                if who == "B":
+                    filed_b.add(int(seq))
+        facts["failed_but_filed"] = sorted(set(outs["B"].get("failed_seq", [])) & filed_b)
+        facts["expected"] = 2 * n
+    finally:
+        facts["hub_log"] = hub.text()[-2000:]
+        facts["guest_log"] = guest.text()[-2000:]
+        hub.stop()
+        guest.stop()
+    return facts
+
+
 def point_killed_holder(ver: str, *, inbox_lock: bool) -> dict[str, Any]:
     """An inbox lock holder on host B (half its line written) and a registry lock holder on host B, each
     SIGKILLed: A gets the inbox lock at once and cuts the torn half; A's proof-of-death rules refuse to
@@ -478,6 +550,7 @@ POINTS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
     ("appends_sotd_v4", lambda: point_appends("v4", "sotd", 500)),
     ("appends_plain_v4", lambda: point_appends("v4", "plain", 500)),
     ("appends_plain_v3", lambda: point_appends("v3", "plain", 500)),
+    ("appends_hub_v3", lambda: point_appends_v3_via_hub(500)),
     ("killed_v4", lambda: point_killed_holder("v4", inbox_lock=True)),
     # v3: host B never takes the inbox lock (it hands lines to the daemon); the registry lock it does take
     ("killed_v3", lambda: point_killed_holder("v3", inbox_lock=False)),
