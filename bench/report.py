@@ -671,6 +671,56 @@ def _realwake(r: dict[str, object]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _nfs(r: dict[str, object]) -> str:
+    """Issue 15: one comm folder on real NFS (the tests/nfs guest): the lock's cost and what it buys."""
+    out = ["## NFS: two hosts on one comm folder (`bench/nfs.py`, issue 15)\n"]
+    out.append(f"Source: {r.get('source')}; {r.get('guest')}.\n")
+    rows = [
+        ("appends_sotd_v4", "v4.2, through sotd (inbox lock, polled every 15-25 ms)"),
+        ("appends_plain_v4", "v4.2, plain O_APPEND + fsync, no lock"),
+        ("appends_plain_v3", "v3, plain O_APPEND + fsync, no lock"),
+        ("appends_hub_v3", "v3, A appends itself, B through its daemon and the hub"),
+    ]
+    out.append(
+        "| run (2 hosts x 500 appends, at once) | appends/s | wall s | whole lines | lost | torn | p50 ms A/B | p99 ms A/B |"
+    )
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for key, label in rows:
+        a = r.get(key)
+        if not isinstance(a, dict):
+            continue
+        p50, p99 = a["p50_ms"], a["p99_ms"]
+        out.append(
+            f"| {label} | {_f(a['appends_per_sec'], 1)} | {_f(a['wall_secs'], 1)} | {a['lines']} | "
+            f"**{a['lost']}** | {a['torn']} | {p50.get('A')}/{p50.get('B')} | {p99.get('A')}/{p99.get('B')} |"
+        )
+    hub = r.get("appends_hub_v3")
+    if isinstance(hub, dict):
+        out.append(
+            f"\nv3 through the hub: {hub.get('reported_failed', 0)} of B's lines answered FAILED, "
+            f"{hub.get('failed_but_filed', 0)} of them filed all the same (see the note).\n"
+        )
+    s = r.get("send_v4")
+    if isinstance(s, dict):
+        out.append(
+            f"\n`sotd comm send` over v4.2 (host A to a session of host B, spawn to exit, {s['n']} runs, "
+            f"{s['filed']} filed): p50 **{_f(s['median'], 0)} ms**, p99 **{_f(s['p99'], 0)} ms** "
+            f"(min {_f(s['min'], 0)}, max {_f(s['max'], 0)}).\n"
+        )
+    out.append(
+        "| registry writes, both hosts at once | writes | wall s | writes/s | counter | reads parsed | unparseable | ESTALE retries |"
+    )
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for key, label in (("registry_v4", "v4.2"), ("registry_v3", "v3")):
+        g = r.get(key)
+        if isinstance(g, dict):
+            out.append(
+                f"| {label} | {g['writes']} | {_f(g['wall_secs'], 1)} | {_f(g['writes_per_sec'], 2)} | "
+                f"{g['final_counter']} | {g['reads']} | {g['unparseable']} | {g['estale_retries']} |"
+            )
+    return "\n".join(out) + "\n"
+
+
 RENDER = {
     "commands": _commands,
     "fanin": _fanin,
@@ -684,6 +734,7 @@ RENDER = {
     "daemon": _daemon,
     "wake": _wake,
     "realwake": _realwake,
+    "nfs": _nfs,
 }
 
 

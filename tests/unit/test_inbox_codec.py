@@ -324,6 +324,41 @@ def test_lost_lock_with_a_grown_inbox_does_not_cut_another_writers_line(
     assert _read(lay) == b'{"n":1}\n{"n":2}\n{"n":3}\n'
 
 
+def test_a_stall_before_the_write_writes_nothing(lay: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past STALL_SECS between the lock and the write, no write starts (an NFS client re-takes an expired
+    lock by itself on reconnect: tests/nfs, the partition point)."""
+    _put(lay, b'{"n":1}\n')
+    times = iter([100.0, 100.0 + inbox.STALL_SECS + 1])
+    monkeypatch.setattr(inbox, "_monotonic", lambda: next(times))
+    with pytest.raises(AppendFailed) as ei:
+        inbox.append(lay, "a", b'{"n":2}\n', nfs=False, bound=2)
+    assert ei.value.message == (
+        "the append failed: the inbox lock for @a may have been lost while the append stalled before its "
+        "write; nothing was appended"
+    )
+    assert _read(lay) == b'{"n":1}\n'
+
+
+def test_a_stalled_write_whose_inbox_grew_is_not_trusted_to_the_relocked_lock(
+    lay: Layout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock re-asserts fine after the stall (the NFS client re-took it), but another writer appended
+    meanwhile: FAILED, and nothing is cut."""
+    _put(lay, b'{"n":1}\n')
+    clock = [100.0]
+    monkeypatch.setattr(inbox, "_monotonic", lambda: clock[0])
+
+    def stalled_fsync(fd: int) -> None:
+        clock[0] += inbox.STALL_SECS + 5
+        with open(lay.inbox("a"), "ab") as other:
+            other.write(b'{"n":3}\n')
+
+    monkeypatch.setattr(inbox, "_fsync", stalled_fsync)
+    with pytest.raises(AppendFailed, match="the inbox grew meanwhile"):
+        inbox.append(lay, "a", b'{"n":2}\n', nfs=False, bound=2)
+    assert _read(lay) == b'{"n":1}\n{"n":2}\n{"n":3}\n'
+
+
 def test_unopenable_inbox(lay: Layout) -> None:
     os.makedirs(lay.inbox("a"))
     with pytest.raises(AppendFailed, match=r"^the append failed: Is a directory$"):

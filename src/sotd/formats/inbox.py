@@ -23,7 +23,13 @@ Failure wording decided here (the spec leaves it open):
   still be in @<h>'s inbox``;
 - the lock was lost (EIO, or the lock no longer held, after a stall of ``STALL_SECS``): ``the append failed:
   the inbox lock for @<h> was lost while the append stalled (<why>)``, after a rollback that is done only when
-  the file still ends with our own line (another writer may own the lock by then).
+  the file still ends with our own line (another writer may own the lock by then). After a stalled write the
+  re-asserted lock is not proof enough: the file must also be exactly our line longer than it was.
+- a stall before the write: ``the append failed: the inbox lock for @<h> may have been lost while the append
+  stalled before its write; nothing was appended``. Measured on real NFS (tests/nfs, the partition point): a
+  client cut off past its lease re-takes the expired lock by itself when the link heals, once the other
+  host has released it, and its cached pages then write zeros over the other host's line. So past
+  ``STALL_SECS`` no write is started at all, whatever the lock and the size say.
 """
 
 from __future__ import annotations
@@ -441,12 +447,17 @@ def _append_locked(
         except OSError as e:
             raise AppendFailed(f"the append failed: {_why(e)}") from e
         before = size
+        if _monotonic() - locked_at > STALL_SECS:
+            raise AppendFailed(stalled_before_write_text(handle))
         # 4. write whole, then sync
         try:
             _write_all(fd, line)
             _fsync(fd)
-            if _monotonic() - locked_at > STALL_SECS and not _lock_still_held(lock_fd):
-                raise OSError(errno.ENOLCK, "the lock manager no longer grants the lock")
+            if _monotonic() - locked_at > STALL_SECS:
+                if not _lock_still_held(lock_fd):
+                    raise OSError(errno.ENOLCK, "the lock manager no longer grants the lock")
+                if os.fstat(fd).st_size != before + len(line):
+                    raise OSError(errno.ENOLCK, "the inbox changed while the append stalled")
         except OSError as e:
             # 5. the rollback
             stalled = _monotonic() - locked_at > STALL_SECS
@@ -456,6 +467,13 @@ def _append_locked(
             os.close(fd)
         except OSError:
             pass
+
+
+def stalled_before_write_text(handle: str) -> str:
+    return (
+        f"the append failed: the inbox lock for @{handle} may have been lost while the append stalled "
+        "before its write; nothing was appended"
+    )
 
 
 def _rollback(fd: int, before: int, *, n: int, handle: str, cause: OSError, stalled: bool) -> AppendFailed:
