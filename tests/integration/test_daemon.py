@@ -607,6 +607,39 @@ def test_guest_forwards_to_the_hub(tmp_path: Any, daemons: list[Daemon]) -> None
     ), ans
 
 
+def test_a_guest_never_forwards_past_its_senders_deadline(tmp_path: Any, daemons: list[Daemon]) -> None:
+    """The sending command's ``expires`` caps the guest's forward (found by the NFS tier, issue 15: a
+    guest forwarding with a fresh 7 s bound let the hub file a line after the sender had said FAILED)."""
+    work = str(tmp_path)
+    write_hosts(work, hub_sock_path(work))
+    hub_lay = folder(work, "a")
+    put_agents(hub_lay, alpha=live("boxa"))
+    hub = start(daemons, work, "hub", hub_lay.home, "boxa")
+    guest = start(
+        daemons, work, "guest", hub_lay.home, "boxb", env={"SOT_COMM_TEST_LOCK_IDENTITY": "none@guestbox"}
+    )
+    wait_for(lambda: linked(hub, "boxb"), what="the guest's link")
+    assert guest.file("alpha", "past", expires=time.time() - 1) == {
+        "error": "the frame arrived after its sender stopped waiting for it, so nothing was filed",
+        "code": "file_failed",
+    }
+    # the hub's inbox lock held past the sender's 1.5 s: the guest answers FAILED by then, and the hub,
+    # bound by the same deadline, files nothing once the lock is free again
+    fd = os.open(hub_lay.inbox_lock("alpha"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        t0 = time.monotonic()
+        ans = guest.file("alpha", "late", expires=time.time() + 1.5)
+        took = time.monotonic() - t0
+        assert ans["code"] == "file_failed", ans
+        assert took < 4.0, took  # not the forward's own 1 s + 5 s bound
+        time.sleep(0.5)
+    finally:
+        os.close(fd)
+    assert guest.file("alpha", "after") == {"ok": True}
+    assert [x["msg"] for x in inbox_lines(hub_lay, "alpha")] == ["after"]
+
+
 # -------------------------------------------------------------------------------- start, status, stop
 
 

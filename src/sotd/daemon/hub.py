@@ -142,7 +142,11 @@ class Hub:
             why = self.topology_error or "no hosts.toml names a hub"
             return ops.refusal(ops.FILE_FAILED, why)
         ep = self.uplink.endpoint
-        bound = self.lock_wait() + FORWARD_SLACK_S
+        # never wait (nor let the hub file) past the sending command's own deadline: a send that has
+        # already said FAILED must not be followed by a filing (found by the NFS tier, issue 15)
+        bound = ops.budget(payload.get("expires"), time.time(), self.lock_wait() + FORWARD_SLACK_S)
+        if bound is None:
+            return ops.refusal(ops.FILE_FAILED, ops.EXPIRED)
         frame = dict(payload, forwarded=True, expires=round(time.time() + bound, 3))
         try:
             answer = await self.uplink.call("comm.file", frame, bound)

@@ -322,9 +322,12 @@ class Ops:
         if route.where == lockmanager.REFUSE:
             log.error("comm.file for @%s refused: %s", to, route.text)
             return refusal(FILE_FAILED, route.text)
-        if route.where == lockmanager.FORWARD:
-            return await self.forward({"from": frm, "to": to, "text": text, "broadcast": broadcast})
         expires = payload.get("expires")
+        if route.where == lockmanager.FORWARD:
+            frame: dict[str, Any] = {"from": frm, "to": to, "text": text, "broadcast": broadcast}
+            if expires is not None:
+                frame["expires"] = expires  # the sender's deadline caps the forward's (hub.Hub.forward)
+            return await self.forward(frame)
         bound = budget(expires, time.time(), inbox.inbox_wait(self.environ))
         if bound is None:
             log.warning("comm.file for @%s from %s: %s", to, origin, EXPIRED)
