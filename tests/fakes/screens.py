@@ -1,6 +1,7 @@
-"""Real screen captures for the free-prompt table (behaviour 3.3): the scripted Claude-like screen
+"""Scripted screen captures for the free-prompt table (behaviour 3.3): the scripted Claude-like screen
 (``sotd.demo_agent``) drawn in a real tmux pane on a private server and captured with the exact call the
-wake makes (``capture-pane -e -p`` then the cursor, in one tmux command).
+wake makes (``capture-pane -e -p`` then the cursor, in one tmux command). Only for the shapes the real
+Claude Code (``tests/realagent/screens.py``) does not draw; each case says why.
 
 ``CASES`` names each screen, how to draw it, the pane's width, and the verdict the wake must reach.
 ``python -m tests.fakes.screens`` (re)writes ``tests/fixtures/screens/<name>.capture``: tmux's output
@@ -29,21 +30,27 @@ class Case(NamedTuple):
     args: tuple[str, ...]
     width: int
     verdict: tuple[bool, str | None]
+    scripted_because: str  # why the real Claude Code's capture (tests/realagent/screens.py) cannot stand here
 
 
+# The real TUI's captures (tests/realagent/screens.py, Claude Code at scripts/claude-code.pin) stand for the
+# empty prompt, a draft, a permission dialog and a narrow pane; these scripted screens stay only for the
+# shapes the pinned release does not draw, each saying why.
 CASES = [
-    Case("empty-prompt", (), 100, (True, None)),
-    Case("dim-suggestion", ("--suggest", 'Try "fix the tests"'), 100, (True, None)),
-    Case("named-session-border", ("--named", "fix-build"), 100, (True, None)),
-    Case("agents-panel-on-main", ("--panel",), 100, (True, None)),
-    Case("draft", ("--mode", "draft"), 100, (False, "input not empty")),
-    Case("permission-dialog", ("--mode", "dialog"), 100, (False, "not in an input box")),
-    Case("numbered-menu", ("--mode", "menu"), 100, (False, "not in an input box")),
-    Case("question-input", ("--mode", "question"), 100, (False, "input not empty")),
-    Case("glyph-ascii-space", ("--mode", "ascii"), 100, (False, "input not empty")),
-    Case("too-narrow", (), 44, (False, "pane too narrow for the wake line")),
+    Case("dim-suggestion", ("--suggest", 'Try "fix the tests"'), 100, (True, None),
+         "2.1.197 draws its placeholders in 256-colour grey, never SGR dim; the dim rule of 3.3 is kept"),
+    Case("named-session-border", ("--named", "fix-build"), 100, (True, None),
+         "2.1.197 was not seen drawing a labelled top border; the border rule of 3.3 is kept"),
+    Case("agents-panel-on-main", ("--panel",), 100, (True, None),
+         "2.1.197 shows its agents as a full-screen view (claude-agents-view), not a panel under the box"),
+    Case("numbered-menu", ("--mode", "menu"), 100, (False, "not in an input box"),
+         "a numbered menu drawn as a box of its own; 2.1.197's menus are claude-permission-dialog and claude-question-box"),
+    Case("question-input", ("--mode", "question"), 100, (False, "input not empty"),
+         "the answer box's 'press 1-3 or type your answer' hint; not reached with the stand-in model"),
+    Case("glyph-ascii-space", ("--mode", "ascii"), 100, (False, "input not empty"),
+         "the glyph followed by an ASCII space, which Claude Code never draws (it draws an NBSP): a guard"),
     Case("agents-panel-on-helper", ("--panel", "--panel-focus", "helper-1"), 100,
-         (False, "the panel's dot is not on main")),
+         (False, "the panel's dot is not on main"), "as agents-panel-on-main"),
 ]  # fmt: skip
 
 

@@ -472,8 +472,7 @@ def test_prompt_origin(ab, text: str, origin: str) -> None:
 def test_user_turn_ends_done_machine_turn_ends_idle(ab) -> None:
     comm, a, _ = ab
     prompt(a, "please fix the build")
-    assert nudged(stop(a)) == HUMAN_NUDGE  # no marker: held once to add one
-    stop(a, active=True)
+    assert nudged(stop(a)) is None  # outside a row a person's turn is never held (nudges are rows' work)
     assert (row(comm)["state"], row(comm).get("done")) == ("done", True)
     prompt(a, "[sot-comm] you have mail: run comm-poll.sh")
     assert row(comm)["state"] == "working" and row(comm).get("done") is True
@@ -614,12 +613,41 @@ def post_tool(s: Session, n: int) -> None:
         assert (r.code, r.out) == (0, ""), r
 
 
+def nudges_on(comm: Comm, value: str = "on") -> None:
+    """Switch the nudges on outside rows (the sessions here run outside any row) in hooks.conf."""
+    with open(os.path.join(comm.home, "hooks.conf"), "w") as f:
+        f.write(f"# sotd hooks\nnudges = {value}\n")
+
+
+def test_outside_a_row_nudges_are_off_unless_the_config_file_says_on(ab) -> None:
+    comm, a, _ = ab
+    prompt(a, "please fix the build")
+    assert nudged(stop(a, last="Fixed it.")) is None
+    assert row(comm)["state"] == "done"
+    for value in ("rows", "bogus", "off"):
+        nudges_on(comm, value)
+        prompt(a, "again")
+        assert nudged(stop(a, last="Fixed it.")) is None, value
+    nudges_on(comm)
+    prompt(a, "and once more")
+    assert nudged(stop(a, last="Fixed it.")) == HUMAN_NUDGE
+
+
+def test_a_nudge_never_holds_a_stop_hook_continuation(ab) -> None:
+    comm, a, _ = ab
+    nudges_on(comm)
+    prompt(a, "please fix the build")
+    assert nudged(stop(a, active=True, last="Fixed it.")) is None  # its first end, but already held once
+    assert row(comm)["state"] == "done"
+
+
 def test_a_human_turn_without_a_marker_is_held_once_per_turn(ab) -> None:
     comm, a, _ = ab
+    nudges_on(comm)
     prompt(a, "please fix the build")
     assert nudged(stop(a, last="Fixed it.")) == HUMAN_NUDGE
     assert row(comm)["state"] == "working"  # held: the turn goes on
-    assert nudged(stop(a, active=True, last="Fixed it.")) is None  # once per turn
+    assert nudged(stop(a, last="Fixed it.")) is None  # once per turn (by its tick, not the continuation)
     assert row(comm)["state"] == "done"
     with open(comm.layout.state(f"stop-feedback-{SID}.jsonl")) as f:
         assert [json.loads(x)["reason"] for x in f] == [HUMAN_NUDGE]
@@ -635,6 +663,7 @@ def test_a_human_turn_without_a_marker_is_held_once_per_turn(ab) -> None:
 
 def test_a_machine_turn_is_nudged_softly_only_after_real_effort(ab) -> None:
     comm, a, _ = ab
+    nudges_on(comm)
     prompt(a, "[sot-comm] you have mail: run comm-poll.sh")
     post_tool(a, 7)
     assert nudged(stop(a, last="ok")) is None  # 7 calls, seconds old: not effort
@@ -646,7 +675,7 @@ def test_a_machine_turn_is_nudged_softly_only_after_real_effort(ab) -> None:
         "This turn did real work (8 tool calls, 0 min) and ended without a closing line. If it finished"
         " something, end with `SITREP: <headline>` so the others can see it; if not, just end the turn again."
     )
-    assert nudged(stop(a, active=True, last="ok")) is None and row(comm)["state"] == "idle"
+    assert nudged(stop(a, last="ok")) is None and row(comm)["state"] == "idle"
     # a long turn with few calls: the turn id's stamp says it began 6 minutes ago
     prompt(a, "[sot-comm] you have mail: run comm-poll.sh")
     with open(comm.layout.registry) as f:
@@ -662,6 +691,7 @@ def test_a_machine_turn_is_nudged_softly_only_after_real_effort(ab) -> None:
 
 def test_a_sitrep_naming_missing_files_is_held_once(ab) -> None:
     comm, a, _ = ab
+    nudges_on(comm)
     os.makedirs(os.path.join(a.root, "src"), exist_ok=True)
     with open(os.path.join(a.root, "src", "parser.py"), "w") as f:
         f.write("")
@@ -671,7 +701,7 @@ def test_a_sitrep_naming_missing_files_is_held_once(ab) -> None:
         "The SITREP names files that are not there: `docs/parser.md`, `notes/x.txt`. Create them or correct"
         " the SITREP, then end the turn."
     )
-    assert nudged(stop(a, active=True, last=text)) is None  # once per turn and text
+    assert nudged(stop(a, last=text)) is None  # once per turn and text
     prompt(a, "again")
     os.makedirs(os.path.join(a.root, "docs"))
     os.makedirs(os.path.join(a.root, "notes"))
@@ -684,6 +714,7 @@ def test_a_sitrep_naming_missing_files_is_held_once(ab) -> None:
 
 def test_nudges_off_and_fail_open(ab) -> None:
     comm, a, _ = ab
+    nudges_on(comm)
     prompt(a, "please fix the build")
     assert nudged(stop(a, last="Fixed.", env={"SOT_COMM_NUDGES": "off"})) is None
     assert row(comm)["state"] == "done"

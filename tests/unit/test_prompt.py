@@ -11,6 +11,7 @@ from sotd.terminal.prompt import (
     hold_region,
     is_border,
     is_free,
+    is_working,
     line_alone_in_box,
     screen_from_capture,
 )
@@ -60,6 +61,11 @@ FREE = [
     ("lower rule exactly wide enough", box(f"❯{NB}", bottom="─" * (2 + len(WAKE_LINE) + 2))),
     ("spinner line above the box", box(f"❯{NB}", above=["✻ Working… (3s)", ""])),
     ("box at the very top of the screen", Screen.of([RULE, f"❯{NB}", RULE], (2, 1), W)),
+    ("the working footer quoted above the box", box(f"❯{NB}", above=["● It says esc to interrupt", ""])),
+    (
+        "a footer that only mentions interrupting",
+        box(f"❯{NB}", below=["  ? for shortcuts · esc to interrupt"]),
+    ),
 ]
 
 NOT_FREE = [
@@ -101,6 +107,24 @@ NOT_FREE = [
         "not in an input box",
     ),
     ("glyph, ASCII space, text", box("❯ hello"), "claude", "input not empty"),
+    (
+        "working turn, spinner still (reduced motion)",
+        box(f"❯{NB}", above=["● Working…", ""], below=["  esc to interrupt · ← for agents"]),
+        "claude",
+        "agent is working",
+    ),
+    (
+        "working footer below a draft",
+        box(f"❯{NB}later", 7, below=["  esc to interrupt"]),
+        "claude",
+        "agent is working",
+    ),
+    (
+        "working footer with no indent",
+        box(f"❯{NB}", below=["esc to interrupt"]),
+        "claude",
+        "agent is working",
+    ),
     ("draft", box(f"❯{NB}hello", 8), "claude", "input not empty"),
     ("draft with the cursor moved home", box(f"❯{NB}hello", 2), "claude", "input not empty"),
     (
@@ -173,6 +197,24 @@ def test_free(name: str, screen: Screen) -> None:
 @pytest.mark.parametrize(("name", "screen", "agent", "reason"), NOT_FREE, ids=[c[0] for c in NOT_FREE])
 def test_not_free(name: str, screen: Screen, agent: str, reason: str) -> None:
     assert is_free(screen, agent) == (False, reason)
+
+
+@pytest.mark.parametrize(
+    ("below", "working"),
+    [
+        (["  esc to interrupt · ← for agents"], True),
+        (["  ? for shortcuts", "  esc to interrupt"], True),
+        (["esc to interrupt"], True),
+        (["  ? for shortcuts · ← for agents"], False),
+        (["  press esc to interrupt"], False),
+        ([], False),
+    ],
+)
+def test_is_working_reads_the_footer_below_the_lower_rule(below: list[str], working: bool) -> None:
+    s = box(f"❯{NB}", below=below)
+    assert is_working(s, len(HEADER) + 2) is working
+    above = box(f"❯{NB}", above=[*below, ""])
+    assert is_working(above, len(below) + 3) is False
 
 
 def test_table_is_large_enough() -> None:

@@ -1,17 +1,20 @@
-"""``sotd comm hook <event>``: the agent hooks (Stop, UserPromptSubmit, Pre/PostToolUse, PermissionRequest).
+"""``sotd comm hook <event>``: the agent hooks (SessionStart, Stop, UserPromptSubmit, Pre/PostToolUse,
+PermissionRequest).
 
 Behaviour 3.4 (the Stop hook), 4.3 (the status hooks) and decision D3 (the permission hook's ``dialog``).
 Claude Code runs all of them; Codex runs the Stop, prompt and permission hooks (the same JSON on stdin).
 A hook never fails its agent: it always exits 0, and holds a turn only by printing
 ``{"decision":"block","reason":...}``. Every path that cannot do its job falls open (no block) rather
-than trap a session.
+than trap a session. The SessionStart hook is ``sotd.cli.sessionstart``; every other hook first adopts the
+private self file its session's start hook pinned (found from ``session_id``).
 
 After the mail gate and the closing markers, the Stop hook nudges (docs/agents.md, "Nudges"): a turn a
 person started that ends without a marker is held once to add one; a machine turn of real effort (at
 least ``EFFORT_CALLS`` tool calls or ``EFFORT_SECONDS``) gets one softly worded hold; a ``SITREP:`` that
 names files (backticked paths with a ``/``) which do not exist is held once. Each is once per turn (a tick
-holding the turn id), fails open when its tick cannot be written, and stands down with
-``SOT_COMM_NUDGES=off``. Tool calls are counted by the PostToolUse hook, one byte each appended to
+holding the turn id), fails open when its tick cannot be written, applies only in a row unless
+``nudges = on`` in the comm folder's ``hooks.conf`` (``nudges_apply``), never holds a ``stop_hook_active``
+continuation, and stands down with ``SOT_COMM_NUDGES=off``. Tool calls are counted by the PostToolUse hook, one byte each appended to
 ``state/calls-<key>.count``, which the prompt hook empties.
 """
 
@@ -126,6 +129,15 @@ def _answer(obj: dict[str, str]) -> None:
     from sotd.text import carry
 
     sys.stdout.write(carry(json.dumps(obj, ensure_ascii=False)) + "\n")
+
+
+def _hook_input() -> dict[str, object]:
+    """The hook's JSON, with the session's private self file (pinned by its SessionStart hook) adopted."""
+    hook = _read_hook_json()
+    from sotd.cli import sessionstart
+
+    sessionstart.adopt_pinned_self_file(hook)
+    return hook
 
 
 def _block(reason: str) -> None:
@@ -306,7 +318,7 @@ def sitrep(text: str) -> tuple[str, str] | None:
 
 
 def stop(environ: Mapping[str, str]) -> int:
-    hook = _read_hook_json()
+    hook = _hook_input()
     if environ.get("SOT_COMM_HOOKS") == "off":
         return 0
     status, why = _identity()
@@ -339,7 +351,7 @@ def stop(environ: Mapping[str, str]) -> int:
             _status("done", text or None)
         elif text:
             _status(verb, text)
-    if row is not None and environ.get("SOT_COMM_NUDGES") != "off":
+    if row is not None and nudges_on(environ, ctx.layout, bool(hook.get("stop_hook_active"))):
         nudge = _nudge(ctx, key, row, marker, hook)
         if nudge:
             _block(nudge)
@@ -389,6 +401,48 @@ def _calls(ctx: Context, key: str) -> int:
         return os.stat(ctx.layout.state(f"calls-{key}.count")).st_size
     except OSError:
         return 0
+
+
+NUDGE_SETTINGS = ("rows", "on", "off")  # the ``nudges`` line of hooks.conf; "rows" when not set
+
+
+def nudges_apply(*, env_switch: str, setting: str, in_row: bool, stop_hook_active: bool) -> bool:
+    """Whether the SITREP nudges may hold this turn end (pure; docs/agents.md, "Nudges").
+
+    They are a row's work-state, so by default only a row gets them; ``nudges = on`` in the comm folder's
+    ``hooks.conf`` switches them on outside rows too, ``nudges = off`` (or ``SOT_COMM_NUDGES=off``) stands
+    them down everywhere. Never inside a ``stop_hook_active`` continuation: that turn end was already
+    held once, and holding it again costs the person another model call."""
+    if stop_hook_active or env_switch == "off" or setting == "off":
+        return False
+    return in_row or setting == "on"
+
+
+def hook_setting(path: str, key: str, allowed: tuple[str, ...]) -> str:
+    """``key``'s value in a ``key = value`` file (``#`` comments, blank lines), else ``allowed[0]``: a
+    missing or unreadable file, a missing key, or a value not in ``allowed`` all read as the default."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 16)
+    except OSError:
+        return allowed[0]
+    value = allowed[0]
+    for line in text.splitlines():
+        k, eq, v = line.split("#", 1)[0].partition("=")
+        if eq and k.strip() == key:
+            value = v.strip().lower()
+    return value if value in allowed else allowed[0]
+
+
+def nudges_on(environ: Mapping[str, str], lay: Layout, stop_hook_active: bool) -> bool:
+    from sotd.cli import sessionstart
+
+    return nudges_apply(
+        env_switch=environ.get("SOT_COMM_NUDGES", ""),
+        setting=hook_setting(os.path.join(lay.home, "hooks.conf"), "nudges", NUDGE_SETTINGS),
+        in_row=sessionstart.in_row(environ),
+        stop_hook_active=stop_hook_active,
+    )
 
 
 def _nudge(
@@ -450,7 +504,7 @@ def classify_origin(prompt: str) -> str:
 
 def prompt(environ: Mapping[str, str]) -> int:
     """UserPromptSubmit: the ``prompt`` event with its origin and turn id."""
-    hook = _read_hook_json()
+    hook = _hook_input()
     if environ.get("SOT_COMM_HOOKS") == "off":
         return 0
     text = hook.get("prompt")
@@ -473,7 +527,7 @@ def prompt(environ: Mapping[str, str]) -> int:
 
 def tool(environ: Mapping[str, str], phase: str) -> int:
     """PreToolUse(AskUserQuestion) -> blocked with the question; PostToolUse of its answer -> prompt."""
-    hook = _read_hook_json()
+    hook = _hook_input()
     if environ.get("SOT_COMM_HOOKS") == "off":
         return 0
     ask = hook.get("tool_name") == "AskUserQuestion"
@@ -618,7 +672,7 @@ def permission(environ: Mapping[str, str]) -> int:
     dialog as usual); a refused process, a session without a registry row, a registry lock not taken
     within 1 s: nothing changes.
     """
-    hook = _read_hook_json()
+    hook = _hook_input()
     if environ.get("SOT_COMM_HOOKS") == "off":
         return 0
     text = dialog_text(hook)
@@ -670,15 +724,27 @@ def _first_question(tool_input: object) -> str:
     return ""
 
 
+def session_start(environ: Mapping[str, str]) -> int:
+    """SessionStart: join this session and tell the model its handle (``sotd.cli.sessionstart``)."""
+    hook = _read_hook_json()
+    if environ.get("SOT_COMM_HOOKS") == "off":
+        return 0
+    from sotd.cli import sessionstart
+
+    return sessionstart.run(environ, hook)
+
+
 def run(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("stop", "prompt", "pre-tool", "post-tool", "permission"):
+    if not argv or argv[0] not in ("start", "stop", "prompt", "pre-tool", "post-tool", "permission"):
         err(
-            "usage: sotd comm hook stop|prompt|pre-tool|post-tool|permission   (reads the agent's hook JSON "
-            "on stdin)"
+            "usage: sotd comm hook start|stop|prompt|pre-tool|post-tool|permission   (reads the agent's hook "
+            "JSON on stdin)"
         )
         return 0
     env = os.environ
     try:
+        if argv[0] == "start":
+            return session_start(env)
         if argv[0] == "stop":
             return stop(env)
         if argv[0] == "prompt":

@@ -1,13 +1,23 @@
-"""``sotd comm install``: put the wrappers, the agent hooks and VERSION into ``$SOT_COMM_HOME/bin``.
+"""``sotd comm install`` / ``sotd comm uninstall``: the wrappers, the agent hooks, Claude Code's settings
+and the sot-comm skill.
 
-Behaviour 1.12 and seed 000 "Upgrading to 0.7.0". Each wrapper is a two-line shell script that execs this
-installation's own ``sotd`` (the venv's console script, which runs the venv's interpreter directly, never
-a shim). Every file is written to a temp and renamed into place, so a session never runs half a script.
-What was installed is recorded in ``bin/.installed``; retired scripts are removed by name only.
-``comm-relay.sh`` is the one script that is not such a wrapper: its ``send`` runs ``sotd.cli.relay`` with
-this installation's interpreter, its ``bridge`` is the retired verb's sleeping stub. Without
-``--agent-settings`` the hook registrations are printed: Claude Code's settings block and Codex's
-``hooks.json`` block (``CODEX_EVENTS``).
+Behaviour 1.12 and seed 000 "Upgrading to 0.7.0"; issue 11 part 2 items 2, 7 and 8 (docs/agents.md,
+"Install"). Each wrapper is a short shell script that execs the ``sotd`` recorded at install (the venv's
+console script, which runs the venv's interpreter directly, never a shim); when that ``sotd`` is gone a
+wrapper says so and how to put it back, and a hook says so to the session (a ``systemMessage``) and lets
+the agent go on. Every file is written to a temp and renamed into place, so a session never runs half a
+script. What was installed is recorded in ``bin/.installed`` (the scripts) and ``bin/.installed-settings.json``
+(every settings file changed, with its bytes before and exactly what was added, and the skill written), so
+``sotd comm uninstall`` takes out exactly that: a settings file nobody changed since is put back byte for
+byte. ``comm-relay.sh`` is the one script that is not such a wrapper: its ``send`` runs ``sotd comm relay``,
+its ``bridge`` is the retired verb's sleeping stub.
+
+Guarantees of the settings merge (``merge_claude_settings``, pure): everything already in the document is
+kept; only missing hook entries and allow rules are added; every command path is shell-quoted; a second
+run adds nothing. The file is written through a symlink (its target is replaced, the link stays), keeps its
+mode, and a file that is not a JSON object is refused and left untouched. What would break them: writing
+the link's own path (it becomes a regular file), a temp created under the process umask and renamed as is
+(0644 becomes 0600), or matching our entries by anything but the exact command recorded.
 """
 
 from __future__ import annotations
@@ -38,7 +48,19 @@ HOOKS = {
     "comm-status-pretool.sh": "pre-tool",
     "comm-status-posttool.sh": "post-tool",
     "comm-status-permission.sh": "permission",
+    "comm-session-start.sh": "start",
 }
+# The wrappers a session may run with no permission dialog: reading and sending mail and its own
+# registration. Spawning and despawning rows start and end agents, so a person still approves those.
+ALLOWED = (
+    "comm-send.sh",
+    "comm-poll.sh",
+    "comm-join.sh",
+    "comm-leave.sh",
+    "comm-list.sh",
+    "comm-status.sh",
+    "comm-context.sh",
+)
 RETIRED = (
     "comm-listen.sh",
     "comm-watch.sh",
@@ -52,8 +74,13 @@ RETIRED = (
     "comm-registry-lock-clear.sh",
 )
 RECORD = ".installed"
+SETTINGS_RECORD = ".installed-settings.json"
+ROW_SETTINGS = "claude-settings.json"  # what a spawned Claude Code row loads with --settings
+SKILL = "sot-session-start"
+SKILL_MARK = "<!-- written by `sotd comm install`; `sotd comm uninstall` removes it -->"
 # Claude Code hook events -> (matcher or None, our script)
 CLAUDE_EVENTS = (
+    ("SessionStart", None, "comm-session-start.sh"),
     ("Stop", None, "comm-status-idle.sh"),
     ("UserPromptSubmit", None, "comm-status-prompt.sh"),
     ("PreToolUse", "AskUserQuestion", "comm-status-pretool.sh"),
@@ -84,11 +111,28 @@ def _q(s: str) -> str:
     return "'" + s.replace("'", "'\\''") + "'"
 
 
-def wrapper_text(sotd: str, name: str, argv: str) -> str:
+def gone_text(sotd: str) -> str:
+    """What a script says when the ``sotd`` it was installed with is gone."""
+    return (
+        f"sot-comm: the sotd these scripts were installed with ({sotd}) is gone, so sot-comm is off here; "
+        "install sotd again and run: sotd comm install"
+    )
+
+
+def wrapper_text(sotd: str, name: str, argv: str, *, hook: bool = False) -> str:
+    """A wrapper: exec the recorded ``sotd``; when it is gone, say so (a hook: as a ``systemMessage`` on
+    stdout and exit 0, so the agent is never failed; a command: on stderr and exit 1)."""
+    gone = gone_text(sotd)
+    if hook:
+        said = f"printf '%s\\n' {_q(json.dumps({'systemMessage': gone}, ensure_ascii=False))}; exit 0"
+    else:
+        said = f"printf '%s\\n' {_q(name + ': ' + gone)} >&2; exit 1"
     return (
         "#!/bin/sh\n"
         f"# sot-comm {__version__}: {name} is `sotd {argv}`; installed by `sotd comm install`.\n"
-        f'SOT_COMM_PROG={name} exec {_q(sotd)} {argv} "$@"\n'
+        f"sotd={_q(sotd)}\n"
+        f'[ -x "$sotd" ] || {{ {said}; }}\n'
+        f'SOT_COMM_PROG={name} exec "$sotd" {argv} "$@"\n'
     )
 
 
@@ -133,7 +177,7 @@ def _version_stamp() -> str:
 
 
 def install(lay: Layout, sotd: str) -> tuple[list[str], list[str]]:
-    """Write every script; return (installed names, removed names)."""
+    """Write every script and the rows' settings file; return (installed names, removed names)."""
     from sotd.formats.layout import ensure_home
 
     for w in ensure_home(lay):
@@ -145,10 +189,14 @@ def install(lay: Layout, sotd: str) -> tuple[list[str], list[str]]:
         _write(os.path.join(lay.bin_dir, name), wrapper_text(sotd, name, f"comm {verb}"), 0o755)
         names.append(name)
     for name, event in HOOKS.items():
-        _write(os.path.join(lay.bin_dir, name), wrapper_text(sotd, name, f"comm hook {event}"), 0o755)
+        _write(
+            os.path.join(lay.bin_dir, name), wrapper_text(sotd, name, f"comm hook {event}", hook=True), 0o755
+        )
         names.append(name)
     _write(os.path.join(lay.bin_dir, "comm-relay.sh"), relay_text(sotd), 0o755)
     names.append("comm-relay.sh")
+    _write(os.path.join(lay.bin_dir, ROW_SETTINGS), row_settings_text(lay.bin_dir), 0o644)
+    names.append(ROW_SETTINGS)
     _write(lay.version_file, _version_stamp(), 0o644)
     removed = []
     for name in sorted(set(RETIRED) | (previous - set(names))):
@@ -170,72 +218,511 @@ def _read_record(lay: Layout) -> set[str]:
     return {n for n in names if n and "/" not in n and n not in (".", "..")}
 
 
+# ------------------------------------------------------------------------------------------ settings (pure)
+
+
+def hook_command(bin_dir: str, script: str) -> str:
+    """The ``command`` of one hook entry: the script's absolute path, shell-quoted (Claude Code runs it
+    through a shell, so a path with a space or a quote in it still names one file)."""
+    return _q(os.path.join(bin_dir, script))
+
+
+def allow_rules(bin_dir: str, home: str | None = None) -> list[str]:
+    """The ``permissions.allow`` rules for sotd's own wrappers (``ALLOWED``), and nothing else.
+
+    Each wrapper in every form a session types it: the bare name (the wake line and the hook texts give
+    that, with ``bin/`` on the PATH), the absolute path, and the ``~/`` path when ``bin/`` is below
+    ``home``. ``Bash(<cmd>:*)`` is Claude Code's prefix rule: the command alone or followed by arguments,
+    on a word boundary (``comm-poll.shx`` does not match).
+    """
+    forms: list[str] = []
+    for name in ALLOWED:
+        full = os.path.join(bin_dir, name)
+        forms.append(name)
+        forms.append(full)
+        if home and home != "/" and full.startswith(home.rstrip("/") + "/"):
+            forms.append("~/" + full[len(home.rstrip("/")) + 1 :])
+    return [f"Bash({f}:*)" for f in forms]
+
+
+def _ours(h: object, command: str, legacy: str) -> bool:
+    return isinstance(h, dict) and h.get("command") in (command, legacy)
+
+
 def merge_claude_settings(
     doc: dict[str, object],
     bin_dir: str,
     events: tuple[tuple[str, str | None, str], ...] = CLAUDE_EVENTS,
-) -> bool:
-    """Add our hook entries to a Claude Code settings document (or, with ``CODEX_EVENTS``, a Codex
-    ``hooks.json``: the same shape); True when anything changed."""
-    hooks = doc.setdefault("hooks", {})
+    allow: list[str] | None = None,
+) -> dict[str, list[list[str]]]:
+    """Add our hook entries (and the ``allow`` rules, when given) to a Claude Code settings document (or,
+    with ``CODEX_EVENTS``, a Codex ``hooks.json``: the same shape). Pure: changes ``doc`` in place and
+    returns what it did, for the record uninstall reads: ``hooks`` ([event, matcher or "", command] added),
+    ``allow`` ([rule] added), ``requoted`` ([event, old, new]: an entry of an older install whose bare
+    path was quoted), ``created`` ([key] of the containers it made: "hooks", "permissions",
+    "permissions.allow", "hooks.<event>"). Nothing changed: every list empty."""
+    done: dict[str, list[list[str]]] = {"hooks": [], "allow": [], "requoted": [], "created": []}
+    if "hooks" not in doc:
+        doc["hooks"] = {}
+        done["created"].append(["hooks"])
+    hooks = doc["hooks"]
     if not isinstance(hooks, dict):
         raise SotdError('the settings file\'s "hooks" is not an object; nothing was changed')
-    changed = False
     for event, matcher, script in events:
-        command = os.path.join(bin_dir, script)
-        groups = hooks.setdefault(event, [])
+        command = hook_command(bin_dir, script)
+        legacy = os.path.join(bin_dir, script)
+        if event not in hooks:
+            hooks[event] = []
+            done["created"].append([f"hooks.{event}"])
+        groups = hooks[event]
         if not isinstance(groups, list):
             raise SotdError(f'the settings file\'s hooks."{event}" is not a list; nothing was changed')
-        present = any(
-            isinstance(g, dict)
-            and isinstance(g.get("hooks"), list)
-            and any(isinstance(h, dict) and h.get("command") == command for h in g["hooks"])
+        entries = [
+            h
             for g in groups
-        )
-        if present:
+            if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+            for h in g["hooks"]
+            if _ours(h, command, legacy)
+        ]
+        for h in entries:
+            if h["command"] == legacy:
+                h["command"] = command
+                done["requoted"].append([event, legacy, command])
+        if entries:
             continue
         group: dict[str, object] = {"hooks": [{"type": "command", "command": command}]}
         if matcher is not None:
             group = {"matcher": matcher, **group}
         groups.append(group)
-        changed = True
-    return changed
+        done["hooks"].append([event, matcher or "", command])
+    if allow:
+        if "permissions" not in doc:
+            doc["permissions"] = {}
+            done["created"].append(["permissions"])
+        perms = doc["permissions"]
+        if not isinstance(perms, dict):
+            raise SotdError('the settings file\'s "permissions" is not an object; nothing was changed')
+        if "allow" not in perms:
+            perms["allow"] = []
+            done["created"].append(["permissions.allow"])
+        rules = perms["allow"]
+        if not isinstance(rules, list):
+            raise SotdError('the settings file\'s permissions."allow" is not a list; nothing was changed')
+        for rule in allow:
+            if rule not in rules:
+                rules.append(rule)
+                done["allow"].append([rule])
+    if not (done["hooks"] or done["allow"] or done["requoted"]):
+        # nothing of ours was missing: take back the empty containers made on the way
+        for (key,) in reversed(done["created"]):
+            _drop_container(doc, key)
+        done["created"] = []
+    return done
 
 
-def write_claude_settings(path: str, bin_dir: str) -> bool:
-    from sotd.formats import atomic
+def _drop_container(doc: dict[str, object], key: str) -> None:
+    if key == "hooks":
+        doc.pop("hooks", None)
+    elif key == "permissions":
+        doc.pop("permissions", None)
+    elif key == "permissions.allow":
+        perms = doc.get("permissions")
+        if isinstance(perms, dict):
+            perms.pop("allow", None)
+    elif key.startswith("hooks."):
+        hooks = doc.get("hooks")
+        if isinstance(hooks, dict):
+            hooks.pop(key[len("hooks.") :], None)
 
+
+def changed(done: dict[str, list[list[str]]]) -> bool:
+    return bool(done["hooks"] or done["allow"] or done["requoted"])
+
+
+def remove_from_settings(doc: dict[str, object], done: dict[str, list[list[str]]]) -> bool:
+    """Take out of ``doc`` what ``merge_claude_settings`` recorded in ``done`` (pure; True when anything
+    changed): the hook entries by their exact command, the allow rules, then each group, event list and
+    container it made that is now empty. An entry someone else added, or a container that still holds
+    anything, stays."""
+    touched = False
+    hooks = doc.get("hooks")
+    ours = {(e, c) for e, _m, c in done.get("hooks", [])} | {
+        (e, new) for e, _old, new in done.get("requoted", [])
+    }
+    if isinstance(hooks, dict):
+        for event in sorted({e for e, _c in ours}):
+            groups = hooks.get(event)
+            if not isinstance(groups, list):
+                continue
+            kept_groups = []
+            for g in groups:
+                if isinstance(g, dict) and isinstance(g.get("hooks"), list):
+                    kept = [
+                        h
+                        for h in g["hooks"]
+                        if not (isinstance(h, dict) and (event, h.get("command")) in ours)
+                    ]
+                    if len(kept) != len(g["hooks"]):
+                        touched = True
+                        if not kept:
+                            continue
+                        g["hooks"] = kept
+                kept_groups.append(g)
+            hooks[event] = kept_groups
+    perms = doc.get("permissions")
+    rules = perms.get("allow") if isinstance(perms, dict) else None
+    if isinstance(rules, list) and isinstance(perms, dict):
+        drop = {r for (r,) in done.get("allow", [])}
+        kept_rules = [r for r in rules if r not in drop]
+        if len(kept_rules) != len(rules):
+            touched = True
+            perms["allow"] = kept_rules
+    for (key,) in reversed(done.get("created", [])):
+        if _is_empty(doc, key):
+            _drop_container(doc, key)
+            touched = True
+    return touched
+
+
+def _is_empty(doc: dict[str, object], key: str) -> bool:
+    if key in ("hooks", "permissions"):
+        v = doc.get(key)
+        return isinstance(v, dict) and not v
+    if key == "permissions.allow":
+        perms = doc.get("permissions")
+        return isinstance(perms, dict) and perms.get("allow") == []
+    hooks = doc.get("hooks")
+    return isinstance(hooks, dict) and hooks.get(key[len("hooks.") :]) == []
+
+
+def row_settings_text(bin_dir: str) -> str:
+    """``bin/claude-settings.json``: the hooks and allow rules a spawned Claude Code row loads with
+    ``--settings`` (so a row joins, polls and sends with no dialog even when the user's own settings do
+    not register sotd). Identical hook commands to the ones ``--agent-settings`` registers, which Claude
+    Code runs once however many settings files name them."""
+    doc: dict[str, object] = {}
+    merge_claude_settings(doc, bin_dir, allow=allow_rules(bin_dir, os.path.expanduser("~")))
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def row_argv(argv: list[str], bin_dir: str) -> list[str]:
+    """A Claude Code row's argv with ``--settings <bin>/claude-settings.json`` added, when the argv runs
+    Claude Code and that file is there; any other argv as it is."""
+    from sotd import identity
+
+    path = os.path.join(bin_dir, ROW_SETTINGS)
+    if identity.agent_of(argv) != "claude" or "--settings" in argv or not os.path.isfile(path):
+        return argv
+    return [*argv, "--settings", path]
+
+
+# ------------------------------------------------------------------------------------------ settings (I/O)
+
+
+def _sha(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_bytes(path: str) -> bytes | None:
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return f.read()
     except FileNotFoundError:
-        data = b""
+        return None
+
+
+def _replace_keeping_mode(target: str, data: bytes, mode: int) -> None:
+    """Replace ``target`` whole (temp beside it, synced, renamed) with ``mode`` set on the temp before the
+    rename, whatever the umask."""
+    from sotd.formats import atomic
+
+    tmp = f"{target}.tmp.{os.urandom(3).hex()}"
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    renamed = False
     try:
-        doc = json.loads(data) if data.strip() else {}
+        try:
+            atomic.write_all(fd, data)
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, target)
+        renamed = True
+    finally:
+        if not renamed:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    try:
+        atomic.fsync_dir(os.path.dirname(target) or ".")
+    except OSError:
+        pass
+
+
+def _load_doc(path: str, data: bytes | None) -> dict[str, object]:
+    try:
+        doc = json.loads(data) if data and data.strip() else {}
     except ValueError as e:
         raise SotdError(f"{path} is not valid JSON ({e}); nothing was changed") from None
     if not isinstance(doc, dict):
         raise SotdError(f"{path} does not hold a JSON object; nothing was changed")
-    if not merge_claude_settings(doc, bin_dir):
+    return doc
+
+
+def _dump(doc: dict[str, object]) -> bytes:
+    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def _settings_target(path: str) -> str:
+    """The file a settings path finally names: a symlink (or a chain of them) is followed, so the write
+    goes to the dotfiles folder the link points into and the link itself stays."""
+    return os.path.realpath(path)
+
+
+def write_claude_settings(
+    path: str, bin_dir: str, *, allow: list[str] | None = None, record: dict[str, object] | None = None
+) -> bool:
+    """Merge our hooks (and ``allow`` rules) into the settings file at ``path``; True when it changed.
+
+    With ``record`` (the install record's entry for this path, changed in place): what was before (the
+    exact bytes, or that there was no file), the digest of what was written, and what was added."""
+    target = _settings_target(path)
+    data = _read_bytes(target)
+    doc = _load_doc(path, data)
+    done = merge_claude_settings(doc, bin_dir, allow=allow)
+    if not changed(done):
         return False
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    new = _dump(doc)
     mode = 0o600
+    if data is not None:
+        mode = os.stat(target).st_mode & 0o7777
+    else:
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+    if record is not None:
+        if not record:
+            record.update(before=_b64(data), before_known=True, hooks=[], allow=[], requoted=[], created=[])
+        elif record.get("after_sha256") != (_sha(data) if data is not None else None):
+            record["before_known"] = False  # the file changed since our last write: its old bytes are stale
+        for key in ("hooks", "allow", "requoted", "created"):
+            seen = record.setdefault(key, [])
+            if isinstance(seen, list):
+                seen.extend(x for x in done[key] if x not in seen)
+    _replace_keeping_mode(target, new, mode)
+    if record is not None:
+        record["after_sha256"] = _sha(new)
+    return True
+
+
+def _b64(data: bytes | None) -> str | None:
+    import base64
+
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _unb64(text: object) -> bytes | None:
+    import base64
+
+    return base64.b64decode(text) if isinstance(text, str) else None
+
+
+def unwrite_claude_settings(path: str, record: dict[str, object]) -> str:
+    """Take out of the settings file at ``path`` what the install recorded; the line saying what happened.
+
+    Unchanged since our last write: the bytes from before the install are put back exactly (or the file
+    we created is removed). Changed since: only our entries are taken out (and the containers we made
+    that are now empty), and the file is rewritten."""
+    target = _settings_target(path)
+    data = _read_bytes(target)
+    if data is None:
+        return f"{path} is gone; nothing to take out of it"
+    if record.get("before_known") and record.get("after_sha256") == _sha(data):
+        mode = os.stat(target).st_mode & 0o7777
+        before = _unb64(record.get("before"))
+        if before is None:
+            os.unlink(target)
+            return f"Removed {path} (install had created it)"
+        _replace_keeping_mode(target, before, mode)
+        return f"Restored {path} to its bytes before the install"
     try:
-        mode = os.stat(path).st_mode & 0o777
+        doc = _load_doc(path, data)
+    except SotdError as e:
+        return f"{e.message}: sotd's entries in it were left there; take them out by hand"
+    done = {
+        k: v
+        for k, v in record.items()
+        if k in ("hooks", "allow", "requoted", "created") and isinstance(v, list)
+    }
+    if not remove_from_settings(doc, done):
+        return f"{path} holds none of sotd's entries any more; left as it is"
+    _replace_keeping_mode(target, _dump(doc), os.stat(target).st_mode & 0o7777)
+    return (
+        f"Took sotd's hooks and allow rules out of {path} (it had changed since the install, so only those)"
+    )
+
+
+# ------------------------------------------------------------------------------------------ the skill
+
+
+def skill_text(bin_dir: str) -> str:
+    """The sot-comm skill Claude Code loads (``skills/sot-session-start/SKILL.md``): how to join, send,
+    poll and leave, the recovery when the handle is lost, and seed 000's conventions, in our own words."""
+    b = bin_dir
+    return f"""---
+name: {SKILL}
+description: How this session talks to other agent sessions over sot-comm - its handle, reading and sending mail, leaving, and getting a lost handle back. Use it when a message mentions sot-comm, comm-poll.sh, comm-send.sh, a handle like @name, or "[sot-comm] you have mail".
+---
+{SKILL_MARK}
+
+# sot-comm: mail between agent sessions
+
+Every session has a **handle** (`@name`). Mail to a handle is one line appended to its inbox; the
+scripts are in `{b}` (on the PATH in a sotd row and in a session the start hook joined).
+
+## Your handle
+
+The session-start hook joins this session by itself and tells you the handle. To see it again:
+`comm-context.sh` (the `NAME=` line). To join by hand: `comm-join.sh --name NAME`.
+
+## Read and send
+
+- `comm-poll.sh` shows the mail you have not read yet and marks it read. Run it when the line
+  `[sot-comm] you have mail: run comm-poll.sh` arrives, or when a hook tells you mail is waiting.
+- `comm-send.sh @name "text"` sends one message. The answer is exactly `filed -> @name` (it is in
+  that inbox) or `FAILED -> @name: <reason>`; nothing is queued or retried for you. Read the reason
+  and act on it.
+- `comm-send.sh --broadcast "text"` reaches every registered session. Use it sparingly.
+- `comm-list.sh` shows who is registered and whether each session is live.
+- Answer the sender of a message in a message to them, not only in your own reply text: they cannot
+  see your screen.
+
+## Ending a turn
+
+End each turn with one closing line, so the others (and the dashboard) can see where you are:
+`SITREP: <what is done>`, `SITREP-QUESTION: <what you need from a person>` or
+`SITREP-WAITING: <what you are waiting for>`.
+
+## Leaving
+
+`comm-leave.sh` gives the handle up (its registry entry goes; the mail already filed stays).
+
+## Recovery recipe: when the handle is lost
+
+If a send says your identity did not resolve, or a hook says the session has no handle:
+
+1. Do **not** run a bare `comm-join.sh` if you held a handle before: it may derive a different one,
+   and mail to the old one would no longer reach you.
+2. Find the handle you held: the start hook's message at the top of this session, or your
+   project's entry in `comm-list.sh` (the one whose folder is this project).
+3. Take it again: `comm-join.sh --name THAT_NAME`. In a sotd row, a plain `comm-join.sh` takes the
+   row's own name.
+4. Send a short message to whoever was waiting on you, saying you are back.
+
+A refusal that says this process runs under another agent's session means you are a sub-agent: do
+not join; the session that started you owns the handle.
+
+## Working with other sessions
+
+- **Domain expertise.** Each session knows its own project best. Say what you need or what is
+  broken, and offer a fix if you have one, but leave the other session to decide how to do it there.
+- **Tags against groupthink.** Start a message with one of `[design]`, `[question]`, `[breaks]`,
+  `[challenge]` or `[consensus]` when it fits. Do not declare `[consensus]` in a thread until someone
+  in it has posted a `[breaks]` (tried to break the idea) first.
+"""
+
+
+def checkout_of(sotd: str) -> str | None:
+    """The source checkout (a folder holding ``.git``) the recorded ``sotd`` lives in, else None."""
+    d = os.path.dirname(os.path.abspath(sotd))
+    while True:
+        if os.path.exists(os.path.join(d, ".git")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def checkout_note(sotd: str) -> str | None:
+    """The note install prints when the scripts will run a ``sotd`` inside a source checkout."""
+    top = checkout_of(sotd)
+    if top is None:
+        return None
+    return (
+        f"note: the scripts run {sotd}, inside the source checkout {top}; if that checkout moves or its .venv "
+        "is rebuilt they stop (and say so). For a sotd that stays put: pipx install <checkout>, then run "
+        "sotd comm install --sotd=$(command -v sotd)"
+    )
+
+
+def install_skill(claude_dir: str, bin_dir: str) -> tuple[str | None, str | None]:
+    """Write ``<claude_dir>/skills/sot-session-start/SKILL.md``; (the path written or None, a warning).
+
+    A SKILL.md there that this install did not write (no mark line) is somebody's own: left alone."""
+    folder = os.path.join(claude_dir, "skills", SKILL)
+    path = os.path.join(folder, "SKILL.md")
+    old = _read_bytes(path)
+    if old is not None and SKILL_MARK.encode() not in old:
+        return (
+            None,
+            f"WARNING: {path} is not one sotd wrote; it was left as it is, and the skill was not installed",
+        )
+    os.makedirs(folder, mode=0o755, exist_ok=True)
+    _write(path, skill_text(bin_dir), 0o644)
+    return path, None
+
+
+def uninstall_skill(path: str) -> str | None:
+    data = _read_bytes(path)
+    if data is None or SKILL_MARK.encode() not in data:
+        return None
+    os.unlink(path)
+    try:
+        os.rmdir(os.path.dirname(path))
     except OSError:
         pass
-    atomic.write_atomic(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode(), mode=mode)
-    return True
+    return f"Removed the skill {path}"
+
+
+# ------------------------------------------------------------------------------------------ the record
+
+
+def _settings_record_path(lay: Layout) -> str:
+    return os.path.join(lay.bin_dir, SETTINGS_RECORD)
+
+
+def read_settings_record(lay: Layout) -> dict[str, object]:
+    data = _read_bytes(_settings_record_path(lay))
+    try:
+        doc = json.loads(data) if data else {}
+    except ValueError:
+        doc = {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _write_settings_record(lay: Layout, doc: dict[str, object]) -> None:
+    _write(_settings_record_path(lay), json.dumps(doc, indent=2, ensure_ascii=False) + "\n", 0o600)
+
+
+def _entry_for(doc: dict[str, object], path: str) -> dict[str, object]:
+    files = doc.setdefault("settings", {})
+    assert isinstance(files, dict)
+    entry = files.setdefault(path, {})
+    assert isinstance(entry, dict)
+    return entry
 
 
 def instructions(bin_dir: str) -> list[str]:
     lines = [
         "",
-        "Register the hooks with Claude Code (~/.claude/settings.json), or re-run with --agent-settings:",
+        "Register the hooks and allow rules with Claude Code (~/.claude/settings.json), or re-run with",
+        "--agent-settings:",
     ]
     snippet: dict[str, object] = {}
-    merge_claude_settings(snippet, bin_dir)
-    lines += ["  " + ln for ln in json.dumps(snippet, indent=2).splitlines()]
+    merge_claude_settings(snippet, bin_dir, allow=allow_rules(bin_dir, os.path.expanduser("~")))
+    lines += ["  " + ln for ln in json.dumps(snippet, indent=2, ensure_ascii=False).splitlines()]
     codex: dict[str, object] = {}
     merge_claude_settings(codex, bin_dir, CODEX_EVENTS)
     lines += [
@@ -243,7 +730,7 @@ def instructions(bin_dir: str) -> list[str]:
         "Register them with Codex in ~/.codex/hooks.json (or a project's .codex/hooks.json), then trust them",
         "in Codex with /hooks:",
     ]
-    lines += ["  " + ln for ln in json.dumps(codex, indent=2).splitlines()]
+    lines += ["  " + ln for ln in json.dumps(codex, indent=2, ensure_ascii=False).splitlines()]
     lines += [
         "A Codex without lifecycle hooks reads its mail only when it polls: tell it so in AGENTS.md",
         f"('run {bin_dir}/comm-poll.sh after each task').",
@@ -251,29 +738,128 @@ def instructions(bin_dir: str) -> list[str]:
     return lines
 
 
+USAGE = """\
+usage: sotd comm install [--agent-settings[=PATH]] [--skill] [--sotd=PATH]
+  --agent-settings[=PATH]  register the hooks and allow rules in ~/.claude/settings.json (or PATH), and
+                           put the sot-session-start skill beside it (skills/sot-session-start/SKILL.md)
+  --skill                  put the skill into ~/.claude/skills only
+  --sotd=PATH              the sotd the scripts run (default: this installation's own)"""
+
+
 def run(argv: list[str]) -> int:
     settings: str | None = None
+    sotd: str | None = None
+    skill_wanted = False
     for a in argv:
-        if a == "--agent-settings":
+        if a == "--skill":
+            skill_wanted = True
+        elif a == "--agent-settings":
             settings = os.path.join(os.path.expanduser("~"), ".claude", "settings.json")
         elif a.startswith("--agent-settings="):
             settings = a.split("=", 1)[1]
+        elif a.startswith("--sotd="):
+            sotd = os.path.abspath(a.split("=", 1)[1])
+            if not os.access(sotd, os.X_OK) or os.path.isdir(sotd):
+                raise UsageError(f"sotd comm install: --sotd={sotd} is not an executable file")
         elif a in ("-h", "--help"):
-            out("usage: sotd comm install [--agent-settings[=PATH]]")
+            out(USAGE)
             return 0
         else:
             raise UsageError(f"sotd comm install: unknown argument '{a}' (see --help)")
     lay = Layout.from_env()
-    names, removed = install(lay, sotd_executable())
+    if settings:
+        settings = os.path.abspath(settings)
+        # a file we could not merge into is refused before anything at all is written
+        trial = _load_doc(settings, _read_bytes(_settings_target(settings)))
+        merge_claude_settings(trial, lay.bin_dir, allow=allow_rules(lay.bin_dir, os.path.expanduser("~")))
+    recorded = sotd or sotd_executable()
+    names, removed = install(lay, recorded)
+    note = checkout_note(recorded)
+    if note:
+        err(note)
     out(f"Installed sot-comm {__version__} into {lay.bin_dir}: {', '.join(names)}")
     if removed:
         out(f"Removed retired scripts: {', '.join(removed)}")
+    record = read_settings_record(lay)
+    claude_dir = os.path.dirname(settings) if settings else os.path.join(os.path.expanduser("~"), ".claude")
+    skill, warning = install_skill(claude_dir, lay.bin_dir) if settings or skill_wanted else (None, None)
+    if warning:
+        err(warning)
+    if skill:
+        skills = record.setdefault("skills", [])
+        if isinstance(skills, list) and skill not in skills:
+            skills.append(skill)
+        out(f"Installed the Claude Code skill {SKILL}: {skill}")
     if settings:
-        if write_claude_settings(settings, lay.bin_dir):
-            out(f"Registered the hooks in {settings}")
+        entry = _entry_for(record, settings)
+        allow = allow_rules(lay.bin_dir, os.path.expanduser("~"))
+        if write_claude_settings(settings, lay.bin_dir, allow=allow, record=entry):
+            out(f"Registered the hooks and allow rules in {settings}")
         else:
             out(f"The hooks were already registered in {settings}")
-    else:
+        if not entry:
+            files = record.get("settings")
+            if isinstance(files, dict):
+                files.pop(settings, None)
+    _write_settings_record(lay, record)
+    if not settings:
         for line in instructions(lay.bin_dir):
             out(line)
+        if not skill_wanted:
+            out(f"The {SKILL} skill for Claude Code: re-run with --agent-settings or --skill.")
     return 0
+
+
+def uninstall(argv: list[str]) -> int:
+    """``sotd comm uninstall``: take out exactly what the installs recorded (settings entries, the skill,
+    the scripts and the rows' settings file); the comm folder's mail, registry and self files stay."""
+    for a in argv:
+        if a in ("-h", "--help"):
+            out("usage: sotd comm uninstall     (takes out what sotd comm install put in; mail stays)")
+            return 0
+        raise UsageError(f"sotd comm uninstall: unknown argument '{a}' (see --help)")
+    lay = Layout.from_env()
+    record = read_settings_record(lay)
+    names = _read_record(lay)
+    if not record and not names:
+        out(f"Nothing recorded by sotd comm install in {lay.bin_dir}; nothing was removed")
+        return 0
+    status = 0
+    files = record.get("settings")
+    if isinstance(files, dict):
+        for path, entry in list(files.items()):
+            if isinstance(path, str) and isinstance(entry, dict):
+                try:
+                    out(unwrite_claude_settings(path, entry))
+                except OSError as e:
+                    err(f"FAILED to change {path}: {e.strerror or e}; it was left as it is")
+                    status = 1
+    skills = record.get("skills")
+    for path in skills if isinstance(skills, list) else []:
+        if isinstance(path, str):
+            line = uninstall_skill(path)
+            if line:
+                out(line)
+    gone = []
+    for name in sorted(names):
+        p = os.path.join(lay.bin_dir, name)
+        if os.path.isfile(p) and not os.path.islink(p):
+            os.unlink(p)
+            gone.append(name)
+    for extra in (RECORD, SETTINGS_RECORD):
+        try:
+            os.unlink(os.path.join(lay.bin_dir, extra))
+        except FileNotFoundError:
+            pass
+    try:
+        os.unlink(lay.version_file)
+    except FileNotFoundError:
+        pass
+    if gone:
+        out(f"Removed from {lay.bin_dir}: {', '.join(gone)}")
+    try:
+        os.rmdir(lay.bin_dir)
+    except OSError:
+        pass
+    out("The comm folder's mail, registry and self files were left as they are.")
+    return status

@@ -23,6 +23,7 @@ COMM_VERBS = {
     "spawn": "sotd.cli.spawn",
     "despawn": "sotd.cli.despawn",
     "install": "sotd.cli.install",
+    "uninstall": "sotd.cli.uninstall",
     "hook": "sotd.cli.hooks",
     "relay": "sotd.cli.relay",  # comm-relay.sh send (behaviour 1.4)
 }
@@ -37,7 +38,7 @@ COMMANDS = {
 
 USAGE = """\
 usage: sotd comm <verb> [args]     the commands sessions type (comm-<verb>.sh wraps each)
-  verbs: context join leave send poll unread list status spawn despawn install hook relay
+  verbs: context join leave send poll unread list status spawn despawn install uninstall hook relay
        sotd stdio-bridge [--endpoint unix:<path>] [--host <h>]
        sotd daemon run|start|stop|status [--socket <path>]
        sotd topology relay-endpoint

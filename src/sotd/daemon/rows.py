@@ -511,6 +511,10 @@ class Rows:
         argv = agent_argv(str(agent), payload.get("command"), self.environ)
         if argv is None:
             return refusal("bad_request", "a row with agent 'none' needs a command")
+        if payload.get("command") is None:  # an explicit command runs exactly as given
+            from sotd.cli import install  # a Claude Code row loads sotd's hooks and allow rules (--settings)
+
+            argv = install.row_argv(argv, self.layout.bin_dir)
         capsule = capsule_exe()
         if capsule is None:
             return refusal("start_failed", "sot-capsule is not installed beside this sotd")

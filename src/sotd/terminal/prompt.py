@@ -26,6 +26,8 @@ RULE = "─"  # U+2500
 PANEL_DOT = "●"  # U+25CF
 PANEL_RING = "◯"  # U+25EF
 PANEL_MAIN = "  ● main"
+# Claude Code's footer while a turn works (2.1.197, motion on or off; tests/fixtures/screens/claude-working*)
+WORKING_FOOTER = "esc to interrupt"
 
 # The refusal reasons, as logged (protocol: matched byte for byte).
 NO_PREDICATE = "no wake predicate for this agent"
@@ -38,6 +40,7 @@ NOT_EMPTY = "input not empty"
 TOO_NARROW = "pane too narrow for the wake line"
 PANEL_UNKNOWN = "agents panel focused or unrecognised"
 PANEL_NOT_MAIN = "the panel's dot is not on main"
+WORKING = "agent is working"  # ours (3.3 "never types into a … working screen"): the footer says so
 
 AGENTS_WITH_PREDICATE = ("claude",)
 
@@ -111,6 +114,13 @@ def _in_box(screen: Screen, y: int) -> bool:
     return 0 < y < len(screen.lines) - 1 and is_border(screen.lines[y - 1]) and is_border(screen.lines[y + 1])
 
 
+def is_working(screen: Screen, lower: int) -> bool:
+    """A turn is working: a line below the box's lower rule (row ``lower``) starts, after its indent,
+    with ``esc to interrupt``. Claude Code shows that footer for the whole turn whether or not its spinner
+    moves (``prefersReducedMotion``), while the box itself still reads as an empty prompt."""
+    return any(line.lstrip(" ").startswith(WORKING_FOOTER) for line in screen.lines[lower + 1 :])
+
+
 def _panel_reason(screen: Screen, lower: int) -> str | None:
     """The agents panel below the box's lower rule, if any: recognisable, dot on ``main``."""
     panel = [line for line in screen.lines[lower + 1 :] if PANEL_DOT in line or PANEL_RING in line]
@@ -128,7 +138,8 @@ def is_free(screen: Screen, agent: str, *, windows: bool = False) -> tuple[bool,
     """``(True, None)`` when the wake may type at this screen, else ``(False, reason)``.
 
     Checks run in a fixed order so a screen always yields the same reason; the content after the glyph is
-    judged before the cursor's column, so a typed draft (cursor at its end) reads ``input not empty``.
+    judged before the cursor's column, so a typed draft (cursor at its end) reads ``input not empty``; a
+    working turn is judged right after the box, so its empty-looking box reads ``agent is working``.
     """
     if agent not in AGENTS_WITH_PREDICATE:
         return False, NO_PREDICATE
@@ -138,6 +149,8 @@ def is_free(screen: Screen, agent: str, *, windows: bool = False) -> tuple[bool,
     x, y = pos
     if not _in_box(screen, y):
         return False, NOT_IN_BOX
+    if is_working(screen, y + 1):
+        return False, WORKING
     row = screen.undimmed(y)
     glyphs = (GLYPH, WINDOWS_GLYPH) if windows else (GLYPH,)
     found = [i for i in (row.find(g) for g in glyphs) if i >= 0]

@@ -1,0 +1,252 @@
+"""``sotd comm hook start`` (``comm-session-start.sh``): Claude Code's ``SessionStart`` hook.
+
+Issue 11 part 2 items 1 and 4; seed 000 "The self file" ("or any private file a launcher pins").
+At a session's start (and again after a resume, ``/clear`` or a compaction) the hook joins the session
+with no person or model action, then tells the model in a few lines its handle, how to read and send
+mail, and to close each turn with a ``SITREP`` marker (docs/agents.md, "Joining").
+
+- In a row: the daemon pinned the row's slot and set ``SOT_COMM_NAME``, so the join takes that name and
+  declares it to the daemon (``row.json`` gets the handle).
+- Outside a row, with ``session_id`` and ``CLAUDE_ENV_FILE``: the hook pins a **private** self file for
+  this session, ``self/session-<session id>.txt``, writing ``export SOT_COMM_SELF_FILE=…`` into the env
+  file (Claude Code runs it before each later Bash command); the other hooks, which do not get that
+  environment, find the same file from their ``session_id`` (``hook_pinned_self_file``; the start hook's
+  note ``state/pinned-<leaf>`` keeps them on it after a ``comm-leave.sh`` removed it). So two sessions
+  on one box never share a slot, and neither un-joins the other. Its leaf has no ``__``, so it names no
+  row (identity, behaviour 5). Without the env file the session keeps the shared ``nopane`` slot.
+- A launcher's own ``SOT_COMM_SELF_FILE`` is kept as it is.
+
+Guarantee: the hook never fails its agent (exit 0; a failed join is said in the text, with the command that
+recovers). What would break it: pinning a file the session's later commands cannot see (no env file), or a
+leaf with ``__`` (it would name a row and be refused).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+SKILL = "sot-session-start"
+
+
+def in_row(environ: Mapping[str, str]) -> bool:
+    """Whether this session runs as a sotd row (its identity names one)."""
+    from sotd import identity
+
+    return identity.row_named(environ) is not None
+
+
+def session_leaf(session_id: str) -> str:
+    """``session-<id>.txt``: the id made safe (bytes outside ``A-Za-z0-9._-`` become ``_``), no ``__`` left
+    in it (a leaf with ``__`` would name a row), at most 200 bytes."""
+    from sotd.formats.layout import safe_component
+
+    safe = safe_component(session_id)[:200]
+    while "__" in safe:
+        safe = safe.replace("__", "_")
+    return f"session-{safe}.txt"
+
+
+def private_slot(environ: Mapping[str, str], session_id: str, self_dir: str) -> str | None:
+    """The private self file of a Claude Code session outside a row, or None when there is none to use:
+    a pinned ``SOT_COMM_SELF_FILE`` (a launcher's or the daemon's) wins, a row has its own slot, and a
+    hook without a ``session_id`` cannot name one. Pure."""
+    if environ.get("SOT_COMM_SELF_FILE"):
+        return None
+    if environ.get("SOT_WORKSPACE_ID", "") not in ("", "nopane"):
+        return None
+    if not session_id or session_id in (".", ".."):
+        return None
+    return os.path.join(self_dir, session_leaf(session_id))
+
+
+def hook_pinned_self_file(environ: Mapping[str, str], hook: Mapping[str, object]) -> str | None:
+    """For a hook other than SessionStart: the private self file its session's start hook pinned, when it
+    is there (the hook itself is not given ``CLAUDE_ENV_FILE``'s environment)."""
+    from sotd.formats.layout import Layout
+
+    sid = hook.get("session_id")
+    if not isinstance(sid, str):
+        return None
+    lay = Layout.from_env(dict(environ))
+    path = private_slot(environ, sid, lay.self_dir)
+    if path is None:
+        return None
+    # the file itself, or (after a comm-leave.sh removed it) the start hook's note that it pinned it: the
+    # hooks then act as "not joined", as the session's own commands do, never as the shared slot's handle
+    if os.path.isfile(path) or os.path.isfile(lay.state(pin_note(path))):
+        return path
+    return None
+
+
+def pin_note(slot: str) -> str:
+    """The name of the start hook's note, under ``state/``, that it pinned ``slot`` for its session."""
+    return "pinned-" + os.path.basename(slot)
+
+
+def adopt_pinned_self_file(hook: Mapping[str, object]) -> None:
+    """Put the session's private self file (when there is one) into this process's environment, so the
+    hook acts as the handle its session's commands act as. Best effort: a failure leaves the env as is."""
+    try:
+        path = hook_pinned_self_file(os.environ, hook)
+    except (OSError, ValueError):
+        return
+    if path is not None:
+        os.environ["SOT_COMM_SELF_FILE"] = path
+
+
+def _sh(v: str) -> str:
+    return "'" + v.replace("'", "'\\''") + "'"
+
+
+def env_file_lines(self_file: str | None, bin_dir: str, path_env: str) -> list[str]:
+    """The lines the start hook appends to ``CLAUDE_ENV_FILE``: the pinned self file, and ``bin/`` put first
+    on the PATH when it is not on it yet (so the bare names in the texts run). Pure."""
+    lines = []
+    if self_file is not None:
+        lines.append(f"export SOT_COMM_SELF_FILE={_sh(self_file)}")
+    if bin_dir not in path_env.split(os.pathsep):
+        lines.append(f'export PATH={_sh(bin_dir)}:"$PATH"')
+    return lines
+
+
+def start_text(
+    handle: str | None, *, cmd_dir: str, skill: bool, problem: list[str] | None = None, where: str = ""
+) -> str:
+    """What the model reads at its session's start (pure). ``cmd_dir``: "" when the scripts are on the
+    PATH (bare names), else the folder to prefix. ``skill``: the sot-session-start skill is installed."""
+    poll, send, join = (
+        os.path.join(cmd_dir, n) if cmd_dir else n for n in ("comm-poll.sh", "comm-send.sh", "comm-join.sh")
+    )
+    more = f" More (leaving, getting a lost handle back, conventions): the {SKILL} skill." if skill else ""
+    if handle is None:
+        why = "\n".join("  " + ln for ln in (problem or ["(no reason was given)"])[:6])
+        return (
+            "sot-comm: this session could not join at its start:\n"
+            f"{why}\n"
+            f"Mail to it is not read until it joins; join by hand with {join} --name NAME.{more}"
+        )
+    lines = [
+        f"sot-comm: this session is @{handle}{where} — other agent sessions reach it by that handle.",
+        f'- Read mail: {poll}. Send: {send} @handle "text" (the answer is `filed -> @handle` or'
+        " `FAILED -> @handle: <reason>`; nothing is queued).",
+        f"- The line `[sot-comm] you have mail: run comm-poll.sh` means mail waits: run {poll}, act on it,"
+        f" and answer its sender with {send}.",
+        "- End every turn with one closing line: `SITREP: <what is done>`, `SITREP-QUESTION: <what you"
+        " need>` or `SITREP-WAITING: <what you wait for>`.",
+    ]
+    if more:
+        lines.append("-" + more)
+    return "\n".join(lines)
+
+
+def skill_installed(environ: Mapping[str, str], cwd: str) -> bool:
+    home = environ.get("HOME") or os.path.expanduser("~")
+    for base in (os.path.join(home, ".claude"), os.path.join(cwd, ".claude")):
+        if os.path.isfile(os.path.join(base, "skills", SKILL, "SKILL.md")):
+            return True
+    return False
+
+
+def _still_joined() -> bool:
+    """Whether this session's self file names a handle whose registry entry is this project's on this host
+    (then a compaction, which Claude Code may run in the middle of a turn, needs no new join)."""
+    from sotd.cli.common import Context
+    from sotd.errors import SotdError
+    from sotd.formats import registry
+
+    try:
+        ctx = Context()
+        doc = registry.read(ctx.layout)
+    except (SotdError, OSError):
+        return False
+    entry = registry.agents_of(doc).get(ctx.name) if doc and ctx.name else None
+    return isinstance(entry, dict) and entry.get("root") == ctx.project_root and entry.get("host") == ctx.host
+
+
+def _context_out(text: str) -> None:
+    doc = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+    sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+
+
+def _join_quietly() -> tuple[int, list[str], list[str]]:
+    """``comm-join.sh`` in this process with its output kept: (status, stdout lines, stderr lines)."""
+    import io
+
+    from sotd.cli import join
+    from sotd.errors import SotdError
+
+    saved = sys.stdout, sys.stderr
+    out_buf, err_buf = io.StringIO(), io.StringIO()
+    sys.stdout, sys.stderr = out_buf, err_buf
+    try:
+        try:
+            code = join.run([])
+        except SotdError as e:
+            err_buf.write(e.message + "\n" + (e.hint + "\n" if e.hint else ""))
+            code = e.exit_status or 1
+    finally:
+        sys.stdout, sys.stderr = saved
+    return code, out_buf.getvalue().splitlines(), err_buf.getvalue().splitlines()
+
+
+def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
+    """The SessionStart hook (see the module docstring). Prints one JSON object with the text, or nothing
+    for a process that is not its session's own agent."""
+    from sotd import identity
+    from sotd.formats.layout import Layout
+
+    status, why = identity.check(dict(environ))
+    if status == 1:
+        return 0  # a sub-agent's session: the outer session holds the handle
+    if status:
+        _context_out(f"sot-comm: {why}")
+        return 0
+    lay = Layout.from_env(dict(environ))
+    cwd = hook.get("cwd") if isinstance(hook.get("cwd"), str) else ""
+    sid = hook.get("session_id")
+    env_file = environ.get("CLAUDE_ENV_FILE", "")
+    slot = private_slot(environ, sid if isinstance(sid, str) else "", lay.self_dir) if env_file else None
+    lines = env_file_lines(slot, lay.bin_dir, environ.get("PATH", ""))
+    on_path = lay.bin_dir in environ.get("PATH", "").split(os.pathsep)
+    if env_file and lines:
+        try:
+            with open(env_file, "a", encoding="utf-8") as f:
+                f.write("".join(ln + "\n" for ln in lines))
+            on_path = True
+        except OSError:
+            slot = None  # later commands would not see the pin: keep the shared slot
+    if slot is not None:
+        from sotd.formats.layout import ensure_home
+
+        ensure_home(lay)
+        try:
+            with open(lay.state(pin_note(slot)), "w") as f:
+                f.write(slot + "\n")
+        except OSError:
+            pass  # the hooks still find the file itself while it is there
+        os.environ["SOT_COMM_SELF_FILE"] = slot
+    outs: list[str] = []
+    errs: list[str] = []
+    if hook.get("source") == "compact" and _still_joined():
+        code = 0  # a compaction mid-turn: the entry (and its work-state) stays as it is
+    else:
+        code, outs, errs = _join_quietly()
+    skill = skill_installed(environ, str(cwd or os.getcwd()))
+    cmd_dir = "" if on_path else lay.bin_dir
+    handle, where = None, ""
+    if code == 0:
+        from sotd.cli.common import Context
+
+        ctx = Context()
+        handle, where = ctx.name or None, f" ({ctx.repo} on {ctx.host})"
+    if handle is None:
+        _context_out(start_text(None, cmd_dir=cmd_dir, skill=skill, problem=errs or outs))
+        return 0
+    _context_out(start_text(handle, cmd_dir=cmd_dir, skill=skill, where=where))
+    return 0
