@@ -170,7 +170,9 @@ def _body(lab: rk.Lab, model: StandIn, release: str, wall: str) -> dict[str, Any
         "limits": {"wall": wall},
         "process": {
             "user": "agent-user",
-            "command": ["$$release$$/claude", "--model", "claude-standin"],
+            # claude's stderr goes to a workspace file: with it on the row's terminal, Claude Code 2.1.197
+            # inside bwrap exited about 15 s after start in 2 of 3 runs (not diagnosed; docs/ocx.md)
+            "command": ["/bin/sh", "-c", "exec $$release$$/claude --model claude-standin 2>>$$workspace$$/claude.stderr"],
             "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$/home", "TERM": "xterm-256color",
                     "LANG": "C.UTF-8", "ANTHROPIC_API_KEY": kit.API_KEY, "ANTHROPIC_BASE_URL": model.url,
                     "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
