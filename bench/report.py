@@ -583,6 +583,46 @@ def _wake(r: dict[str, object]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _realwake(r: dict[str, object]) -> str:
+    out = [
+        "## The wake with the real Claude Code, and the Stop hook's cost (`bench/realwake.py`, issue 11)\n"
+    ]
+    if "not_run" in r:
+        out.append(f"**Not run**: {r['not_run']}.\n")
+        return "\n".join(out) + "\n"
+    p: dict = r["params"]  # type: ignore[assignment]
+    real: dict = r["real"]  # type: ignore[assignment]
+    scripted: dict = r["scripted"]  # type: ignore[assignment]
+    stop: dict = r["stop_hook"]  # type: ignore[assignment]
+    out += [
+        f"{_machine(r['machine'])}  \n"  # type: ignore[arg-type]
+        f"One daemon, two rows in the same run, rounds alternating: the real Claude Code {p['claude_code']} TUI "
+        "(its model the scripted stand-in `sotd.demo_model` on 127.0.0.1) and the scripted agent "
+        "`sotd.demo_agent`. Clock: from the filing's answer (the send returned) to, for the real row, the "
+        "stand-in receiving the turn whose prompt is the wake line (Enter pressed, Claude Code sent it on), "
+        f"for the scripted row its own log of the line. Hold {p['hold_s']} s, tick {p['tick_s']} s plus "
+        "inotify.\n",
+        "| row | wakes | median s | p95 | min | max |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, x in ((f"real Claude Code {p['claude_code']}", real), ("scripted agent", scripted)):
+        d = x["latency_s"]
+        out.append(
+            f"| {name} | {d['n']} | {d['median']:.2f} | {d['p95']:.2f} | {d['min']:.2f} | {d['max']:.2f} |"
+        )
+    w = stop["wall_ms"]
+    out += [
+        "",
+        f"Real samples (s, in order): {', '.join(f'{v:.2f}' for v in real['samples_s'])}.\n",
+        f"**The Stop hook at a turn end with no mail** (`{p['stop_hook']}`, run by Claude Code itself at each "
+        "real round's end, after the model polled; its command wrapped to log start and end): "
+        f"median {w['median']:.0f} ms, p95 {w['p95']:.0f} ms, min {w['min']:.0f}, max {w['max']:.0f} "
+        f"over {stop['turn_ends']} turn ends.",
+        "",
+    ]
+    return "\n".join(out) + "\n"
+
+
 RENDER = {
     "commands": _commands,
     "fanin": _fanin,
@@ -594,6 +634,7 @@ RENDER = {
     "append": _append,
     "daemon": _daemon,
     "wake": _wake,
+    "realwake": _realwake,
 }
 
 
@@ -718,6 +759,14 @@ def _headline(results: dict[str, dict]) -> str:
         rows.append(
             f"| issue 5 | false wakes (keys into a busy or flashing agent), {w['busy']['batches']} busy batches "
             f"| {fw} | 0 | {_f(w['pass_false_wakes'])} |"
+        )
+    rw = results.get("realwake")
+    if rw and "not_run" not in rw:
+        med = rw["real"]["latency_s"]["median"]
+        rows.append(
+            f"| issue 11 | wake of an idle real Claude Code row, filed to the line submitted (median of "
+            f"{rw['real']['latency_s']['n']}) | {med:.2f} s | <= {rw['params']['target_median_s']} s "
+            f"| {_f(rw['pass_median'])} |"
         )
     return "\n".join(rows) + "\n"
 

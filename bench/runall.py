@@ -27,7 +27,19 @@ import time
 
 from bench import common
 
-ALL = ("commands", "fanin", "crossbox", "crash", "registry", "growth", "peers", "append", "daemon", "wake")
+ALL = (
+    "commands",
+    "fanin",
+    "crossbox",
+    "crash",
+    "registry",
+    "growth",
+    "peers",
+    "append",
+    "daemon",
+    "wake",
+    "realwake",
+)
 LIMIT_SECS = 600
 
 

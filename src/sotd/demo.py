@@ -1,7 +1,9 @@
 """The main job: ``scripts/demo`` (``python -m sotd.demo``), printed as a readable transcript.
 
-The default run: a daemon in a throw-away comm folder spawns two rows on its private tmux server, each a
-scripted Claude-like agent (``sotd.demo_agent``) under ``sot-capsule``; mail to an idle row gets the wake
+The default run: a daemon in a throw-away comm folder spawns two rows on its private tmux server, each the
+real Claude Code TUI when ``scripts/demo`` finds the pinned install (its model the scripted stand-in
+``sotd.demo_model``), else the scripted Claude-like agent (``sotd.demo_agent``), under ``sot-capsule``; the
+transcript says which ran; mail to an idle row gets the wake
 line typed at its prompt, the agent runs ``comm-poll.sh`` and replies, and the transcript shows the
 commands, the daemon's wake log lines and screen snapshots. Bounded (well under 60 s); the daemon and its
 tmux server are stopped and the folder removed at the end, also after a failure.

@@ -1,9 +1,13 @@
 """The rows part of the demo (``python -m sotd.demo``): a daemon, two rows, mail, the wake, replies.
 
 Everything runs as real processes: ``sotd daemon run`` in a temporary comm folder, ``sotd comm …`` typed
-by "you" (a session outside any row), and two rows the daemon starts in tmux windows, each running the
-scripted agent ``sotd.demo_agent`` under ``sot-capsule``. When the wake types its line at a row's prompt,
-the scripted agent runs ``comm-poll.sh`` and sends its reply, as Claude Code would when told so.
+by "you" (a session outside any row), and two rows the daemon starts in tmux windows under
+``sot-capsule``. Each row runs the real Claude Code TUI when it is installed (``$SOTD_DEMO_CLAUDE``, which
+``scripts/demo`` sets to the pinned ``.agents/claude-code`` install of ``scripts/setup``): it joins by its
+SessionStart hook, and its model is the scripted stand-in ``sotd.demo_model`` on 127.0.0.1 (there is no
+model to reach offline), which answers the wake line with ``comm-poll.sh`` and the mail with
+``comm-send.sh``. Without it (or with ``SOTD_DEMO_AGENT=scripted``) each row runs the scripted agent
+``sotd.demo_agent``, which does the same by itself. The transcript says which agent ran.
 """
 
 from __future__ import annotations
@@ -18,8 +22,33 @@ import sys
 import tempfile
 import time
 
+from sotd import demo_model
+from sotd.terminal import prompt
+
 STEP_WAIT_S = 20.0
 RULE_SHOWN = 60
+REPLIES = {
+    "alpha": ("beta", "alpha here: the build is green on my side — can you rerun the flaky test?"),
+    "beta": ("you", "beta here: reran the flaky test 20 times, all green; closing it."),
+}
+TASK = "please check the build, then ask @beta about the flaky test"
+
+
+def real_claude(environ: dict[str, str]) -> tuple[str, str] | None:
+    """``(path, version)`` of the Claude Code the demo may run (``$SOTD_DEMO_CLAUDE``, answering
+    ``--version`` with ``$SOTD_DEMO_CLAUDE_PIN`` when that is set), or None: the scripted agent runs."""
+    exe = environ.get("SOTD_DEMO_CLAUDE", "")
+    if environ.get("SOTD_DEMO_AGENT") == "scripted" or not exe or not os.access(exe, os.X_OK):
+        return None
+    try:
+        p = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    version = p.stdout.split(" ", 1)[0].strip()
+    pin = environ.get("SOTD_DEMO_CLAUDE_PIN", "")
+    if p.returncode != 0 or not version or (pin and version != pin):
+        return None
+    return exe, version
 
 
 def _sotd() -> list[str]:
@@ -57,6 +86,17 @@ class Demo:
         os.makedirs(self.you)
         self.daemon: subprocess.Popen[bytes] | None = None
         self.log_seen = 0
+        self.claude = real_claude(dict(os.environ))
+        self.model: demo_model.StandIn | None = None
+        if self.claude is not None:
+            self.real_home = os.path.join(self.work, "claude-home")
+            tmp = os.path.join(self.work, "claude-tmp")
+            os.makedirs(tmp)
+            demo_model.write_first_run(self.real_home, self.claude[1])
+            self.model = demo_model.StandIn(in_order=False, idle_text="SITREP: nothing to do").start()
+            self.env = {k: v for k, v in self.env.items() if not k.startswith(("ANTHROPIC_", "IS_SANDBOX"))}
+            self.env.update(demo_model.session_env(self.real_home, tmp, self.model.url))
+            self.env["SOTD_AGENT_ARGV_CLAUDE"] = json.dumps([self.claude[0]])
 
     # ------------------------------------------------------------------------------------------ helpers
 
@@ -145,55 +185,113 @@ class Demo:
         self.typed("join", "--name", "you")
 
         logs: dict[str, str] = {}
-        replies = {
-            "alpha": "comm-poll.sh && comm-send.sh @beta 'alpha here: the build is green on my side — can you rerun the flaky test?'",
-            "beta": "comm-poll.sh && comm-send.sh @you 'beta here: reran the flaky test 20 times, all green; closing it.'",
-        }
+        if self.claude is not None:
+            assert self.model is not None
+            print(
+                f"# agent: the real Claude Code {self.claude[1]} TUI ({self.claude[0]}) in each row; its model is"
+            )
+            print(
+                f"#   sotd.demo_model, a scripted stand-in for the Messages API on {self.model.url} (offline)"
+            )
+            for name, (to, text) in REPLIES.items():
+                self.model.add(
+                    demo_model.bash("comm-poll.sh", when=prompt.WAKE_LINE),  # alpha's wake comes first
+                    demo_model.bash(f"comm-send.sh @{to} {shlex.quote(text)}", when=_asked_of(name)),
+                    demo_model.text(f"SITREP: replied to @{to}", when=f"filed -> @{to}"),
+                )
+        else:
+            why = (
+                "SOTD_DEMO_AGENT=scripted"
+                if os.environ.get("SOTD_DEMO_AGENT") == "scripted"
+                else "the pinned Claude Code is not installed: scripts/setup puts it in .agents/claude-code"
+            )
+            print(f"# agent: the scripted stand-in sotd.demo_agent in each row ({why})")
         for name in ("alpha", "beta"):
             root = os.path.join(self.work, name)
             os.makedirs(root)
             logs[name] = os.path.join(self.work, f"{name}.agent.log")
-            agent = [
-                sys.executable,
-                "-m",
-                "sotd.demo_agent",
-                "--log",
-                logs[name],
-                "--work",
-                "0.5",
-                "--at-start",
-                "comm-join.sh",
-                "--on-wake",
-                replies[name],
-            ]
-            p = self.typed("spawn", root, "--name", name, "--command", shlex.join(agent))
+            if self.claude is not None:
+                demo_model.trust_project(self.real_home, root)
+                p = self.typed("spawn", root, "--name", name)
+            else:
+                to, text = REPLIES[name]
+                agent = [
+                    sys.executable,
+                    "-m",
+                    "sotd.demo_agent",
+                    "--log",
+                    logs[name],
+                    "--work",
+                    "0.5",
+                    "--at-start",
+                    "comm-join.sh",
+                    "--on-wake",
+                    f"comm-poll.sh && comm-send.sh @{to} {shlex.quote(text)}",
+                ]
+                p = self.typed("spawn", root, "--name", name, "--command", shlex.join(agent))
             if p.returncode:
                 return 1
         self.daemon_lines("row ", "declared")
         panes = {w["label"]: w["pane"] for w in self._list()}
+
+        if self.claude is not None:
+            self.wait("both rows at their prompts", lambda: self._idle(panes))
         self.screen("alpha (idle at its prompt)", panes["alpha"])
 
-        self.typed("send", "@alpha", "please check the build, then ask @beta about the flaky test")
+        self.typed("send", "@alpha", TASK)
         print(
             "\n# nobody types into alpha: the daemon sees the unread mail and alpha's free prompt, holds 1.5 s,"
         )
         print("# types the wake line, checks it sits alone in the input box, then presses Enter.")
-        ok = self.wait("alpha's reply", lambda: any(e["event"] == "ran" for e in _events(logs["alpha"])))
+        ok = self.wait("alpha's reply", lambda: self._replied("alpha", logs))
+        if self.claude is not None:
+            self.wait("alpha's turn to end", lambda: self._idle({"alpha": panes["alpha"]}))
         self.daemon_lines("comm wake")
         self.screen("alpha (woken: it polled and replied to @beta)", panes["alpha"])
-        ok = ok and self.wait("beta's reply", lambda: any(e["event"] == "ran" for e in _events(logs["beta"])))
+        ok = ok and self.wait("beta's reply", lambda: self._replied("beta", logs))
+        if self.claude is not None:
+            self.wait("beta's turn to end", lambda: self._idle({"beta": panes["beta"]}))
         self.daemon_lines("comm wake")
         self.screen("beta (woken by alpha's mail: it polled and replied to you)", panes["beta"])
         self.typed("poll")
         time.sleep(2.5)
         print("\n# one wake per batch: the read mail is not typed again")
         for name in ("alpha", "beta"):
-            n = sum(1 for e in _events(logs[name]) if e["event"] == "line")
-            print(f"  {name}: {n} line(s) submitted at its prompt")
+            print(f"  {name}: {self._lines(name, logs)} line(s) submitted at its prompt")
         self.typed("list")
         self.typed("despawn", "alpha")
         self.typed("despawn", "beta")
         return 0 if ok else 1
+
+    def _idle(self, panes: dict[str, str]) -> bool:
+        from sotd.terminal.tmux import Tmux
+
+        t = Tmux(os.path.join(self.state, "tmux", "tmux.sock"), session="sotd")
+        try:
+            return all(
+                prompt.is_free(prompt.screen_from_capture(*t.capture(p)), "claude")[0] for p in panes.values()
+            )
+        except Exception:
+            return False
+
+    def _replied(self, name: str, logs: dict[str, str]) -> bool:
+        if self.model is None:
+            return any(e["event"] == "ran" for e in _events(logs[name]))
+        to = REPLIES[name][0]
+        return any(
+            f"filed -> @{to}" in r.newest_user_text and r.step is not None for r in self.model.main_requests()
+        )
+
+    def _lines(self, name: str, logs: dict[str, str]) -> int:
+        if self.model is None:
+            return sum(1 for e in _events(logs[name]) if e["event"] == "line")
+        mine = f"this session is @{name}"
+        sessions = {_session_of(r) for r in self.model.main_requests() if mine in json.dumps(r.body)}
+        return sum(
+            1
+            for r in self.model.main_requests()
+            if _session_of(r) in sessions and r.newest_user_text.rstrip().endswith(prompt.WAKE_LINE)
+        )
 
     def _list(self) -> list[dict[str, str]]:
         from sotd.client import unix
@@ -215,7 +313,24 @@ class Demo:
         sock = os.path.join(self.state, "tmux", "tmux.sock")
         if os.path.exists(sock):
             subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True, timeout=10, check=False)
+        if self.model is not None:
+            self.model.stop()
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _session_of(r: demo_model.Request) -> str:
+    """The Claude Code session a request came from (``metadata.user_id`` holds it as JSON)."""
+    meta = r.body.get("metadata")
+    try:
+        doc = json.loads(meta.get("user_id", "")) if isinstance(meta, dict) else {}
+    except ValueError:
+        return ""
+    return str(doc.get("session_id", "")) if isinstance(doc, dict) else ""
+
+
+def _asked_of(name: str) -> str:
+    """What alpha's or beta's poll shows of the mail it answers (the text it was sent)."""
+    return TASK if name == "alpha" else REPLIES["alpha"][1]
 
 
 def _shell(a: str) -> str:

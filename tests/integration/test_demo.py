@@ -15,8 +15,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.serial, pytest.mark.timeout(1
 
 
 def demo(*args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SOTD_DEMO_")}  # the scripted agent
     p = subprocess.run([sys.executable, "-m", "sotd.demo", *args], capture_output=True, text=True, timeout=150,
-                       check=False)  # fmt: skip
+                       check=False, env=env)  # fmt: skip
     assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-3000:])
     return p.stdout + p.stderr
 
@@ -30,6 +31,7 @@ def test_the_main_demo_rows_mail_and_the_wake() -> None:
     before = _leftovers("sotd-demo-*")
     out = demo()
     for want in (
+        "# agent: the scripted stand-in sotd.demo_agent in each row (the pinned Claude Code is not installed",
         "Joined sot-comm as @you",
         "Capsule row ready",
         "filed -> @alpha",

@@ -17,6 +17,7 @@ from tests.realagent import kit
 from tests.realagent.standin import StandIn
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: the CI's serial pass must see these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "/tests/realagent/" in str(item.path).replace("\\", "/"):

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sotd import demo_model
 from sotd.terminal import prompt
 from sotd.terminal.tmux import Tmux, capture_argv, parse_capture
 from tests.conftest import SOTD, clean_env, wait_for
@@ -41,7 +42,7 @@ PREFIX = os.path.join(TOP, ".agents", "claude-code")
 ERROR_FILE = os.path.join(TOP, ".agents", "claude-code.error")
 PACKAGE = "@anthropic-ai/claude-code"
 # The dummy key: Claude Code remembers an approved key by its last 20 characters.
-API_KEY = "sk-ant-api03-sotd-standin-" + "0" * 60 + "-realagent-tier-key"
+API_KEY = demo_model.API_KEY
 DROP = ("ANTHROPIC_", "CLAUDE", "IS_SANDBOX", "SOT_", "SOTD_", "TMUX", "COMM_STATUS_", "CODEX", "OPENAI_")
 
 
@@ -90,16 +91,8 @@ class ClaudeHome:
         self.tmp = os.path.join(root, "tmp")
         os.makedirs(os.path.join(self.home, ".claude"), exist_ok=True)
         os.makedirs(self.tmp, exist_ok=True)
-        self.config = os.path.join(self.home, ".claude.json")
+        self.config = demo_model.write_first_run(self.home, pin(), API_KEY)
         self.settings_path = os.path.join(self.home, ".claude", "settings.json")
-        doc: dict[str, Any] = {
-            "hasCompletedOnboarding": True,
-            "lastReleaseNotesSeen": pin(),
-            "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
-            "projects": {},
-        }
-        with open(self.config, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
         base = dict(settings or {})
         if reduced_motion:
             base["prefersReducedMotion"] = True
@@ -130,31 +123,11 @@ class ClaudeHome:
 
     def trust(self, folder: str) -> str:
         """Mark ``folder`` (made when missing) trusted and onboarded; its real path."""
-        os.makedirs(folder, exist_ok=True)
-        real = os.path.realpath(folder)
-        with open(self.config, encoding="utf-8") as f:
-            doc = json.load(f)
-        doc.setdefault("projects", {})[real] = {
-            "hasTrustDialogAccepted": True,
-            "hasCompletedProjectOnboarding": True,
-            "allowedTools": [],
-        }
-        with open(self.config, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-        return real
+        return demo_model.trust_project(self.home, folder)
 
     def env(self, model: StandIn, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in clean_env().items() if not k.startswith(DROP)}
-        env.update(
-            HOME=self.home,
-            TMPDIR=self.tmp,
-            TERM="xterm-256color",
-            LANG="C.UTF-8",
-            ANTHROPIC_API_KEY=API_KEY,
-            ANTHROPIC_BASE_URL=model.url,
-            DISABLE_AUTOUPDATER="1",
-            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-        )
+        env.update(demo_model.session_env(self.home, self.tmp, model.url, API_KEY))
         env.update(extra or {})
         return env
 

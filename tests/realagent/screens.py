@@ -17,6 +17,8 @@ The stored file is tmux's raw answer from one run. The live test compares ``norm
   and that row's colours (the verb shimmers);
 - the running tool call's ``●``, motion on or off (it blinks: ``●`` or a space; written as an uncoloured
   ``●``);
+- the cursor cell when it is blank: Claude Code draws its cursor as a reverse-video cell and blinks it
+  after a turn (the cursor position itself is kept);
 - the SGR codes: rewritten per cell as its visible style, where a blank cell's colour, weight and italics
   (which cannot be seen, and which the TUI's redraw order decides) are dropped; background, reverse,
   underline and strike on a blank are kept.
@@ -206,6 +208,8 @@ def normalise(raw: str) -> str:
             row[1:] = [(ch, ()) for ch, _st in row[1:]]  # the verb shimmers: its colours are frames
         elif _TOOL_ROW.match(text):
             row[0] = ("●", ())  # the running call's dot blinks (and its colour with it)
+    if 0 <= y < len(rows) and 0 <= x < len(rows[y]) and rows[y][x][0] == " ":
+        rows[y][x] = (" ", ())  # the drawn cursor block blinks after a turn
     return _emit(rows) + f"\n{x} {y} {w}\n"
 
 

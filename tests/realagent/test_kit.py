@@ -26,12 +26,25 @@ def test_the_real_tui_reaches_a_free_prompt_and_runs_a_scripted_turn(
     assert all(r.body.get("tools") for r in mains)
 
 
-def test_a_spawned_claude_row_runs_the_real_tui(box: kit.Box) -> None:
-    box.install()
-    box.start()
-    row = box.spawn("r1")
-    raw = box.wait_idle(row["pane"])
-    assert f"Claude Code v{kit.pin()}" in kit.plain(raw)
-    from tests.conftest import wait_for
+def test_a_missing_install_fails_the_tier_with_the_install_error(
+    tmp_path: object, monkeypatch: object
+) -> None:
+    import os
 
-    wait_for(lambda: (box.row("r1") or {}).get("phase") == "ready", what="row r1 ready")
+    import pytest
+
+    err = os.path.join(str(tmp_path), "claude-code.error")
+    with open(err, "w") as f:
+        f.write("npm error code ETARGET\nnpm error notarget No matching version found\n")
+    mp: pytest.MonkeyPatch = monkeypatch  # type: ignore[assignment]
+    mp.setattr(kit, "PREFIX", os.path.join(str(tmp_path), "claude-code"))
+    mp.setattr(kit, "ERROR_FILE", err)
+    with pytest.raises(kit.NotInstalled) as e:
+        kit.claude_exe()
+    assert str(e.value).startswith(f"Claude Code {kit.pin()} is not installed in ")
+    assert "the install failed:\nnpm error code ETARGET\nnpm error notarget No matching version found" in str(
+        e.value
+    )
+    os.unlink(err)
+    with pytest.raises(kit.NotInstalled, match=r"run scripts/setup$"):
+        kit.claude_exe()

@@ -1,6 +1,6 @@
 """The stored captures of the real Claude Code are current: each state is reached again with the pinned
 release and captured the wake's way; after ``screens.normalise`` (the temp path, seconds counters, the
-finished turn's random verb, the spinner's animation frame, the blinking tool dot, and blank cells'
+finished turn's random verb, the spinner's animation frame, the blinking tool dot and cursor block, and blank cells'
 invisible colours — nothing else) its bytes must equal the stored fixture's, and its verdict must be the
 table's. A new release that draws differently fails here: rerun
 ``python -m tests.realagent.screens`` with the new pin and commit both (issue 11 part 1).
@@ -10,6 +10,7 @@ costs about a third of its sequential time."""
 
 from __future__ import annotations
 
+import difflib
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -45,7 +46,11 @@ def test_the_real_tui_draws_the_stored_capture(
     )  # normalising never changes what the wake reads
     with open(screens.path_of(case), encoding="utf-8", newline="") as f:
         stored = f.read()
-    assert screens.normalise(raw) == screens.normalise(stored), (
-        f"Claude Code {kit.pin()} draws {case.name} differently now:\n{kit.plain(raw)}\n"
+    got, want = screens.normalise(raw), screens.normalise(stored)
+    diff = "\n".join(
+        repr(d) for d in difflib.unified_diff(want.split("\n"), got.split("\n"), lineterm="", n=0)
+    )
+    assert got == want, (
+        f"Claude Code {kit.pin()} draws {case.name} differently now:\n{kit.plain(raw)}\n{diff}\n"
         "rerun python -m tests.realagent.screens and commit the captures with the pin"
     )
