@@ -11,6 +11,11 @@ A ``password`` step leaves the login's password changed (the run's clone keeps s
 node lets one run at a time rotate a given login on a given repository: ``PasswordClaims`` records the
 holder until the run ends, and a second run asking for the same rotation meanwhile is ``Refused``.
 
+``check_steps`` (before any step; the rule is ``steps_refusal``, issue 21): a run may never rotate or
+receive the password of a login the node itself uses on the repository (``Target.node_logins``); a
+``password`` step for a login the repository lacks, and a ``clone`` step with no server of the node's
+clone (``Target.url``), are ``Refused`` naming the commands that set them up.
+
 Every path goes through descriptors (``sotd.jobs.paths``): ``directory`` only below folders owned by
 root and writable by no one else, made and handed over with ``mkdir``/``fchmod``/``fchown`` relative to a
 held parent; ``files`` extracts as the sandbox uid into a held folder (``/proc/self/fd/N``); ``clone`` and
