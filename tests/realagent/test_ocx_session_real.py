@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -28,7 +29,14 @@ from tests.ocx.fossilkit import base_env, free_port, wait_port
 from tests.realagent import kit
 from tests.realagent.standin import StandIn, bash
 
-pytestmark = [pytest.mark.root, pytest.mark.timeout(300)]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("bwrap") is None or shutil.which("unshare") is None,
+        reason="needs root, bubblewrap and unshare (the node's sandbox and its private /root/.claude)",
+    ),
+    pytest.mark.timeout(300),
+]
 
 POLICY = """\
 [runs]
