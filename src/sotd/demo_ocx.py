@@ -5,8 +5,17 @@ server``. Node A clones it as ``alice``, node B as ``lab-user`` with a node poli
 ``build-user`` run as uid 1000. A posts the seed's build example addressed to B's clone; B's node takes
 it, builds trunk in the bubblewrap sandbox and answers ``started``, then ``ended passed`` with the image's
 hash, then sends the image. A reads the answers and checks the image against the hash on record. Every
-step is the real ``sotd ocx`` CLI, printed as typed. Bounded (well under 60 s); the server is stopped and
-the folder removed at the end, also after a failure. Needs root, fossil, bubblewrap, make and cc.
+step is the real ``sotd ocx`` CLI, printed as typed.
+
+Part 2 (``Demo.session``): the seed's agent-session example as written (password, clone, checkout steps).
+B's clone gets the run's login and a loopback server of its own (the commands the node's refusals name),
+B runs ``sotd daemon run`` with a policy allowing sessions; the session is ``sotd.demo_agent`` (a scripted
+stand-in, woken by mail; it answers each post of ``inbox.jsonl`` through the outbox). A posts the run, a
+post from alice and then alice's stop; the demo fails unless the answer and ``ended stopped`` arrive.
+
+Bounded (well under 60 s); the servers, the daemon and its tmux server are stopped and the folder removed
+at the end, also after a failure. Needs root, fossil, bubblewrap, make, cc and tmux. What would break it: a
+sandbox that cannot run ``/usr/bin/python3`` (the scripted agent runs from the release folder).
 """
 
 from __future__ import annotations
@@ -45,6 +54,44 @@ wall = "5m"
 """
 
 
+SESSION_POLICY = """\
+[runs]
+root = "{root}"
+state = "{state}"
+release = "{release}"
+senders = {{ proj = ["alice"] }}
+[runs.clone_urls]
+proj = "http://127.0.0.1:{port}/"
+
+[jobs.policy]
+users = ["build-user", "agent-user"]
+uids = [1000]
+gids = [1000]
+sessions = true
+network = true
+read_only = ["/usr", "/bin", "/lib", "/etc/resolv.conf", "/etc/ssl/certs", "/etc/alternatives", "$$release$$"]
+read_write = ["$$workspace$$"]
+
+[jobs.policy.limits]
+wall = "5m"
+"""
+# The scripted agent's work when woken (the demo's stand-in for a real agent): answer each post in the
+# session's mail mirror by writing an answer into its outbox.
+REPLY_PY = """\
+import json, os, sys
+ws, run = sys.argv[1], sys.argv[2]
+for line in open(os.path.join(ws, "inbox.jsonl")):
+    m = json.loads(line)
+    name = os.path.join(ws, "outbox", m["hash"][:16] + ".json")
+    if os.path.exists(name) or os.path.exists(os.path.join(ws, "outbox", "sent", m["hash"][:16] + ".json")):
+        continue
+    doc = {"ocx": 2, "re": run, "said": {"text": "read: " + m["message"]["post"]["text"]}}
+    with open(name + ".tmp", "w") as f:
+        f.write(json.dumps(doc))
+    os.replace(name + ".tmp", name)
+"""
+
+
 def _sotd() -> list[str]:
     exe = shutil.which("sotd", path=os.path.dirname(sys.executable))
     return [exe] if exe else [sys.executable, "-m", "sotd.cli.main"]
@@ -53,7 +100,7 @@ def _sotd() -> list[str]:
 def _missing() -> str | None:
     if os.geteuid() != 0:
         return "the OCX demo runs the sandbox as uid 1000: run it as root"
-    for tool in ("fossil", "bwrap", "make", "cc", "setpriv"):
+    for tool in ("fossil", "bwrap", "make", "cc", "setpriv", "tmux"):
         if shutil.which(tool) is None:
             return f"the OCX demo needs {tool} (apt-get install fossil bubblewrap make gcc util-linux)"
     return None
@@ -67,6 +114,8 @@ class Demo:
         self.base = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
         self.base.update(HOME=self.top, USER="root", SOT_COMM_HOME=os.path.join(self.top, "comm"))
         self.server: subprocess.Popen[bytes] | None = None
+        self.b_server: subprocess.Popen[bytes] | None = None
+        self.daemon: subprocess.Popen[bytes] | None = None
         self.envs: dict[str, dict[str, str]] = {}
 
     def fossil(self, *args: str, cwd: str | None = None) -> str:
@@ -107,16 +156,20 @@ class Demo:
         return hub
 
     def serve(self, hub: str) -> int:
+        port, self.server = self._serve(hub)
+        return port
+
+    def _serve(self, hub: str) -> tuple[int, subprocess.Popen[bytes]]:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = int(s.getsockname()[1])
-        self.server = subprocess.Popen(["fossil", "server", "--localhost", "--port", str(port), hub],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.base)  # fmt: skip
+        srv = subprocess.Popen(["fossil", "server", "--localhost", "--port", str(port), hub],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.base)  # fmt: skip
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return port
+                return port, srv
             except OSError:
                 time.sleep(0.1)
         raise RuntimeError("the fossil server did not start")
@@ -200,16 +253,138 @@ class Demo:
         print(f"  {len(img)} bytes, first line {first!r}")
         ok = ended.get("outcome") == "passed" and want == h
         print(f"# the image {'matches' if ok else 'does NOT match'} the hash ended put on record")
-        return 0 if ok else 1
+        if not ok:
+            return 1
+        return self.session(code)
+
+    def session(self, code: str) -> int:
+        """Part 2: the seed's agent-session example as written, run by B's daemon in a terminal row."""
+        print("\n# Part 2: the seed's agent-session example, as written (password, clone, checkout steps).")
+        clone_b = os.path.join(self.top, "b.fossil")
+        print("# B's operator gives the run's login a place in B's clone and serves that clone for the")
+        print("# clone step (what the node's refusals name):")
+        for args in (("user", "new", "agent-user", "agent-user@localhost", "unused-password", "-R", clone_b),
+                     ("user", "capabilities", "agent-user", "gio", "-R", clone_b)):  # fmt: skip
+            print(f"[b]$ fossil {' '.join(args)}")
+            self.fossil(*args)
+        port, self.b_server = self._serve(clone_b)
+        print(f"[b]$ fossil server --localhost --port {port} b.fossil")
+        release = os.path.join(self.top, "release")
+        os.mkdir(release, 0o755)
+        from sotd import demo_agent
+
+        shutil.copy(demo_agent.__file__, os.path.join(release, "demo_agent.py"))
+        with open(os.path.join(release, "reply.py"), "w") as f:
+            f.write(REPLY_PY)
+        with open(os.path.join(self.top, "ocx-policy.toml"), "w") as f:
+            f.write(SESSION_POLICY.format(root=f"{self.top}/b-root", state=f"{self.top}/b-state",
+                                          release=release, port=port))  # fmt: skip
+        env = dict(self.envs["b"])
+        run_dir = os.path.join(self.top, "run")
+        os.mkdir(run_dir, 0o700)
+        dstate = os.path.join(self.top, "dstate")
+        env.update(SOT_SELF_HOST="nodeb", SOT_COMM_TEST_HOST="nodeb", SOT_HOSTS_TOML=f"{self.top}/hosts.toml",
+                   SOT_SOCKET=f"{run_dir}/sotd.sock", SOTD_STATE_DIR=dstate)  # fmt: skip
+        subprocess.run(
+            [*_sotd(), "comm", "install"], env=env, check=True, capture_output=True, timeout=STEP_S
+        )
+        print("[b]$ sotd comm install && sotd daemon run &")
+        self.dlog = os.path.join(self.top, "daemon.log")
+        with open(self.dlog, "a") as log:
+            self.daemon = subprocess.Popen([*_sotd(), "daemon", "run"], env=env, stdout=log, stderr=log)
+        self.dstate = dstate
+        py = sys.executable if os.path.realpath(sys.executable).startswith("/usr/") else "/usr/bin/python3"
+        body = {
+            "clone": code,
+            "objective": "answer each post in this thread about the parser",
+            "workspace": [
+                {"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"},
+                {"step": "password"},
+                {"step": "clone", "into": "$$workspace$$/clone"},
+                {"step": "checkout", "of": "trunk", "into": "$$workspace$$/tree"},
+            ],
+            "sandbox": {
+                "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": True,
+                "isolate_terminal": True, "ends_with_parent": True, "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
+                "read_only": ["/usr", "/bin", "/lib", "/etc/resolv.conf", "/etc/ssl/certs", "$$release$$"],
+                "read_write": ["$$workspace$$"], "homes": [], "created_files": [],
+            },
+            "limits": {"wall": "8h"},
+            "process": {
+                "user": "agent-user",
+                "command": [py, "$$release$$/demo_agent.py", "--work", "0.3",
+                            "--on-wake", f"{py} $$release$$/reply.py $$workspace$$ $$run$$"],
+                "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$", "TERM": "xterm-256color",
+                        "LANG": "C.UTF-8"},
+                "cwd": "$$tree$$",
+                "session": True, "hears": ["alice"], "deliveries": "start",
+            },
+        }  # fmt: skip
+        print(
+            "# the agent is sotd.demo_agent (a scripted stand-in; tests/realagent runs the real Claude Code)"
+        )
+        path = os.path.join(self.top, "session.json")
+        with open(path, "w") as f:
+            f.write(json.dumps({"ocx": 2, "to": "lab-user", "run": body}))
+        run_hash = self.typed("a", "post", path, "--repo", "proj").strip()
+        self._wait_kind(run_hash, "started")
+        post = os.path.join(self.top, "post.json")
+        with open(post, "w") as f:
+            f.write(json.dumps({"ocx": 2, "re": run_hash, "post": {"text": "the parser drops a token"}}))
+        print(
+            "\n# alice (in hears) posts in the run's thread; B files it as mail to the session, which wakes:"
+        )
+        self.typed("a", "post", post, "--repo", "proj")
+        said = self._wait_kind(run_hash, "said")
+        print(f"# the session's answer, posted by B as lab-user: {json.dumps(said)}")
+        stop = os.path.join(self.top, "stop.json")
+        with open(stop, "w") as f:
+            f.write(json.dumps({"ocx": 2, "re": run_hash, "stop": {}}))
+        self.typed("a", "post", stop, "--repo", "proj")
+        ended = self._wait_kind(run_hash, "ended")
+        self.typed("a", "answers", run_hash)
+        return (
+            0
+            if said.get("text") == "read: the parser drops a token" and ended.get("outcome") == "stopped"
+            else 1
+        )
+
+    def _wait_kind(self, run_hash: str, kind: str) -> dict[str, object]:
+        deadline = time.monotonic() + STEP_S * 3
+        while time.monotonic() < deadline:
+            self.typed("a", "sync", show=False)
+            for r in json.loads(self.typed("a", "answers", run_hash, "--json", show=False)):
+                if r["kind"] == kind:
+                    doc = json.loads(
+                        json.loads(self.typed("a", "show", r["hash"], "--json", show=False))["message"]
+                    )
+                    body: dict[str, object] = doc[kind]
+                    return body
+            time.sleep(0.5)
+        raise RuntimeError(f"no {kind} for the session run within {STEP_S * 3:.0f}s")
 
     def close(self) -> None:
-        if self.server is not None and self.server.poll() is None:
-            self.server.terminate()
+        if self.daemon is not None and self.daemon.poll() is None:
+            self.daemon.terminate()
             try:
-                self.server.wait(10)
+                self.daemon.wait(40)
             except subprocess.TimeoutExpired:
-                self.server.kill()
-                self.server.wait(5)
+                self.daemon.kill()
+                self.daemon.wait(5)
+        if self.daemon is not None:
+            sock = os.path.join(self.dstate, "tmux", "tmux.sock")
+            if os.path.exists(sock):
+                subprocess.run(
+                    ["tmux", "-S", sock, "kill-server"], capture_output=True, timeout=10, check=False
+                )
+        for srv in (self.server, self.b_server):
+            if srv is not None and srv.poll() is None:
+                srv.terminate()
+                try:
+                    srv.wait(10)
+                except subprocess.TimeoutExpired:
+                    srv.kill()
+                    srv.wait(5)
         shutil.rmtree(self.top, ignore_errors=True)
 
 

@@ -55,6 +55,7 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
+from urllib.parse import unquote
 
 from sotd import _clock
 from sotd.errors import SotdError
@@ -394,6 +395,10 @@ class Runs:
                 clone.repository,
                 self.settings.clone_urls.get(clone.name),
                 pull=partial(self.node.pull_checkins, clone.name),
+                name=clone.name,
+                policy_path=self.settings.path or "",
+                node_logins=node_logins(clone, self.settings.clone_urls.get(clone.name)),
+                has_login=partial(_has_login, clone.repository),
             ),
             node=self.jobs,
             hash_name=_hash_name(info.hash_policy),
@@ -598,6 +603,23 @@ def _read_json(path: str) -> dict[str, object] | None:
     except (OSError, ValueError):
         return None
     return d if isinstance(d, dict) else None
+
+
+def node_logins(clone: CloneConfig, clone_url: str | None) -> frozenset[str]:
+    """The logins the node itself uses on ``clone``: the one it syncs and posts as, those it acts as, and
+    any login its sync URL or its ``runs.clone_urls`` entry names. A run may never rotate or receive
+    their passwords (``sotd.jobs.steps.steps_refusal``)."""
+    out = {clone.login, *clone.logins}
+    for url in (clone.url, clone_url):
+        if url and url.startswith(("http://", "https://")):
+            netloc = url.split("://", 1)[1].split("/", 1)[0]
+            if "@" in netloc:
+                out.add(unquote(netloc.rsplit("@", 1)[0].split(":", 1)[0]))
+    return frozenset(out)
+
+
+def _has_login(repository: str, login: str) -> bool:
+    return fossil.user_caps(repository, login) is not None
 
 
 def session_handle(run_hash: str) -> str:

@@ -56,11 +56,19 @@ def test_the_quick_demo_two_sessions_exchange_mail() -> None:
     os.geteuid() != 0 or shutil.which("fossil") is None or shutil.which("bwrap") is None,
     reason="needs root, fossil and bubblewrap",
 )
-def test_the_ocx_demo_builds_the_board_image_on_the_other_node() -> None:
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (the session's row)")
+def test_the_ocx_demo_builds_the_board_image_on_the_other_node_then_runs_a_session() -> None:
     before = _leftovers("sotd-demo-ocx-*")
     out = demo("--ocx")
     assert '"outcome": "passed"' in out and "the image matches the hash ended put on record" in out, out[
         -3000:
     ]
+    # part 2: the seed's session example as written; alice's post answered; her stop ends it
+    assert 'the session\'s answer, posted by B as lab-user: {"text": "read: the parser drops a token"}' in out
+    lines = [ln.split()[3:5] + ln.split()[-1:] for ln in out.splitlines() if " re=" in ln and "from=" in ln]
+    assert [(k, who) for k, _re, who in lines][-5:] == [
+        ("started", "from=lab-user"), ("post", "from=alice"), ("said", "from=lab-user"),
+        ("stop", "from=alice"), ("ended", "from=lab-user"),
+    ], out[-3000:]  # fmt: skip
     assert "the fossil server and the folder are gone" in out
     assert _leftovers("sotd-demo-ocx-*") - before == set()

@@ -324,3 +324,57 @@ def test_password_step_one_run_at_a_time_per_login(lab: rk.Lab) -> None:
             rk.stop_node(node)
         srv.terminate()
         srv.wait(timeout=10)
+
+
+def test_password_and_clone_steps_refused_naming_the_setup(lab: rk.Lab) -> None:
+    """Issue 21 on a node set up as docs/ocx.md says (one clone as lab-user, no server of it): the seed's
+    password/clone/checkout steps are refused before any step runs, each naming what to fix. The node's own
+    login is never rotated (its password, hence its clone's saved password, still syncs)."""
+    clone_b = lab.clones["b"]
+    policy = lab.envs["b"]["SOT_OCX_POLICY"]
+
+    def body(user: str, objective: str = "clone trunk") -> dict[str, object]:
+        b = rk.run_body(lab.server_code("b"), ["true"], user=user, limits={"wall": "5m"}, objective=objective)
+        b["workspace"] = [
+            b["workspace"][0],
+            {"step": "password"},
+            {"step": "clone", "into": "$$workspace$$/clone"},
+            {"step": "checkout", "of": "trunk", "into": "$$workspace$$/tree"},
+        ]
+        return b
+
+    with open(policy) as f:
+        text = f.read()
+    with open(policy, "w") as f:
+        f.write(text.replace('users = ["build-user"]', 'users = ["build-user", "lab-user"]'))
+    h_own = rk.post_run(lab, "a", body("lab-user"))
+    h_missing = rk.post_run(lab, "a", body("build-user"))
+    rk.node_once(lab, "b")
+    own = rk.wait_answer(lab, "a", h_own, "ended")
+    assert own == {
+        "outcome": "refused",
+        "why": "run.process.user 'lab-user' is a login this node itself uses on this node's clone 'proj': a"
+        " password step would rotate its password and hand it to the run; ask for another login",
+    }
+    missing = rk.wait_answer(lab, "a", h_missing, "ended")
+    assert missing == {
+        "outcome": "refused",
+        "why": "the password step sets the password of the login 'build-user' in this node's clone 'proj',"
+        " which has no such login; the node's operator adds it with: fossil user new build-user"
+        f" build-user@localhost unused-password -R {clone_b} && fossil user capabilities build-user gio -R"
+        f" {clone_b}",
+    }
+    # the operator types what the refusal says; then the clone step names its server
+    cmd = missing["why"].split("adds it with: ", 1)[1]
+    subprocess.run(["sh", "-c", cmd], check=True, capture_output=True, timeout=60, env=base_env(lab.top))
+    h_no_server = rk.post_run(lab, "a", body("build-user", "clone trunk again"))  # other bytes (O2)
+    rk.node_once(lab, "b")
+    no_server = rk.wait_answer(lab, "a", h_no_server, "ended")
+    assert no_server == {
+        "outcome": "refused",
+        "why": "the clone step needs a server of this node's clone 'proj' (where the password step sets the"
+        f" password): start one with: fossil server --localhost --port 8081 {clone_b} and add"
+        f' [runs.clone_urls] proj = "http://127.0.0.1:8081/" to {policy}',
+    }
+    assert not os.path.exists(os.path.join(lab.top, "b-root", "build-user"))  # no step ran
+    assert rk.sotd("ocx", "sync", env=lab.envs["b"]).code == 0  # lab-user's saved password still works

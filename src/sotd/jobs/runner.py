@@ -370,6 +370,7 @@ class Run:
             self.run = run
             self._check_sources(run, before_steps=True)
             claim_workspace(self.node.state_dir, self.run_hash, self.values.get("workspace"))
+            stp.check_steps(run, self.target)
             stp.claim_password(self.node.passwords, run, self.target.repository, self.run_hash)
             prep = stp.run_steps(run, self.node.root, self.target, self.node.carrier)
             self.checkins = prep.checkins

@@ -11,6 +11,11 @@ A ``password`` step leaves the login's password changed (the run's clone keeps s
 node lets one run at a time rotate a given login on a given repository: ``PasswordClaims`` records the
 holder until the run ends, and a second run asking for the same rotation meanwhile is ``Refused``.
 
+``check_steps`` (before any step; the rule is ``steps_refusal``, issue 21): a run may never rotate or
+receive the password of a login the node itself uses on the repository (``Target.node_logins``); a
+``password`` step for a login the repository lacks, and a ``clone`` step with no server of the node's
+clone (``Target.url``), are ``Refused`` naming the commands that set them up.
+
 Every path goes through descriptors (``sotd.jobs.paths``): ``directory`` only below folders owned by
 root and writable by no one else, made and handed over with ``mkdir``/``fchmod``/``fchown`` relative to a
 held parent; ``files`` extracts as the sandbox uid into a held folder (``/proc/self/fd/N``); ``clone`` and
@@ -81,6 +86,47 @@ class PasswordClaims:
             return self._held.get(self._key(repository, login))
 
 
+CLONE_PORT_HINT = 8081
+
+
+def steps_refusal(kinds: tuple[str, ...], user: str, target: Target, has_login: bool | None) -> str | None:
+    """Why the node cannot do a run's ``password``/``clone`` steps at all, before any step runs; ``None``
+    when it can. ``kinds`` are the run's step kinds in order, ``user`` its ``process.user``, ``has_login``
+    whether that login is in the clone's user table (``None``: not known). Pure (a table test)."""
+    where = f"this node's clone {target.name!r}" if target.name else "this node's clone"
+    if "password" in kinds and user in target.node_logins:
+        return (
+            f"run.process.user {user!r} is a login this node itself uses on {where}: a password step would"
+            " rotate its password and hand it to the run; ask for another login"
+        )
+    if "password" in kinds and has_login is False:
+        repo = target.repository
+        return (
+            f"the password step sets the password of the login {user!r} in {where}, which has no such"
+            f" login; the node's operator adds it with: fossil user new {user} {user}@localhost"
+            f" unused-password -R {repo} && fossil user capabilities {user} gio -R {repo}"
+        )
+    if "clone" in kinds and not target.url:
+        pol = target.policy_path or "the node policy file"
+        name = target.name or "NAME"
+        return (
+            f"the clone step needs a server of {where} (where the password step sets the password):"
+            f" start one with: fossil server --localhost --port {CLONE_PORT_HINT} {target.repository}"
+            f' and add [runs.clone_urls] {name} = "http://127.0.0.1:{CLONE_PORT_HINT}/" to {pol}'
+        )
+    return None
+
+
+def check_steps(run: Run, target: Target) -> None:
+    """``Refused`` with ``steps_refusal``'s reason, asking the clone's user table only when it matters."""
+    kinds = tuple(s.kind for s in run.workspace)
+    user = run.process.user
+    known = target.has_login(user) if "password" in kinds and target.has_login is not None else None
+    why = steps_refusal(kinds, user, target, known)
+    if why is not None:
+        raise Refused(why)
+
+
 def claim_password(claims: PasswordClaims, run: Run, repository: str, run_hash: str) -> None:
     """Before the steps: take the claim a ``password`` step needs, or ``Refused`` naming its holder."""
     if not any(s.kind == "password" for s in run.workspace):
@@ -127,6 +173,10 @@ class Target:
     repository: str
     url: str | None = None
     pull: Callable[[], None] | None = None
+    name: str = ""  # the clone's name in the node's configuration (for refusals)
+    policy_path: str = ""  # the node policy file (where runs.clone_urls is written)
+    node_logins: frozenset[str] = frozenset()  # the logins the node itself syncs, posts or acts as here
+    has_login: Callable[[str], bool] | None = None  # is a login in this clone's user table?
 
 
 @dataclass
