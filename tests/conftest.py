@@ -156,3 +156,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"fuzz tier: {total} cases in {tests} tests (seed {seed}, budget {budget}; "
             "set SOTD_FUZZ_SEED, or SOTD_FUZZ_BUDGET=long, to change them)"
         )
+
+
+@pytest.fixture(autouse=True)
+def _umask_kept() -> Iterator[None]:
+    """Each test ends with the umask it began with: a command run in process (``sotd.cli.main`` sets 077
+    for itself) must not leave a worker's later tests making folders a sandbox uid cannot search."""
+    old = os.umask(0o022)
+    os.umask(old)
+    yield
+    os.umask(old)

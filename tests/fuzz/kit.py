@@ -52,6 +52,8 @@ def run_inproc(argv: list[str], env: dict[str, str], cwd: str, stdin: bytes = b"
     saved_env = dict(os.environ)
     saved = (sys.stdin, sys.stdout, sys.stderr)
     saved_cwd = os.getcwd()
+    saved_umask = os.umask(0o022)  # the CLI sets 077 for itself: give this worker's later tests theirs back
+    os.umask(saved_umask)
     out, err = io.BytesIO(), io.BytesIO()
     wrappers = (
         io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"),
@@ -82,6 +84,7 @@ def run_inproc(argv: list[str], env: dict[str, str], cwd: str, stdin: bytes = b"
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
+        os.umask(saved_umask)
     return Ran(code, out.getvalue(), err.getvalue(), tb)
 
 

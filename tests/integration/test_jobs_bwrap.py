@@ -30,7 +30,8 @@ pytestmark = [
 def ws() -> Iterator[str]:
     """A workspace uid 1000 can reach (pytest's tmp_path sits under a 0700 root directory)."""
     top = f"/tmp/sotd-jobs-{secrets.token_hex(4)}"
-    os.mkdir(top, 0o755)
+    os.mkdir(top)
+    os.chmod(top, 0o755)  # whatever the umask this worker was left with
     w = os.path.join(top, "ws")
     os.mkdir(w, 0o700)
     os.chown(w, 1000, 1000)

@@ -403,16 +403,18 @@ def test_daemon_version(box: Box) -> None:
 
 
 def test_codex_hooks_not_registered(box: Box) -> None:
-    """Checked only where Codex is set up (~/.codex); registered as the block install prints."""
+    """Checked only where Codex is set up (~/.codex); the fix it names merges Codex's hooks.json."""
     codex = os.path.join(box.env["HOME"], ".codex")
     os.makedirs(codex)
     f = _only(box, "hooks_not_registered")
     assert f["what"] == f"the sot-comm hooks are not (all) registered in Codex's settings {codex}/hooks.json"
-    assert f["fix"].startswith("sotd comm install (it prints the block for Codex's hooks.json)")
-    doc: dict[str, Any] = {}
-    install.merge_claude_settings(doc, box.comm.layout.bin_dir, install.CODEX_EVENTS)
-    with open(os.path.join(codex, "hooks.json"), "w") as fh:
-        json.dump(doc, fh)
+    assert f["fix"] == (
+        "sotd comm install --agent-settings (it merges Codex's hooks.json), then trust them in Codex: /hooks"
+    )
+    assert box.run("comm", "install", "--agent-settings").returncode == 0
+    with open(os.path.join(codex, "hooks.json")) as fh:
+        doc: dict[str, Any] = json.load(fh)
+    assert not any(install.merge_claude_settings(doc, box.comm.layout.bin_dir, install.CODEX_EVENTS).values())
     _healthy(box)
 
 

@@ -534,12 +534,8 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
         (claude, "Claude Code", install.CLAUDE_EVENTS, f"sotd comm install --agent-settings={claude}")
     ]
     codex = os.path.join(home, ".codex")
-    if os.path.isdir(
-        codex
-    ):  # only where Codex is set up: its hooks are registered by hand (install prints them)
-        block = (
-            "sotd comm install (it prints the block for Codex's hooks.json), then trust them in Codex: /hooks"
-        )
+    if os.path.isdir(codex):  # only where Codex is set up
+        block = "sotd comm install --agent-settings (it merges Codex's hooks.json), then trust them in Codex: /hooks"
         settings.append((os.path.join(codex, "hooks.json"), "Codex", install.CODEX_EVENTS, block))
     for path, agent, events, how in settings:
         try:
@@ -557,7 +553,8 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
                 )
             )
             continue
-        if not isinstance(doc, dict) or install.merge_claude_settings(doc, lay.bin_dir, events):
+        # what a merge would still add (or re-quote) is what is missing
+        if not isinstance(doc, dict) or any(install.merge_claude_settings(doc, lay.bin_dir, events).values()):
             rep.add(
                 Finding(
                     "hooks_not_registered",
