@@ -454,3 +454,77 @@ def test_registry_lock_by_hand(box: Box) -> None:
     assert f["fix"] == f"when no sot-comm command is running: rm -r {box.comm.layout.reglock}"
     os.unlink(box.comm.layout.reglock)
     _healthy(box)
+
+
+def test_agent_settings_unreadable(box: Box) -> None:
+    """Claude Code's settings that do not parse: doctor says so and names a fix that keeps the user's
+    text (in the ``.bad`` copy); after it, the hooks are registered and doctor is healthy."""
+    broken = b'{"permissions": {"allow": ["Bash(ls)"]},,}'
+    with open(box.settings, "wb") as f:
+        f.write(broken)
+    f = _only(box, "agent_settings_unreadable")
+    assert f["what"].startswith(f"Claude Code's settings {box.settings} cannot be read: "), f
+    fix = f"sotd comm install --agent-settings={box.settings}"
+    assert f["fix"] == (
+        f"set it aside (its settings stay in the .bad copy), then register: mv {box.settings} "
+        f"{box.settings}.bad; {fix}"
+    )
+    r = box.run("comm", "install", f"--agent-settings={box.settings}")
+    assert r.returncode != 0, r  # install refuses to overwrite what it cannot read: the fix is needed
+    with open(box.settings, "rb") as fh:
+        assert fh.read() == broken
+    r = subprocess.run(
+        ["sh", "-c", f["fix"].split(": ", 1)[1]],
+        env=box.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 0, r
+    with open(box.settings + ".bad", "rb") as fh:
+        assert fh.read() == broken
+    _healthy(box)
+
+
+def test_context_failed(box: Box) -> None:
+    """A host name that cannot name a self slot (``SOT_SELF_HOST`` with a ``/``, no pinned self file):
+    no command can name this session; the fix drops the variable, and doctor is then healthy."""
+    env = {k: v for k, v in box.env.items() if k != "SOT_COMM_SELF_FILE"}
+    bad = {**env, "SOT_SELF_HOST": "test/host"}
+
+    def findings(e: dict[str, str]) -> dict[str, dict[str, Any]]:
+        r = subprocess.run(
+            [SOTD, "doctor", "--json"],
+            cwd=box.s.root,
+            env=e,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        doc = json.loads(r.stdout)
+        assert r.returncode == (0 if doc["healthy"] else 1), r
+        return {f["code"]: f for f in doc["findings"]}
+
+    found = findings(bad)
+    assert "context_failed" in found, found
+    f = found["context_failed"]
+    assert (
+        f["what"] == "comm-context: aborting before any write: no self slot can be named for host 'test/host'"
+    )
+    assert f["fix"] == (
+        "drop the host name that cannot name a file: unset SOT_SELF_HOST; then check: sotd comm context"
+    )
+    r = subprocess.run(
+        [SOTD, "comm", "context"],
+        cwd=box.s.root,
+        env=bad,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode != 0 and f["what"] in r.stderr, r  # the check the fix names sees the same refusal
+    cured = {k: v for k, v in bad.items() if k != "SOT_SELF_HOST"}  # the fix: unset SOT_SELF_HOST
+    assert findings(cured) == {}

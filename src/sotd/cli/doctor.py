@@ -552,12 +552,14 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
                 Finding(
                     "agent_settings_unreadable",
                     f"{agent}'s settings {path} cannot be read: {e}",
-                    "the hooks cannot be checked or registered there",
-                    f"fix the file, then: {how}",
+                    "the hooks cannot be checked or registered there (install refuses to overwrite it)",
+                    f"set it aside (its settings stay in the .bad copy), then register: mv {path} {path}.bad; {how}",
                 )
             )
             continue
-        if not isinstance(doc, dict) or install.merge_claude_settings(doc, lay.bin_dir, events):
+        if not isinstance(doc, dict) or install.changed(
+            install.merge_claude_settings(doc, lay.bin_dir, events)
+        ):
             rep.add(
                 Finding(
                     "hooks_not_registered",
@@ -568,6 +570,18 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
             )
         else:
             rep.ok.append(f"{agent} hooks: registered in {path}")
+
+
+def _context_fix(env: dict[str, str], e: SotdError) -> str:
+    """The fix for a context that cannot be built: a working folder that cannot be resolved (``reason``
+    set), or a host name that cannot name a self slot (``$SOT_SELF_HOST``, else the box's own name)."""
+    if e.reason:
+        return "run it from a folder that exists (cd to the project), then check: sotd comm context"
+    if env.get("SOT_SELF_HOST"):
+        return (
+            "drop the host name that cannot name a file: unset SOT_SELF_HOST; then check: sotd comm context"
+        )
+    return "name this box plainly (no / or \\): export SOT_SELF_HOST=<name>; then check: sotd comm context"
 
 
 def check_identity(env: dict[str, str], rep: Report) -> None:
@@ -590,7 +604,9 @@ def check_identity(env: dict[str, str], rep: Report) -> None:
     try:
         ctx = Context(env)
     except SotdError as e:
-        rep.add(Finding("context_failed", e.message, "no command can name this session", "sotd comm context"))
+        rep.add(
+            Finding("context_failed", e.message, "no command can name this session", _context_fix(env, e))
+        )
         return
     if ctx.name:
         rep.ok.append(f"identity: @{ctx.name} ({ctx.self_file})")
