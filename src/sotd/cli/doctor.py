@@ -360,7 +360,9 @@ def check_lock_record(lay: Layout, host: str, env: dict[str, str], rep: Report) 
 # ------------------------------------------------------------------------------------------- daemons
 
 
-def _ask(endpoint: str, env: dict[str, str], op: str = "version.query") -> dict[str, object]:
+def _ask(
+    endpoint: str, env: dict[str, str], op: str = "version.query", payload: dict[str, object] | None = None
+) -> dict[str, object]:
     from sotd import runtime
     from sotd.client import unix
     from sotd.wire import messages
@@ -377,8 +379,10 @@ def _ask(endpoint: str, env: dict[str, str], op: str = "version.query") -> dict[
     if ep.kind == "ssh":
         from sotd.client import ssh
 
-        return ssh.request(ep.target, ep.host, op, {}, hello, deadline_s=DAEMON_ASK_S * 3, environ=env)
-    return unix.request(ep.path, op, {}, hello, deadline_s=DAEMON_ASK_S)
+        return ssh.request(
+            ep.target, ep.host, op, payload or {}, hello, deadline_s=DAEMON_ASK_S * 3, environ=env
+        )
+    return unix.request(ep.path, op, payload or {}, hello, deadline_s=DAEMON_ASK_S)
 
 
 def check_daemon(env: dict[str, str], rep: Report) -> bool:
@@ -423,10 +427,12 @@ def check_daemon(env: dict[str, str], rep: Report) -> bool:
     return True
 
 
-def check_topology(env: dict[str, str], host: str, rep: Report) -> None:
+def check_topology(lay: Layout, env: dict[str, str], host: str, rep: Report) -> None:
     """``hosts.toml``: readable; the hub answers over its route (from a guest); every other box answers
-    over its ssh route (from the hub)."""
+    over its ssh route (from the hub); and for each that answers, whether it serves this comm folder
+    (``lockmanager.same_folder`` on the marks both read; a fact, not a problem: docs/doctor.md)."""
     from sotd import topology
+    from sotd.formats import lockmanager
 
     try:
         topo = topology.load(env)
@@ -447,9 +453,10 @@ def check_topology(env: dict[str, str], host: str, rep: Report) -> None:
     routes = (
         [(topo.hub, ep)] if ep else [(b, f"ssh:{topo.boxes[b].ssh}/{b}") for b in topo.guests() if b != host]
     )
+    mine = lockmanager.folder_mark(lay) if routes else ""
     for box, route in routes:
         try:
-            _ask(route, env)
+            answer = _ask(route, env, payload={"comm_folder": True})
         except SotdError as e:
             rep.add(
                 Finding(
@@ -460,7 +467,26 @@ def check_topology(env: dict[str, str], host: str, rep: Report) -> None:
                 )
             )
         else:
-            rep.ok.append(f"{box}: answers over {route}")
+            rep.ok.append(
+                f"{box}: answers over {route}; {_folder_words(lay, mine, answer.get('comm_folder'))}"
+            )
+
+
+def _folder_words(lay: Layout, mine: str, theirs: object) -> str:
+    """The ok line's second half: the far box's comm folder against this one (``lockmanager.same_folder``)."""
+    from sotd.formats import lockmanager
+
+    if not isinstance(theirs, dict) or not isinstance(theirs.get("mark"), str):
+        return "its daemon does not say which comm folder it serves (an older sotd)"
+    path = theirs.get("path")
+    verdict = lockmanager.same_folder(mine, theirs["mark"])
+    if verdict == lockmanager.SAME:
+        return f"the same comm folder as this box ({lay.home})"
+    if verdict == lockmanager.OTHER:
+        return f"another comm folder ({path} there; {lay.home} here)"
+    return (
+        f"comm folder {path} there: cannot tell whether it is this one (no lock-manager record in either yet)"
+    )
 
 
 def check_rows(env: dict[str, str], rep: Report) -> None:
@@ -641,7 +667,7 @@ def examine(env: dict[str, str]) -> Report:
         check_hooks(lay, env, rep)
     if check_daemon(env, rep):
         check_rows(env, rep)
-    check_topology(env, host, rep)
+    check_topology(lay, env, host, rep)
     check_identity(env, rep)
     return rep
 
