@@ -4,8 +4,8 @@ Each test breaks one thing on an otherwise healthy box (a real comm folder, the 
 PATH, the hooks registered in a private HOME's Claude Code settings, a joined session, a real daemon
 started with ``sotd daemon start``), checks that doctor reports exactly that finding with the fix it
 names, applies that fix as a user would (the named command, or ``sotd doctor --fix``), and checks that
-doctor is then healthy again. Not covered here: the ssh route of
-``box_unreachable`` (the unix route is tested; ssh needs the multihost tier).
+doctor is then healthy again. The ssh route of ``box_unreachable`` and the comm-folder verdict between
+boxes are in tests/multihost/test_doctor_links.py.
 """
 
 from __future__ import annotations
@@ -462,10 +462,14 @@ def test_registry_lock_by_hand(box: Box) -> None:
     _healthy(box)
 
 
-def test_agent_settings_unreadable(box: Box) -> None:
+@pytest.mark.parametrize(
+    "broken",
+    [b'{"permissions": {"allow": ["Bash(ls)"]},,}', b'{"hooks": 5}'],
+    ids=["no_json", "hooks_not_object"],
+)
+def test_agent_settings_unreadable(box: Box, broken: bytes) -> None:
     """Claude Code's settings that do not parse: doctor says so and names a fix that keeps the user's
     text (in the ``.bad`` copy); after it, the hooks are registered and doctor is healthy."""
-    broken = b'{"permissions": {"allow": ["Bash(ls)"]},,}'
     with open(box.settings, "wb") as f:
         f.write(broken)
     f = _only(box, "agent_settings_unreadable")

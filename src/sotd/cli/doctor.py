@@ -583,9 +583,21 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
                 )
             )
             continue
-        if not isinstance(doc, dict) or install.changed(
-            install.merge_claude_settings(doc, lay.bin_dir, events)
-        ):
+        try:
+            missing = not isinstance(doc, dict) or install.changed(
+                install.merge_claude_settings(doc, lay.bin_dir, events)
+            )
+        except SotdError as e:  # parses, but its "hooks" is not an object: install refuses it too
+            rep.add(
+                Finding(
+                    "agent_settings_unreadable",
+                    f"{agent}'s settings {path} cannot be read: {e.message}",
+                    "the hooks cannot be checked or registered there (install refuses to overwrite it)",
+                    f"set it aside (its settings stay in the .bad copy), then register: mv {path} {path}.bad; {how}",
+                )
+            )
+            continue
+        if missing:
             rep.add(
                 Finding(
                     "hooks_not_registered",
