@@ -346,17 +346,32 @@ def test_spawn_rolls_back_only_its_own_provisional_row(box: Box) -> None:
 
 
 def test_spawn_refusals(box: Box) -> None:
+    """Behaviour 1.10's sentences byte for byte, each with a second line naming the next step (issue 13)."""
+    see = "see the options: sotd comm spawn --help\n"
     assert box.spawner("spawn").stderr.startswith("usage: sotd comm spawn")
-    assert box.spawner("spawn", "/nonexistent/x").stderr == "ERROR: repo path not found: /nonexistent/x\n"
+    p = box.spawner("spawn", "/nonexistent/x")
+    assert (p.returncode, p.stderr) == (1, "ERROR: repo path not found: /nonexistent/x\n" + see)
     p = box.spawner("spawn", box.project("r"), "--agent", "gpt")
-    assert p.stderr == "ERROR: --agent must be claude or codex (got 'gpt')\n"
+    assert (p.returncode, p.stderr) == (1, "ERROR: --agent must be claude or codex (got 'gpt')\n" + see)
     p = box.spawner("spawn", box.project("r"), "--account", "Bad")
-    assert p.stderr == "ERROR: --account must match ^[a-z0-9][a-z0-9_-]*$ (got 'Bad')\n"
+    assert (p.returncode, p.stderr) == (
+        1,
+        "ERROR: --account must match ^[a-z0-9][a-z0-9_-]*$ (got 'Bad')\n" + see,
+    )
     p = box.spawner("spawn", "n1", box.project("r"), "--name", "n2")
-    assert p.stderr == "ERROR: name given both as --name and positionally — pick one\n"
+    assert (p.returncode, p.stderr) == (
+        1,
+        "ERROR: name given both as --name and positionally — pick one\n" + see,
+    )
+    p = box.spawner("spawn", box.project("r"), "--command", "")
+    assert (p.returncode, p.stderr) == (1, "ERROR: --command is empty\n" + see)
     assert box.spawner("join", "--name", "boss").returncode == 0
     p = box.spawner("spawn", box.project("r"), "--name", "boss")
-    assert p.stderr == "ERROR: agent '@boss' already in registry — pick another name or comm-leave it first\n"
+    assert (p.returncode, p.stderr) == (
+        1,
+        "ERROR: agent '@boss' already in registry — pick another name or comm-leave it first\n"
+        "see who holds it: sotd comm list; free it: sotd comm leave --name boss\n",
+    )
     p = box.spawner("spawn", box.project("r"), extra={"SOT_SOCKET": os.path.join(box.work, "none.sock")})
     assert p.returncode == 1
     assert box.workspaces() == []
@@ -599,6 +614,7 @@ def test_despawn_error_paths(box: Box) -> None:
     assert (p.returncode, p.stdout) == (1, "")
     assert p.stderr == (
         'ERROR: workspace.destroy failed: {"error": "unknown workspace: \\"ws-gone\\"", "code": "unknown_workspace"}\n'
+        "see the rows and their phases: sotd doctor\n"
     )
     assert "ghost" in box.agents()
 

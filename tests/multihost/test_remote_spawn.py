@@ -92,7 +92,10 @@ def test_the_path_is_checked_on_the_target(world: SpawnWorld) -> None:
             "code": "bad_request",
         }
     )
-    assert text == f"ERROR: workspace.create failed via {EP}\n  daemon said: {said}\n", text  # behaviour 1.10
+    hint = "see the rows and their phases: sotd doctor\n"  # issue 13: the next step, on its own line
+    assert text == f"ERROR: workspace.create failed via {EP}\n  daemon said: {said}\n{hint}", (
+        text
+    )  # behaviour 1.10
 
 
 def test_agent_none_command_row_is_ready_and_gets_its_task(world: SpawnWorld) -> None:

@@ -4,8 +4,8 @@ Each test breaks one thing on an otherwise healthy box (a real comm folder, the 
 PATH, the hooks registered in a private HOME's Claude Code settings, a joined session, a real daemon
 started with ``sotd daemon start``), checks that doctor reports exactly that finding with the fix it
 names, applies that fix as a user would (the named command, or ``sotd doctor --fix``), and checks that
-doctor is then healthy again. Not covered here: the ssh route of
-``box_unreachable`` (the unix route is tested; ssh needs the multihost tier).
+doctor is then healthy again. The ssh route of ``box_unreachable`` and the comm-folder verdict between
+boxes are in tests/multihost/test_doctor_links.py.
 """
 
 from __future__ import annotations
@@ -291,7 +291,13 @@ def test_box_unreachable(box: Box) -> None:
     hub_env = {**box.env, "SOT_SELF_HOST": "hubbox", "SOT_SOCKET": hub_sock}
     assert daemon(hub_env, "start").returncode == 0
     try:
-        assert "box_unreachable" not in box.findings()
+        _code, doc = box.doctor()
+        assert "box_unreachable" not in {f["code"] for f in doc["findings"]}, doc
+        # the hub's daemon serves this very folder: the marks both read are one (docs/doctor.md)
+        assert (
+            f"hubbox: answers over unix:{hub_sock}; the same comm folder as this box ({box.comm.home})"
+            in doc["ok"]
+        )
     finally:
         kill_daemon(hub_sock)
 
@@ -456,3 +462,81 @@ def test_registry_lock_by_hand(box: Box) -> None:
     assert f["fix"] == f"when no sot-comm command is running: rm -r {box.comm.layout.reglock}"
     os.unlink(box.comm.layout.reglock)
     _healthy(box)
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [b'{"permissions": {"allow": ["Bash(ls)"]},,}', b'{"hooks": 5}'],
+    ids=["no_json", "hooks_not_object"],
+)
+def test_agent_settings_unreadable(box: Box, broken: bytes) -> None:
+    """Claude Code's settings that do not parse: doctor says so and names a fix that keeps the user's
+    text (in the ``.bad`` copy); after it, the hooks are registered and doctor is healthy."""
+    with open(box.settings, "wb") as f:
+        f.write(broken)
+    f = _only(box, "agent_settings_unreadable")
+    assert f["what"].startswith(f"Claude Code's settings {box.settings} cannot be read: "), f
+    fix = f"sotd comm install --agent-settings={box.settings}"
+    assert f["fix"] == (
+        f"set it aside (its settings stay in the .bad copy), then register: mv {box.settings} "
+        f"{box.settings}.bad; {fix}"
+    )
+    r = box.run("comm", "install", f"--agent-settings={box.settings}")
+    assert r.returncode != 0, r  # install refuses to overwrite what it cannot read: the fix is needed
+    with open(box.settings, "rb") as fh:
+        assert fh.read() == broken
+    r = subprocess.run(
+        ["sh", "-c", f["fix"].split(": ", 1)[1]],
+        env=box.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 0, r
+    with open(box.settings + ".bad", "rb") as fh:
+        assert fh.read() == broken
+    _healthy(box)
+
+
+def test_context_failed(box: Box) -> None:
+    """A host name that cannot name a self slot (``SOT_SELF_HOST`` with a ``/``, no pinned self file):
+    no command can name this session; the fix drops the variable, and doctor is then healthy."""
+    env = {k: v for k, v in box.env.items() if k != "SOT_COMM_SELF_FILE"}
+    bad = {**env, "SOT_SELF_HOST": "test/host"}
+
+    def findings(e: dict[str, str]) -> dict[str, dict[str, Any]]:
+        r = subprocess.run(
+            [SOTD, "doctor", "--json"],
+            cwd=box.s.root,
+            env=e,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        doc = json.loads(r.stdout)
+        assert r.returncode == (0 if doc["healthy"] else 1), r
+        return {f["code"]: f for f in doc["findings"]}
+
+    found = findings(bad)
+    assert "context_failed" in found, found
+    f = found["context_failed"]
+    assert (
+        f["what"] == "comm-context: aborting before any write: no self slot can be named for host 'test/host'"
+    )
+    assert f["fix"] == (
+        "drop the host name that cannot name a file: unset SOT_SELF_HOST; then check: sotd comm context"
+    )
+    r = subprocess.run(
+        [SOTD, "comm", "context"],
+        cwd=box.s.root,
+        env=bad,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode != 0 and f["what"] in r.stderr, r  # the check the fix names sees the same refusal
+    cured = {k: v for k, v in bad.items() if k != "SOT_SELF_HOST"}  # the fix: unset SOT_SELF_HOST
+    assert findings(cured) == {}

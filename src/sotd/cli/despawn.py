@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 
+from sotd.cli import hints
 from sotd.cli.common import check_identity, err, open_context, out, prog
 from sotd.errors import RegistryUnreadable, SotdError
 
@@ -49,7 +50,7 @@ def run(argv: list[str]) -> int:
         return 1
     who = pos[0]
     ctx = open_context()
-    from sotd.cli.spawn import _endpoint, ask
+    from sotd.cli.spawn import _endpoint, ask, silent_hint
     from sotd.formats import registry, reglock
 
     lay = ctx.layout
@@ -59,14 +60,12 @@ def run(argv: list[str]) -> int:
     except RegistryUnreadable:
         err("FAILED: the registry could not be read; nothing was despawned")
         return 1
-    try:
-        endpoint = _endpoint(opts, ctx)
-    except SotdError as e:
-        err(e.message)
-        return 1
+    endpoint = _endpoint(opts, ctx)  # a refused endpoint is raised with its hint
     if endpoint is None:
-        err("ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].")
-        return 1
+        raise SotdError(
+            "ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].",
+            hint=f"or start this box's daemon: {hints.START_DAEMON}",
+        )
 
     entry = agents.get(who)
     wid: str | None = None
@@ -102,15 +101,19 @@ def run(argv: list[str]) -> int:
             )
             if listed_ok and isinstance(entry, dict) and entry.get("host") == ctx.host:
                 err(f"  @{who} is only a registry entry here; remove it with comm-leave.sh --name {who}")
+            elif listed_ok:
+                err(hints.rows())
+            else:
+                err(silent_hint(ctx, endpoint))
             return 1
 
     try:
         info = ask(ctx, endpoint, "version.query", {}).get("daemon")
     except SotdError as e:
-        err(
-            f"FAILED: the daemon at {endpoint} did not answer version.query ({e.message}); nothing was despawned."
-        )
-        return 1
+        raise SotdError(
+            f"FAILED: the daemon at {endpoint} did not answer version.query ({e.message}); nothing was despawned.",
+            hint=silent_hint(ctx, endpoint),
+        ) from None
     dhost = info.get("host") if isinstance(info, dict) else None
     if not isinstance(dhost, str) or not dhost:
         err(
@@ -122,12 +125,10 @@ def run(argv: list[str]) -> int:
     try:
         answer: dict[str, Any] = ask(ctx, endpoint, "workspace.destroy", {"workspace_id": wid})
     except SotdError as e:
-        err(f"ERROR: workspace.destroy failed: {e.message}")
-        return 1
+        raise SotdError(f"ERROR: workspace.destroy failed: {e.message}", hint=hints.rows()) from None
     payload = json.dumps(answer, ensure_ascii=False)
     if answer.get("ok") is not True:
-        err(f"ERROR: workspace.destroy failed: {payload}")
-        return 1
+        raise SotdError(f"ERROR: workspace.destroy failed: {payload}", hint=hints.rows())
     out(f"Destroyed workspace: {payload}")
     try:
         os.unlink(lay.self_file(dhost, wid))
@@ -150,7 +151,9 @@ def run(argv: list[str]) -> int:
     try:
         registry.update(lay, ctx.host, change, bound=reglock.wait_bound(dict(ctx.environ)))
     except SotdError as e:
-        err(f"ERROR: the registry entry @{handle} could not be removed: {e.message}")
-        return 1
+        raise SotdError(
+            f"ERROR: the registry entry @{handle} could not be removed: {e.message}",
+            hint=hints.registry_entry_left(handle),
+        ) from None
     out(f"Removed @{handle} from sot-comm registry")
     return 0

@@ -360,7 +360,9 @@ def check_lock_record(lay: Layout, host: str, env: dict[str, str], rep: Report) 
 # ------------------------------------------------------------------------------------------- daemons
 
 
-def _ask(endpoint: str, env: dict[str, str], op: str = "version.query") -> dict[str, object]:
+def _ask(
+    endpoint: str, env: dict[str, str], op: str = "version.query", payload: dict[str, object] | None = None
+) -> dict[str, object]:
     from sotd import runtime
     from sotd.client import unix
     from sotd.wire import messages
@@ -377,8 +379,10 @@ def _ask(endpoint: str, env: dict[str, str], op: str = "version.query") -> dict[
     if ep.kind == "ssh":
         from sotd.client import ssh
 
-        return ssh.request(ep.target, ep.host, op, {}, hello, deadline_s=DAEMON_ASK_S * 3, environ=env)
-    return unix.request(ep.path, op, {}, hello, deadline_s=DAEMON_ASK_S)
+        return ssh.request(
+            ep.target, ep.host, op, payload or {}, hello, deadline_s=DAEMON_ASK_S * 3, environ=env
+        )
+    return unix.request(ep.path, op, payload or {}, hello, deadline_s=DAEMON_ASK_S)
 
 
 def check_daemon(env: dict[str, str], rep: Report) -> bool:
@@ -423,10 +427,12 @@ def check_daemon(env: dict[str, str], rep: Report) -> bool:
     return True
 
 
-def check_topology(env: dict[str, str], host: str, rep: Report) -> None:
+def check_topology(lay: Layout, env: dict[str, str], host: str, rep: Report) -> None:
     """``hosts.toml``: readable; the hub answers over its route (from a guest); every other box answers
-    over its ssh route (from the hub)."""
+    over its ssh route (from the hub); and for each that answers, whether it serves this comm folder
+    (``lockmanager.same_folder`` on the marks both read; a fact, not a problem: docs/doctor.md)."""
     from sotd import topology
+    from sotd.formats import lockmanager
 
     try:
         topo = topology.load(env)
@@ -447,9 +453,10 @@ def check_topology(env: dict[str, str], host: str, rep: Report) -> None:
     routes = (
         [(topo.hub, ep)] if ep else [(b, f"ssh:{topo.boxes[b].ssh}/{b}") for b in topo.guests() if b != host]
     )
+    mine = lockmanager.folder_mark(lay) if routes else ""
     for box, route in routes:
         try:
-            _ask(route, env)
+            answer = _ask(route, env, payload={"comm_folder": True})
         except SotdError as e:
             rep.add(
                 Finding(
@@ -460,7 +467,26 @@ def check_topology(env: dict[str, str], host: str, rep: Report) -> None:
                 )
             )
         else:
-            rep.ok.append(f"{box}: answers over {route}")
+            rep.ok.append(
+                f"{box}: answers over {route}; {_folder_words(lay, mine, answer.get('comm_folder'))}"
+            )
+
+
+def _folder_words(lay: Layout, mine: str, theirs: object) -> str:
+    """The ok line's second half: the far box's comm folder against this one (``lockmanager.same_folder``)."""
+    from sotd.formats import lockmanager
+
+    if not isinstance(theirs, dict) or not isinstance(theirs.get("mark"), str):
+        return "its daemon does not say which comm folder it serves (an older sotd)"
+    path = theirs.get("path")
+    verdict = lockmanager.same_folder(mine, theirs["mark"])
+    if verdict == lockmanager.SAME:
+        return f"the same comm folder as this box ({lay.home})"
+    if verdict == lockmanager.OTHER:
+        return f"another comm folder ({path} there; {lay.home} here)"
+    return (
+        f"comm folder {path} there: cannot tell whether it is this one (no lock-manager record in either yet)"
+    )
 
 
 def check_rows(env: dict[str, str], rep: Report) -> None:
@@ -548,13 +574,26 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
                 Finding(
                     "agent_settings_unreadable",
                     f"{agent}'s settings {path} cannot be read: {e}",
-                    "the hooks cannot be checked or registered there",
-                    f"fix the file, then: {how}",
+                    "the hooks cannot be checked or registered there (install refuses to overwrite it)",
+                    f"set it aside (its settings stay in the .bad copy), then register: mv {path} {path}.bad; {how}",
                 )
             )
             continue
-        # what a merge would still add (or re-quote) is what is missing
-        if not isinstance(doc, dict) or any(install.merge_claude_settings(doc, lay.bin_dir, events).values()):
+        try:
+            missing = not isinstance(doc, dict) or install.changed(
+                install.merge_claude_settings(doc, lay.bin_dir, events)
+            )
+        except SotdError as e:  # parses, but its "hooks" is not an object: install refuses it too
+            rep.add(
+                Finding(
+                    "agent_settings_unreadable",
+                    f"{agent}'s settings {path} cannot be read: {e.message}",
+                    "the hooks cannot be checked or registered there (install refuses to overwrite it)",
+                    f"set it aside (its settings stay in the .bad copy), then register: mv {path} {path}.bad; {how}",
+                )
+            )
+            continue
+        if missing:
             rep.add(
                 Finding(
                     "hooks_not_registered",
@@ -565,6 +604,18 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
             )
         else:
             rep.ok.append(f"{agent} hooks: registered in {path}")
+
+
+def _context_fix(env: dict[str, str], e: SotdError) -> str:
+    """The fix for a context that cannot be built: a working folder that cannot be resolved (``reason``
+    set), or a host name that cannot name a self slot (``$SOT_SELF_HOST``, else the box's own name)."""
+    if e.reason:
+        return "run it from a folder that exists (cd to the project), then check: sotd comm context"
+    if env.get("SOT_SELF_HOST"):
+        return (
+            "drop the host name that cannot name a file: unset SOT_SELF_HOST; then check: sotd comm context"
+        )
+    return "name this box plainly (no / or \\): export SOT_SELF_HOST=<name>; then check: sotd comm context"
 
 
 def check_identity(env: dict[str, str], rep: Report) -> None:
@@ -587,7 +638,9 @@ def check_identity(env: dict[str, str], rep: Report) -> None:
     try:
         ctx = Context(env)
     except SotdError as e:
-        rep.add(Finding("context_failed", e.message, "no command can name this session", "sotd comm context"))
+        rep.add(
+            Finding("context_failed", e.message, "no command can name this session", _context_fix(env, e))
+        )
         return
     if ctx.name:
         rep.ok.append(f"identity: @{ctx.name} ({ctx.self_file})")
@@ -622,7 +675,7 @@ def examine(env: dict[str, str]) -> Report:
         check_hooks(lay, env, rep)
     if check_daemon(env, rep):
         check_rows(env, rep)
-    check_topology(env, host, rep)
+    check_topology(lay, env, host, rep)
     check_identity(env, rep)
     return rep
 

@@ -46,3 +46,38 @@ def not_registered(handle: str, registry_path: str, no_relay_why: str) -> str:
         f"@{handle} is not registered here ({registry_path}) and the hub cannot be asked ({no_relay_why}); "
         f"see who is: {LIST}"
     )
+
+
+def options(verb: str) -> str:
+    """A command refused for a word it was given (a bad option value, a path that is not there)."""
+    return f"see the options: sotd comm {verb} --help"
+
+
+def endpoint_silent(endpoint: str) -> str:
+    """The daemon a spawn or despawn named did not answer: this box's (``unix:``) or a far one (``ssh:``)."""
+    if endpoint.startswith("ssh:"):
+        target = endpoint[4:].split("/", 1)[0]
+        return f"check the far box's daemon: ssh {target} sotd daemon status"
+    return daemon_silent()
+
+
+def rows() -> str:
+    """A row the daemon would not make or remove: the rows and their phases are one command away."""
+    return "see the rows and their phases: sotd doctor"
+
+
+def name_taken(handle: str) -> str:
+    """A spawn's explicit name that the registry already lists (the sentence says what; this says how)."""
+    return f"see who holds it: {LIST}; free it: sotd comm leave --name {handle}"
+
+
+def task_by_hand(handle: str, task: str) -> str:
+    """A row that is up but whose ``--task`` mail could not be queued: send it once the cause is fixed."""
+    import shlex
+
+    return f"the row is running; send the task yourself: sotd comm send @{handle} {shlex.quote(task)}"
+
+
+def registry_entry_left(handle: str) -> str:
+    """A despawned row whose registry entry could not be removed (the lock, most often)."""
+    return f"see why: sotd doctor; then remove it: sotd comm leave --name {handle}"

@@ -18,6 +18,7 @@ import os
 import sys
 
 from sotd import _clock
+from sotd.cli import hints
 from sotd.cli.common import Context, check_identity, err, open_context, out, prog
 from sotd.errors import HandleError, RegistryUnreadable, SotdError
 
@@ -78,6 +79,17 @@ def _endpoint(opts: dict[str, str], ctx: Context) -> str | None:
     return daemonlink.needed_endpoint(ctx.environ)[0]  # starts this box's daemon when none runs
 
 
+def silent_hint(ctx: Context, endpoint: str) -> str:
+    """The next step when the daemon at ``endpoint`` did not answer: none runs there (start it), or one
+    is there and silent (check it), or a far box's (check it there)."""
+    from sotd.cli import autostart
+
+    path = endpoint[5:] if endpoint.startswith("unix:") else ""
+    if path and not autostart.is_socket(path):
+        return hints.no_daemon(path, "no socket appeared there" if autostart.wanted(ctx.environ) else "")
+    return hints.endpoint_silent(endpoint)
+
+
 def ask(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[str, Any]:
     from sotd.cli import daemonlink
 
@@ -94,19 +106,25 @@ def run(argv: list[str]) -> int:
     opts, pos = parse(argv, me)
     agent = opts.get("agent", "claude")
     if agent not in ("claude", "codex", "none"):  # none (ours): a plain --command; the text is 1.10's
-        err(f"ERROR: --agent must be claude or codex (got '{agent}')")
-        return 1
+        raise SotdError(
+            f"ERROR: --agent must be claude or codex (got '{agent}')", hint=hints.options("spawn")
+        )
     if agent == "none" and "command" not in opts:
-        err("ERROR: --agent none runs a plain command: give it with --command 'argv words'")
-        return 1
+        raise SotdError(
+            "ERROR: --agent none runs a plain command: give it with --command 'argv words'",
+            hint=hints.options("spawn"),
+        )
     account = opts.get("account")
     if account is not None and not (account and account[0] not in "_-" and set(account) <= ACCOUNT_CHARS):
-        err(f"ERROR: --account must match ^[a-z0-9][a-z0-9_-]*$ (got '{account}')")
-        return 1
+        raise SotdError(
+            f"ERROR: --account must match ^[a-z0-9][a-z0-9_-]*$ (got '{account}')",
+            hint=hints.options("spawn"),
+        )
     if len(pos) == 2:  # legacy form: <name> <repo-path>
         if "name" in opts:
-            err("ERROR: name given both as --name and positionally — pick one")
-            return 1
+            raise SotdError(
+                "ERROR: name given both as --name and positionally — pick one", hint=hints.options("spawn")
+            )
         opts["name"], path = pos
     elif len(pos) == 1:
         path = pos[0]
@@ -120,8 +138,7 @@ def run(argv: list[str]) -> int:
             return 1
         root = root_or_none
     elif not os.path.exists(path):
-        err(f"ERROR: repo path not found: {path}")
-        return 1
+        raise SotdError(f"ERROR: repo path not found: {path}", hint=hints.options("spawn"))
     else:
         try:
             root = os.path.realpath(path, strict=True)
@@ -129,8 +146,7 @@ def run(argv: list[str]) -> int:
             err(f"ERROR: could not resolve a canonical path for '{path}' ({e.strerror or e})")
             return 1
         if not os.path.isdir(root):
-            err(f"ERROR: repo path is not a folder: {path}")
-            return 1
+            raise SotdError(f"ERROR: repo path is not a folder: {path}", hint=hints.options("spawn"))
     base = os.path.basename(root)
     label = opts.get("label", base)
     if "display-label" in opts:
@@ -155,11 +171,11 @@ def run(argv: list[str]) -> int:
         try:
             command = shlex.split(opts["command"])
         except ValueError as e:
-            err(f"ERROR: --command is not a list of shell words: {e}")
-            return 1
+            raise SotdError(
+                f"ERROR: --command is not a list of shell words: {e}", hint=hints.options("spawn")
+            ) from None
         if not command:
-            err("ERROR: --command is empty")
-            return 1
+            raise SotdError("ERROR: --command is empty", hint=hints.options("spawn"))
 
     ctx = open_context()
     from sotd.formats import registry
@@ -186,13 +202,15 @@ def run(argv: list[str]) -> int:
     if endpoint is None:
         raise SotdError(
             "ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].",
-            hint="or start this box's daemon: sotd daemon start",
+            hint=f"or start this box's daemon: {hints.START_DAEMON}",
         )
     try:
         info = ask(ctx, endpoint, "version.query", {}).get("daemon")
     except SotdError as e:
-        err(f"ERROR: the sotd daemon at {endpoint} did not answer version.query: {e.message}")
-        return 1
+        raise SotdError(
+            f"ERROR: the sotd daemon at {endpoint} did not answer version.query: {e.message}",
+            hint=silent_hint(ctx, endpoint),
+        ) from None
     dhost = info.get("host") if isinstance(info, dict) else None
     if not isinstance(dhost, str) or not dhost:
         err(f"comm-spawn: the daemon at {endpoint} did not declare its host; assuming it runs on this box")
@@ -202,8 +220,10 @@ def run(argv: list[str]) -> int:
     try:
         listed = ask(ctx, endpoint, "workspace.list", {})
     except SotdError as e:
-        err(f"ERROR: workspace.list did not answer via {endpoint} ({e.message}); nothing was spawned.")
-        return 1
+        raise SotdError(
+            f"ERROR: workspace.list did not answer via {endpoint} ({e.message}); nothing was spawned.",
+            hint=silent_hint(ctx, endpoint),
+        ) from None
     spaces = listed.get("workspaces")
     if not isinstance(spaces, list):
         err(f"ERROR: workspace.list failed via {endpoint}: {listed}; nothing was spawned.")
@@ -240,8 +260,10 @@ def run(argv: list[str]) -> int:
         text = _remote_task_text(spawner, task, info)
         failed = _deliver_remote_task(ctx, endpoint, name, text)
         if failed is not None:
-            err(f"ERROR: the task could not be queued for @{name}: {failed}")
-            return 1
+            raise SotdError(
+                f"ERROR: the task could not be queued for @{name}: {failed}",
+                hint=hints.task_by_hand(name, task),
+            )
         return 0
     if task is not None:
         text = (
@@ -257,8 +279,10 @@ def run(argv: list[str]) -> int:
             agents = None
         failed = _Sender(ctx, agents).deliver(name, text, broadcast=False)
         if failed is not None:
-            err(f"ERROR: the task could not be queued for @{name}: {failed}")
-            return 1
+            raise SotdError(
+                f"ERROR: the task could not be queued for @{name}: {failed}",
+                hint=hints.task_by_hand(name, task),
+            )
     return 0
 
 
@@ -317,8 +341,8 @@ def _claim(
         err(e.message)
         raise SpawnFailed from None
     if problem:
-        err(problem)
-        raise SpawnFailed
+        assert name is not None  # only an explicit name is refused; nothing was written, so no rollback
+        raise SotdError(problem, hint=hints.name_taken(name))
     h = picked[-1]
     if local:
         fd = os.open(lay.inbox(h), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
@@ -355,6 +379,7 @@ def _create(
     except SotdError as e:
         err(f"ERROR: workspace.create failed via {endpoint}")
         err(f"  daemon said: {e.message}")
+        err(hints.rows())  # a second line; the rollback still runs before the exit, so it is not raised
         raise SpawnFailed from None
     wid = answer.get("workspace_id")
     if answer.get("ok") is not True or not isinstance(wid, str) or not wid:
@@ -362,6 +387,7 @@ def _create(
 
         err(f"ERROR: workspace.create failed via {endpoint}")
         err(f"  daemon said: {json.dumps(answer, ensure_ascii=False)}")
+        err(hints.rows())
         raise SpawnFailed
     out(
         f"Created workspace '{answer.get('label', label)}' (slug={answer.get('slug')}, id={wid}) via {endpoint}"
@@ -452,11 +478,11 @@ def _remote_root(path: str, endpoint: str) -> str | None:
     """The repo path on the target, as given: absolute (this box cannot resolve another box's paths);
     the target's daemon checks it. None (reported) when it is not absolute."""
     if not os.path.isabs(path):
-        err(
+        raise SotdError(
             f"ERROR: a spawn on another box ({endpoint}) needs the repo's absolute path on that box "
-            f"(got '{path}')"
+            f"(got '{path}')",
+            hint=hints.options("spawn"),
         )
-        return None
     return os.path.normpath(path)
 
 

@@ -290,7 +290,14 @@ class Ops:
             return self.agent_send(payload)
         if op == "version.query":
             # ``debug.tasks``: the daemon's live asyncio tasks (tests check that a vanished client leaves none)
-            return {"daemon": self.version_info(), "debug": {"tasks": len(asyncio.all_tasks())}}
+            version: dict[str, Any] = {
+                "daemon": self.version_info(),
+                "debug": {"tasks": len(asyncio.all_tasks())},
+            }
+            if payload.get("comm_folder") is True:  # ours: asked by ``sotd doctor`` (docs/doctor.md)
+                mark = await asyncio.to_thread(lockmanager.folder_mark, self.layout)
+                version["comm_folder"] = {"path": self.layout.home, "mark": mark}
+            return version
         if op == "daemon.reload" and self.reload is not None and origin == CLIENT:
             return await self.reload()
         if op.startswith("workspace.") and self.workspaces is not None:

@@ -335,3 +335,36 @@ def own_lock(layout: Layout) -> str | None:
 def appends_itself(layout: Layout) -> bool:
     """True when this process takes the inbox lock itself (see ``own_lock``)."""
     return own_lock(layout) is not None
+
+
+# ------------------------------------------------------------------------------------ the folder's mark
+
+SAME = "same"
+OTHER = "other"
+UNKNOWN = "unknown"
+
+
+def folder_mark(layout: Layout) -> str:
+    """This comm folder's mark, as any box that mounts it reads it: the hub's record file's inode number,
+    modification time (ns) and bytes (``<ino>:<mtime_ns>:<line 1>|<line 2>``); "" with no record (or an
+    unreadable one). The record is written once, through a hard link, by the folder's hub, so every box
+    that mounts the same folder (NFS included: the inode number and the time are the server's) reads the
+    same mark, and a record in another folder differs in its inode, its time or its machine id. Used by
+    ``sotd doctor`` (docs/doctor.md, "the same comm folder or not"); only reads."""
+    try:
+        with open(layout.lock_manager, "rb") as f:
+            st = os.fstat(f.fileno())
+            data = f.read(65536)
+    except OSError:
+        return ""
+    first, second = parse_record(data)
+    return f"{st.st_ino}:{st.st_mtime_ns}:{first}|{second}"
+
+
+def same_folder(mine: str, theirs: str) -> str:
+    """Whether two boxes' marks (``folder_mark``) show one comm folder: ``SAME`` when both are there and
+    equal, ``OTHER`` when they differ (one of them missing counts: the record is in every box's view of a
+    shared folder), ``UNKNOWN`` when neither folder has a record yet."""
+    if not mine and not theirs:
+        return UNKNOWN
+    return SAME if mine == theirs else OTHER
