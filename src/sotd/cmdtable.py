@@ -105,7 +105,8 @@ TABLE: dict[str, Entry] = {
                 "--agent-settings",
                 "[=PATH]",
                 "also register the hooks and the allow rules for sotd's mail scripts in Claude Code's "
-                "settings (~/.claude/settings.json, or PATH), and put the sot-session-start skill beside it",
+                "settings (~/.claude/settings.json, or PATH), and put the sot-session-start skill beside it; "
+                "for Codex, its hooks in $CODEX_HOME/hooks.json (~/.codex) and rules/sot-comm.rules",
             ),
             ("--skill", "", "put the sot-session-start skill into ~/.claude/skills only"),
             ("--sotd", "PATH", "the sotd the scripts and hooks run (default: this installation's own)"),

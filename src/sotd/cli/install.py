@@ -825,16 +825,6 @@ def instructions(bin_dir: str) -> list[str]:
     return lines
 
 
-USAGE = """\
-usage: sotd comm install [--agent-settings[=PATH]] [--skill] [--sotd PATH]
-  --agent-settings[=PATH]  register the hooks and allow rules in ~/.claude/settings.json (or PATH), and
-                           put the sot-session-start skill beside it (skills/sot-session-start/SKILL.md);
-                           and for Codex: the hooks in $CODEX_HOME/hooks.json (~/.codex) and the rules
-                           file rules/sot-comm.rules (the mail wrappers run with no approval)
-  --skill                  put the skill into ~/.claude/skills only
-  --sotd PATH              the sotd the scripts run (default: this installation's own)"""
-
-
 def run(argv: list[str]) -> int:
     settings: str | None = None
     sotd: str | None = None
@@ -854,10 +844,7 @@ def run(argv: list[str]) -> int:
             sotd = os.path.abspath(a.split("=", 1)[1])
             if not os.access(sotd, os.X_OK) or os.path.isdir(sotd):
                 raise UsageError(f"sotd comm install: --sotd={sotd} is not an executable file")
-        elif a in ("-h", "--help"):
-            out(USAGE)
-            return 0
-        else:
+        else:  # --help and unknown options never get here: sotd.cli.main answers them from sotd.cmdtable
             raise UsageError(f"sotd comm install: unknown argument '{a}' (see --help)")
     lay = Layout.from_env()
     if settings:
