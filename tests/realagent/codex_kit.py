@@ -34,7 +34,7 @@ from typing import Any
 
 from sotd.terminal import codex_prompt
 from sotd.terminal.tmux import parse_capture
-from tests.conftest import clean_env, wait_for
+from tests.conftest import wait_for
 from tests.realagent import kit
 from tests.realagent.codex_standin import MODEL, CodexStandIn
 
@@ -226,7 +226,7 @@ class CodexHome:
 
     def env(self, model: object = None, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The session's environment (``model`` is accepted for ``kit.Box``'s call; the home knows its own)."""
-        env = {k: v for k, v in clean_env().items() if not k.startswith(kit.DROP)}
+        env = kit.agent_env()
         env.update(
             HOME=self.home,
             CODEX_HOME=self.codex_home,

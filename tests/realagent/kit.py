@@ -44,6 +44,17 @@ PACKAGE = "@anthropic-ai/claude-code"
 # The dummy key: Claude Code remembers an approved key by its last 20 characters.
 API_KEY = demo_model.API_KEY
 DROP = ("ANTHROPIC_", "CLAUDE", "IS_SANDBOX", "SOT_", "SOTD_", "TMUX", "COMM_STATUS_", "CODEX", "OPENAI_")
+# What an agent under test takes from the test run's own environment: only these. Anything else can change
+# how its TUI draws (``NO_COLOR``, ``FORCE_COLOR``, ``CI``, ``COLORTERM`` decide whether it colours at all),
+# and the stored captures are drawn with none of it; a case that wants one sets it (``screens.Case.env``).
+INHERIT = ("PATH", "USER", "LOGNAME", "SHELL")
+
+
+def agent_env() -> dict[str, str]:
+    """The environment an agent session starts from: ``INHERIT`` from this process, autostart off."""
+    env = {k: os.environ[k] for k in INHERIT if k in os.environ}
+    env["SOT_DAEMON_AUTOSTART"] = clean_env()["SOT_DAEMON_AUTOSTART"]
+    return env
 
 
 def pin() -> str:
@@ -126,7 +137,7 @@ class ClaudeHome:
         return demo_model.trust_project(self.home, folder)
 
     def env(self, model: StandIn, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = {k: v for k, v in clean_env().items() if not k.startswith(DROP)}
+        env = agent_env()
         env.update(demo_model.session_env(self.home, self.tmp, model.url, API_KEY))
         env.update(extra or {})
         return env

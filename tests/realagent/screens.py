@@ -72,6 +72,7 @@ class Case(NamedTuple):
     verdict: tuple[bool, str | None]
     reach: str  # the name of the function below that brings the session to this state
     reduced_motion: bool = False
+    env: tuple[tuple[str, str], ...] = ()  # set in the session's environment on top of ``kit.agent_env``
 
 
 CASES = [
@@ -87,6 +88,9 @@ CASES = [
     Case("claude-question-box", 100, (False, "not in an input box"), "question"),
     Case("claude-agents-view", 100, (False, "input not empty"), "agents"),
     Case("claude-narrow", 44, (False, "pane too narrow for the wake line"), "idle_narrow"),
+    # a person who turned colour off (https://no-color.org): the same screens with no SGR colour at all
+    Case("claude-empty-prompt-no-color", 100, (True, None), "idle", env=(("NO_COLOR", "1"),)),
+    Case("claude-working-no-color", 100, (False, WORKING), "working", env=(("NO_COLOR", "1"),)),
 ]  # fmt: skip
 
 
@@ -307,7 +311,7 @@ def capture(case: Case) -> str:
     panes = kit.Panes((case.width, HEIGHT))
     try:
         home = kit.ClaudeHome(os.path.join(root, "h"), reduced_motion=case.reduced_motion, settings=SETTINGS)
-        c = kit.Claude(panes, home, model, os.path.join(root, "p"))
+        c = kit.Claude(panes, home, model, os.path.join(root, "p"), extra_env=dict(case.env))
         if case.reach != "first_seconds":
             kit.settled(c.raw, lambda r: idle(c, model)(kit.plain(r)), 40, f"{case.name}: the first prompt")
         pred = REACH[case.reach](c, model)

@@ -6,6 +6,7 @@ scripted Claude-like screen (written by ``python -m tests.fakes.screens``, each 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -51,7 +52,7 @@ def test_the_real_captures_cover_the_states_issue_11_names() -> None:
 def test_a_working_turn_reads_busy_with_motion_on_and_off_and_drafts_and_dialogs_are_never_free() -> None:
     never_free = [c for c in real.CASES if "working" in c.name or "draft" in c.name or "dialog" in c.name
                   or "question" in c.name or "queued" in c.name]  # fmt: skip
-    assert len(never_free) == 7
+    assert len(never_free) == 8  # the working turn three ways: motion on, motion off, colour off
     assert all(c.verdict[0] is False for c in never_free)
     assert {c.verdict for c in real.CASES if "working" in c.name} == {(False, WORKING)}
 
@@ -64,3 +65,11 @@ def test_the_table_covers_each_reason_a_screen_can_give() -> None:
 
 def test_every_scripted_screen_says_why_it_is_not_a_real_capture() -> None:
     assert all(len(c.scripted_because) > 20 for c in scripted.CASES)
+
+
+def test_the_no_color_captures_are_drawn_without_colour_and_their_twins_with_it() -> None:
+    colour = re.compile(r"\x1b\[[0-9;]*(?:3[0-8]|9[0-7])[;m]")
+    for case in (c for c in real.CASES if dict(c.env).get("NO_COLOR")):
+        twin = next(c for c in real.CASES if c.name == case.name.removesuffix("-no-color"))
+        with open(real.path_of(case), encoding="utf-8") as f, open(real.path_of(twin), encoding="utf-8") as g:
+            assert not colour.search(f.read()) and colour.search(g.read()), case.name
