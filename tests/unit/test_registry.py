@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sotd import _clock
+from sotd import _clock, fsprim
 from sotd.errors import HandleError, RegistryUnreadable, RegistryWriteFailed
-from sotd.formats import atomic, registry
+from sotd.formats import registry
 from sotd.formats.layout import Layout
 
 pytestmark = pytest.mark.unit
@@ -422,7 +422,7 @@ def test_6_2_failed_write_exact_text_bytes_and_inode_kept(
     registry.ensure(lay)
     registry.update_locked(lay, add("old"))  # type: ignore[arg-type]
     before = snapshot(lay)
-    monkeypatch.setattr(atomic, target, _fail(errno.EIO, "Input/output error"))
+    monkeypatch.setattr(fsprim, target, _fail(errno.EIO, "Input/output error"))
     with pytest.raises(RegistryWriteFailed) as ei:
         registry.update_locked(lay, add("new"))  # type: ignore[arg-type]
     assert ei.value.message == want
@@ -433,8 +433,8 @@ def test_6_2_failed_write_exact_text_bytes_and_inode_kept(
 def test_6_2_check_refuses_bad_readback(lay: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
     registry.ensure(lay)
     before = snapshot(lay)
-    real = atomic.write_all
-    monkeypatch.setattr(atomic, "write_all", lambda fd, data: real(fd, data[:-5]))
+    real = fsprim.write_all
+    monkeypatch.setattr(fsprim, "write_all", lambda fd, data: real(fd, data[:-5]))
     with pytest.raises(RegistryWriteFailed) as ei:
         registry.update_locked(lay, add("x"))  # type: ignore[arg-type]
     assert ei.value.message == registry.READ_OR_UPDATE_FAILED
@@ -524,7 +524,7 @@ def test_6_2_touch_only_existing_row(lay: Layout) -> None:
 
 def test_6_2_update_failure_releases_the_lock(lay: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
     registry.ensure(lay)
-    monkeypatch.setattr(atomic, "_fsync", _fail(errno.EIO, "Input/output error"))
+    monkeypatch.setattr(fsprim, "_fsync", _fail(errno.EIO, "Input/output error"))
     with pytest.raises(RegistryWriteFailed):
         registry.update(lay, "testhost", add("a"), bound=1)  # type: ignore[arg-type]
     assert not os.path.exists(lay.reglock)

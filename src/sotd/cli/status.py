@@ -107,9 +107,9 @@ def run(argv: list[str]) -> int:
 
 
 def _save_transcript(ctx: Context, name: str, path: str) -> None:
-    from sotd.formats import atomic
+    from sotd import fsprim
 
     try:
-        atomic.write_atomic(ctx.layout.state(f"transcript-{name}.path"), path.encode() + b"\n")
+        fsprim.write_atomic(ctx.layout.state(f"transcript-{name}.path"), path.encode() + b"\n")
     except OSError:
         pass

@@ -34,7 +34,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sotd import __version__
+from sotd import __version__, fsprim
 from sotd.errors import SotdError, WireError
 from sotd.wire import messages
 from sotd.wire.framing import Decoder, Envelope, encode
@@ -193,7 +193,7 @@ def prepare_folder(path: str) -> None:
     uid = os.geteuid()
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
         raise SotdError(f"refusing to serve {path}: its folder {folder} is not a folder of this account")
-    if st.st_mode & 0o077:
+    if fsprim.is_open(st.st_mode):
         os.chmod(folder, 0o700)
     try:
         st = os.lstat(path)

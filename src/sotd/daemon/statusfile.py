@@ -13,19 +13,7 @@ import json
 import os
 from typing import Any
 
-
-def start_tick(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    rest = data[data.rfind(b")") + 2 :].split()
-    # rest[0] is field 3 (state); field 22 is rest[19]
-    if len(rest) < 20:
-        return None
-    return rest[19].decode("ascii", "replace")
+from sotd import sysprobe
 
 
 def write(path: str, doc: dict[str, Any]) -> None:
@@ -78,4 +66,4 @@ def same_process(doc: dict[str, Any]) -> bool:
     tick = doc.get("start_tick")
     if type(pid) is not int or pid <= 0 or not isinstance(tick, str):
         return False
-    return start_tick(pid) == tick
+    return sysprobe.start_tick(pid) == tick

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import os
 
+from sotd import fsprim
 from sotd.errors import SotdError
-from sotd.formats import atomic
 from sotd.formats.cksum import cksum
 
 TYPE_CHECKING = False
@@ -150,7 +150,7 @@ def write(layout: Layout, handle: str, count: int, last_line: bytes | None) -> N
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
-            atomic.write_all(fd, data)
+            fsprim.write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

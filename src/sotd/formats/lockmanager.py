@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 import sys
 
+from sotd import fsprim
 from sotd.errors import SotdError
-from sotd.formats import atomic, holder
+from sotd.formats import holder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,10 +74,10 @@ def identity_from_mountinfo(mountinfo_text: str, path: str, machine_id: str | No
 
 
 def machine_id_or_none() -> str | None:
-    """This machine's id (``holder.machine_id``: ``/etc/machine-id``); None when unknown or uninitialized."""
+    """This machine's id (``holder.machine_field``: ``/etc/machine-id``); None when unknown or uninitialized."""
     if not sys.platform.startswith("linux"):
         return None
-    return _mid(holder.machine_id()) or None
+    return _mid(holder.machine_field()) or None
 
 
 def lock_identity(folder: str) -> str:
@@ -165,7 +166,7 @@ def _tmp_path(layout: Layout, mid: str) -> str:
 def _write_tmp(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
-        atomic.write_all(fd, data)
+        fsprim.write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -27,9 +27,8 @@ from __future__ import annotations
 import os
 import time
 
-from sotd import _clock
+from sotd import _clock, fsprim
 from sotd.errors import HandleError, RegistryUnreadable, RegistryWriteFailed
-from sotd.formats import atomic
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -187,7 +186,7 @@ def ensure(layout: Layout) -> bool:
         ) from e
     try:
         try:
-            atomic.write_all(fd, skeleton())
+            fsprim.write_all(fd, skeleton())
             _fsync(fd)
         finally:
             os.close(fd)
@@ -204,7 +203,7 @@ def ensure(layout: Layout) -> bool:
                 pass
             raise
         try:
-            atomic.fsync_dir(layout.home)
+            fsprim.fsync_dir(layout.home)
         except OSError:
             pass
         return True
@@ -246,8 +245,8 @@ def write_locked(layout: Layout, doc: dict[str, object]) -> None:
     except (TypeError, ValueError) as e:
         raise RegistryWriteFailed(READ_OR_UPDATE_FAILED, hint=str(e)) from e
     try:
-        atomic.write_atomic(layout.registry, data, tmp=layout.registry_tmp, verify=_is_registry)
-    except atomic.AtomicStepError as e:
+        fsprim.write_atomic(layout.registry, data, tmp=layout.registry_tmp, verify=_is_registry)
+    except fsprim.AtomicStepError as e:
         err = e.strerror or str(e)
         if e.step == "flush":
             msg = f"FAILED: the registry update could not be flushed ({err}), so nothing was written"
