@@ -99,10 +99,16 @@ def write_atomic(
     *,
     tmp: str | None = None,
     mode: int = 0o600,
+    exact_mode: bool = False,
     verify: Callable[[bytes], bool] | None = None,
+    sync: bool = True,
+    sync_folder: bool = True,
 ) -> None:
     """Replace ``path`` with ``data``. ``tmp`` names the temp (a stale one is removed first, then it is
-    created exclusively); by default ``<path>.tmp.XXXXXX``. ``verify`` sees the bytes read back from the temp.
+    created exclusively); by default ``<path>.tmp.XXXXXX``. ``mode`` is the temp's creation mode (the umask
+    applies) or, with ``exact_mode``, set on it whatever the umask. ``verify`` sees the bytes read back from
+    the temp. ``sync=False`` skips the temp's fsync (a cache that may be lost: the read hint) and
+    ``sync_folder=False`` the folder's (a file whose loss a crash may cost: a cursor re-shows a batch).
     """
     if tmp is None:
         tmp = f"{path}.tmp.{_random_suffix()}"
@@ -117,13 +123,16 @@ def write_atomic(
         step = "write"
         try:
             write_all(fd, data)
+            if exact_mode:
+                os.fchmod(fd, mode)
             if verify is not None:
                 back = _read_back(fd, len(data) + 1)
                 step = "check"
                 if not verify(back):
                     raise OSError(errno.EIO, "the written file did not read back as written")
             step = "flush"
-            _fsync(fd)
+            if sync:
+                _fsync(fd)
         except OSError as e:
             raise _step_error(step, e) from e
         finally:
@@ -136,6 +145,8 @@ def write_atomic(
     finally:
         if not renamed:
             _unlink_quiet(tmp)
+    if not sync_folder:
+        return
     try:
         fsync_dir(os.path.dirname(path) or ".")
     except OSError:

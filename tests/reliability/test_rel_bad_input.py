@@ -99,8 +99,9 @@ def test_random_registry_reads_and_refuses_to_write(scratch: Layout, data: bytes
         doc = None
     else:
         assert isinstance(doc, dict) and isinstance(registry.agents_of(doc), dict)
-        for entry in registry.agents_of(doc).values():
-            registry.is_live(entry)  # any shape: a bool, never a crash
+        for name, entry in registry.agents_of(doc).items():
+            row = registry.AgentRow(name, entry)  # any shape: a bool and a verdict, never a crash
+            assert row.is_live() in (True, False) and row.verdict() in registry.VERDICTS
     ino = os.stat(scratch.registry).st_ino
     try:
         registry.update(

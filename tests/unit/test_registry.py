@@ -268,12 +268,47 @@ NOW = 1_780_000_000.0
     ],
 )
 def test_6_2_liveness(last_seen: object, live: bool) -> None:
-    assert registry.is_live({"last_seen": last_seen}, NOW) is live
+    assert registry.AgentRow("a", {"last_seen": last_seen}).is_live(NOW) is live
 
 
 @pytest.mark.parametrize("entry", [None, "x", [], {}, {"last_seen": None}])
 def test_6_2_liveness_bad_shapes(entry: object) -> None:
-    assert registry.is_live(entry, NOW) is False
+    assert registry.AgentRow("a", entry).is_live(NOW) is False
+
+
+_FRESH = _clock.stamp(NOW - 5)
+_OLD = _clock.stamp(NOW - 700)
+
+
+@pytest.mark.parametrize(
+    ("entry", "want"),
+    [
+        # behaviour 2.3 step 5 (no object, no host) comes before step 6 (not fresh)
+        (None, registry.UNLISTED),
+        ("x", registry.UNLISTED),
+        ({}, registry.UNLISTED),
+        ({"last_seen": _FRESH}, registry.UNLISTED),
+        ({"host": "", "last_seen": _FRESH}, registry.UNLISTED),
+        ({"host": None, "last_seen": _FRESH}, registry.UNLISTED),
+        ({"host": "", "last_seen": _OLD}, registry.UNLISTED),
+        ({"host": "boxa"}, registry.NOT_LIVE),
+        ({"host": "boxa", "last_seen": _OLD}, registry.NOT_LIVE),
+        ({"host": "boxa", "last_seen": "yesterday"}, registry.NOT_LIVE),
+        ({"host": "boxa", "last_seen": _FRESH}, registry.LIVE),
+        ({"host": 7, "last_seen": _FRESH}, registry.LIVE),  # any truthy host is a host, as the daemon read it
+    ],
+)
+def test_2_3_row_verdict_order(entry: object, want: str) -> None:
+    row = registry.AgentRow("a", entry)
+    assert row.verdict(NOW) == want
+    assert row.listed is isinstance(entry, dict)
+
+
+def test_agent_row_of_reads_the_named_entry() -> None:
+    agents: dict[str, object] = {"a": {"host": "boxa", "last_seen": _FRESH}}
+    assert registry.AgentRow.of(agents, "a").verdict(NOW) == registry.LIVE
+    missing = registry.AgentRow.of(agents, "b")
+    assert (missing.name, missing.entry, missing.verdict(NOW)) == ("b", None, registry.UNLISTED)
 
 
 # ------------------------------------------------------------------------------------------ ensure (6.3)

@@ -463,28 +463,7 @@ def _replace_keeping_mode(target: str, data: bytes, mode: int) -> None:
     rename, whatever the umask."""
     from sotd import fsprim
 
-    tmp = f"{target}.tmp.{os.urandom(3).hex()}"
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    renamed = False
-    try:
-        try:
-            fsprim.write_all(fd, data)
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, target)
-        renamed = True
-    finally:
-        if not renamed:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-    try:
-        fsprim.fsync_dir(os.path.dirname(target) or ".")
-    except OSError:
-        pass
+    fsprim.write_atomic(target, data, tmp=f"{target}.tmp.{os.urandom(3).hex()}", mode=mode, exact_mode=True)
 
 
 def _load_doc(path: str, data: bytes | None) -> dict[str, object]:

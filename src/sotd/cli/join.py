@@ -135,7 +135,7 @@ def run(argv: list[str]) -> int:
             joined.name = d.handle
             if d.qualifier:
                 held = agents.get(d.tier1)
-                joined.tier1_live = isinstance(held, dict) and _clock.is_fresh(held.get("last_seen"))
+                joined.tier1_live = registry.AgentRow(d.tier1, held).is_live()
         else:
             joined.name = name
         joined.previous = agents.get(joined.name)

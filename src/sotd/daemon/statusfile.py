@@ -13,33 +13,12 @@ import json
 import os
 from typing import Any
 
-from sotd import sysprobe
+from sotd import fsprim, sysprobe
 
 
 def write(path: str, doc: dict[str, Any]) -> None:
     data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.rename(tmp, path)
-    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsprim.write_atomic(path, data, tmp=f"{path}.{os.getpid()}.tmp")
 
 
 def read(path: str) -> dict[str, Any] | None:

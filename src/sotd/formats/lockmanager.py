@@ -174,15 +174,9 @@ def _write_tmp(path: str, data: bytes) -> None:
 
 def _sync_folder(path: str) -> None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
+        fsprim.fsync_dir(path)
     except OSError:
         pass
-    finally:
-        os.close(fd)
 
 
 def _unlink_quiet(path: str) -> None:
@@ -219,11 +213,10 @@ def write_for_hub(layout: Layout, own_identity: str, own_mid: str | None) -> str
             return verdict
         tmp = _tmp_path(layout, mid)
         try:
-            _write_tmp(tmp, data)
             if verdict == REPLACE:
-                os.rename(tmp, path)
-                _sync_folder(layout.home)
+                fsprim.write_atomic(path, data, tmp=tmp)
                 return verdict
+            _write_tmp(tmp, data)
             try:
                 os.link(tmp, path)
             except OSError as link_err:

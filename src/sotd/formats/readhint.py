@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 
+from sotd import fsprim
 from sotd.errors import SotdError
 from sotd.formats import cksum, cursor
 
@@ -170,16 +171,11 @@ def write(layout: Layout, handle: str, cursor_text: str, view: View, count: int 
     else:
         return
     start = end - len(last) - 1
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, encode(cursor_text, n, start, end, view.inode).encode("ascii"))
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+    data = encode(cursor_text, n, start, end, view.inode).encode("ascii")
+    try:  # a hint is a cache: not synced, and a failed write only leaves no hint
+        fsprim.write_atomic(path, data, tmp=f"{path}.tmp.{os.getpid()}", sync=False, sync_folder=False)
     except OSError:
-        _unlink_quiet(tmp)
+        pass
 
 
 def _unlink_quiet(path: str) -> None:

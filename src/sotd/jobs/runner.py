@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 
-from sotd import _clock, sysprobe
+from sotd import _clock, fsprim, sysprobe
 from sotd.jobs import limits as lim
 from sotd.jobs import paths, seccomp, spec
 from sotd.jobs import sandbox as sbx
@@ -213,12 +213,7 @@ def _starttime(pid: int) -> int | None:
 
 
 def _write_json(path: str, obj: object) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    fsprim.write_atomic(path, json.dumps(obj).encode(), tmp=path + ".tmp", mode=0o666, sync_folder=False)
 
 
 def read_exit(status_path: str) -> int | None:
