@@ -22,6 +22,8 @@ from sotd.formats import cksum, cursor
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sotd.formats.layout import Layout
 
 MAGIC = "sotd-offset-hint 1"
@@ -53,6 +55,14 @@ class View:
         if n > self.base:
             return self.lines[n - self.base - 1]
         return self.last_line if n == self.base else None
+
+    def shown(self, cursor_text: str, handle: str, note: Callable[[str], None] | None = None) -> int:
+        """How many lines the reader has been shown, so where its unread mail starts: the hint's ``base``
+        when it checked out (the cursor was already judged), else ``cursor.offset`` over every line
+        (behaviour 6.6; ``note`` gets its step-back note)."""
+        if self.base:
+            return self.base
+        return cursor.offset(cursor_text, self.lines, handle, note)
 
 
 def _text_sum(text: str) -> int:
