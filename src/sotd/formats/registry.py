@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import time
 
-from sotd import _clock, fsprim
+from sotd import PROTOCOL_VERSION, _clock, fsprim
 from sotd.errors import HandleError, RegistryUnreadable, RegistryWriteFailed
 
 TYPE_CHECKING = False
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
     R = TypeVar("R")
 
-PROTOCOL_VERSION = 1
 # Pauses before each retry (the first retry at once, then two after 100 ms): 4 tries in all.
 RETRY_PAUSES = (0.0, 0.1, 0.1)
 READ_OR_UPDATE_FAILED = "FAILED: the registry could not be read or updated, so nothing was written"
