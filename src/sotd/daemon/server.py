@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sotd")
 
-ROLES = ("fe", "bridge", "cli", "agent", "link")
+ROLES = messages.ROLES  # one home: the spec's roles live in wire/messages.py
 HELLO_WAIT_S = 10.0  # a connection that says nothing this long after connecting is closed
 IDLE_WAIT_S = 60.0  # a one-shot client (role cli/agent) silent this long after hello, nothing in flight
 ONE_SHOT_ROLES = ("cli", "agent")  # fe, bridge and link connections wait for events by design
