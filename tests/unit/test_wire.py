@@ -267,6 +267,8 @@ def test_hello_role_is_checked():
 def test_comm_file_payload():
     assert comm_file_payload("a", "b", "hi") == {"from": "a", "to": "b", "text": "hi", "broadcast": False}
     assert comm_file_payload("a", "", "hi", broadcast=True, forwarded=True)["forwarded"] is True
+    got = comm_file_payload("a", "b", "hi", expires=12.5)
+    assert list(got) == ["from", "to", "text", "broadcast", "expires"] and got["expires"] == 12.5
 
 
 # -------------------------------------------------------------------------------------------- one-shot

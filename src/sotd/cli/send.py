@@ -131,16 +131,14 @@ class _Sender:
 
     def _file(self, endpoint: str, target: str, text: str, broadcast: bool) -> str | None:
         from sotd.cli import daemonlink
+        from sotd.wire import messages
 
         # ``expires``: when this send stops waiting (D6: 5 s from the dial), so a daemon that gets the
         # frame late refuses it rather than file mail this command already reported as FAILED
-        payload = {
-            "from": self.ctx.name,
-            "to": target,
-            "text": text,
-            "broadcast": broadcast,
-            "expires": round(_clock.now() + daemonlink.VERDICT_S, 3),
-        }
+        expires = round(_clock.now() + daemonlink.VERDICT_S, 3)
+        payload = messages.comm_file_payload(
+            self.ctx.name, target, text, broadcast=broadcast, expires=expires
+        )
         try:
             answer = daemonlink.call(self.ctx, endpoint, "comm.file", payload)
         except SotdError as e:

@@ -69,12 +69,21 @@ def hello_payload(
 
 
 def comm_file_payload(
-    frm: str, to: str, text: str, *, broadcast: bool = False, forwarded: bool | None = None
+    frm: str,
+    to: str,
+    text: str,
+    *,
+    broadcast: bool = False,
+    forwarded: bool | None = None,
+    expires: float | None = None,
 ) -> dict[str, Any]:
-    """``comm.file`` request payload; ``forwarded`` is omitted unless given (a plain send sends no key)."""
+    """``comm.file`` request payload; ``forwarded`` and ``expires`` (when the sender stops waiting, epoch
+    seconds) are omitted unless given (a plain send sends no ``forwarded`` key)."""
     p: dict[str, Any] = {"from": frm, "to": to, "text": text, "broadcast": broadcast}
     if forwarded is not None:
         p["forwarded"] = forwarded
+    if expires is not None:
+        p["expires"] = expires
     return p
 
 
