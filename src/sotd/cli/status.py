@@ -62,7 +62,7 @@ def run(argv: list[str]) -> int:
     outcome: dict[str, str] = {}
 
     def change(doc: dict[str, object]) -> tuple[bool, None]:
-        agents = doc["agents"]
+        agents = registry.agents_of(doc)
         assert isinstance(agents, dict)
         entry = agents.get(name)
         if not isinstance(entry, dict):
