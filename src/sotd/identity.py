@@ -68,7 +68,7 @@ def read_chain(pid: int | None = None, proc: str = "/proc") -> tuple[list[list[s
         if len(records) >= MAX_RECORDS:
             return records, True
         base = os.path.join(proc, str(cur))
-        stat = _read_bytes(os.path.join(base, "stat"))
+        stat = sysprobe.stat_bytes(cur, proc)
         cmdline = _read_bytes(os.path.join(base, "cmdline"))
         if stat is None or not cmdline:
             return records, True

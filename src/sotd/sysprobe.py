@@ -88,14 +88,19 @@ def _first_line(path: str) -> str | None:
     return data.split(b"\n", 1)[0].decode("utf-8", "replace")
 
 
-def stat_of(pid: int | str, proc: str | None = None) -> tuple[str, list[str]] | None:
-    """``split_stat`` of ``<proc>/<pid>/stat`` (``proc`` defaults to ``PROC``), or None when unreadable."""
+def stat_bytes(pid: int | str, proc: str | None = None) -> bytes | None:
+    """The text of ``<proc>/<pid>/stat`` (``proc`` defaults to ``PROC``), or None when unreadable."""
     try:
         with open(os.path.join(PROC if proc is None else proc, str(pid), "stat"), "rb") as f:
-            data = f.read(8192)
+            return f.read(8192)
     except (OSError, ValueError):
         return None
-    return split_stat(data)
+
+
+def stat_of(pid: int | str, proc: str | None = None) -> tuple[str, list[str]] | None:
+    """``split_stat`` of ``stat_bytes``, or None when unreadable or not a stat line."""
+    data = stat_bytes(pid, proc)
+    return None if data is None else split_stat(data)
 
 
 def start_tick(pid: int | str) -> str | None:
@@ -151,6 +156,7 @@ __all__ = [
     "ppid_in",
     "split_stat",
     "start_tick",
+    "stat_bytes",
     "stat_of",
     "tick_in",
 ]
