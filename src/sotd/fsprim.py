@@ -75,7 +75,8 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _unlink_quiet(path: str) -> None:
+def unlink_quiet(path: str) -> None:
+    """Remove ``path`` if it can be removed; nothing is said when it cannot (a temp left to clean up)."""
     try:
         os.unlink(path)
     except OSError:
@@ -113,7 +114,7 @@ def write_atomic(
     if tmp is None:
         tmp = f"{path}.tmp.{_random_suffix()}"
     else:
-        _unlink_quiet(tmp)
+        unlink_quiet(tmp)
     try:
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, mode)
     except OSError as e:
@@ -144,7 +145,7 @@ def write_atomic(
         renamed = True
     finally:
         if not renamed:
-            _unlink_quiet(tmp)
+            unlink_quiet(tmp)
     if not sync_folder:
         return
     try:

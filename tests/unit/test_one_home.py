@@ -53,7 +53,12 @@ HOMES = {
     # mail
     "is_directed": "handles.py",
     "comm_file_payload": "wire/messages.py",
+    "unlink_quiet": "fsprim.py",
+    "_unlink_quiet": "fsprim.py",  # the private spelling of unlink_quiet, which each module once had
 }
+
+# Names no module may define, whose rule lives in its home under another name.
+NOT_DEFINED_BY_NAME = {"self_host": "sysprobe.declared_host", "_unlink_quiet": "fsprim.unlink_quiet"}
 
 CONSTANT_HOMES = {"ROLES": "wire/messages.py", "PROTOCOL_VERSION": "__init__.py"}
 
@@ -169,7 +174,7 @@ def test_every_home_defines_its_rule() -> None:
     missing = [
         f"{name} in {home}"
         for name, home in HOMES.items()
-        if name != "self_host" and name not in defined.get(home, set())
+        if name not in NOT_DEFINED_BY_NAME and name not in defined.get(home, set())
     ]
     assert not missing, missing
 

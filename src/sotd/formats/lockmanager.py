@@ -179,13 +179,6 @@ def _sync_folder(path: str) -> None:
         pass
 
 
-def _unlink_quiet(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def _record_error(layout: Layout, e: OSError) -> SotdError:
     return SotdError(
         f"the inbox lock record {layout.lock_manager} could not be written: {e.strerror or e}",
@@ -235,7 +228,7 @@ def write_for_hub(layout: Layout, own_identity: str, own_mid: str | None) -> str
         except OSError as e:
             raise _record_error(layout, e) from e
         finally:
-            _unlink_quiet(tmp)
+            fsprim.unlink_quiet(tmp)
     raise SotdError(
         f"the inbox lock record {path} kept changing while this hub wrote it", code="lock_record_failed"
     )

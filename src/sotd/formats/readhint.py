@@ -172,7 +172,7 @@ def write(layout: Layout, handle: str, cursor_text: str, view: View, count: int 
     path = layout.read_hint(handle)
     if n == 0 or last is None:
         if count is None:
-            _unlink_quiet(path)
+            fsprim.unlink_quiet(path)
         return
     if n == view.total:
         end = view.end
@@ -184,12 +184,5 @@ def write(layout: Layout, handle: str, cursor_text: str, view: View, count: int 
     data = encode(cursor_text, n, start, end, view.inode).encode("ascii")
     try:  # a hint is a cache: not synced, and a failed write only leaves no hint
         fsprim.write_atomic(path, data, tmp=f"{path}.tmp.{os.getpid()}", sync=False, sync_folder=False)
-    except OSError:
-        pass
-
-
-def _unlink_quiet(path: str) -> None:
-    try:
-        os.unlink(path)
     except OSError:
         pass
