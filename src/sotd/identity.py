@@ -4,8 +4,8 @@ A process acts as a handle only if at most one agent (claude, codex) lies betwee
 or the top of its process tree when outside a row; a process whose identity names a row must also run
 inside that row's capsule; an ancestry that cannot be read in full is refused.
 
-Shape: ``read_chain`` is the only I/O on /proc (root injectable for fake trees), ``row_named`` reads the
-environment, ``verdict`` is pure, ``check`` glues them. Return codes follow ``sot_require_agent``:
+Shape: ``read_chain`` is the only I/O on /proc (root injectable for fake trees; the stat line is read and
+split by ``sotd.sysprobe``), ``row_named`` reads the environment, ``verdict`` is pure, ``check`` glues them. Return codes follow ``sot_require_agent``:
 0 ok, 1 a second agent, 2 truncated ancestry or not inside the named row's capsule.
 
 What would break it: recognising a capsule or agent by anything but argv (a renamed binary passes), or

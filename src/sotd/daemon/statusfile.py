@@ -3,7 +3,8 @@
 Written atomically (exclusive temp, fsync, rename, folder fsync), so a reader sees the old file or the new
 one, never a torn one. The file alone proves nothing: ``sotd daemon status`` asks the daemon
 (``version.query``), and ``stop`` signals the pid only when its start tick (``/proc/<pid>/stat`` field 22)
-is the one recorded, so a recycled pid is never killed.
+is the one recorded (``sysprobe.start_tick``), so a recycled pid is never killed. The write is
+``fsprim.write_atomic``.
 """
 
 from __future__ import annotations
