@@ -32,6 +32,15 @@ def is_valid(h: object) -> bool:
     return all(ord(c) < 128 and ord(c) in _ALLOWED for c in h)
 
 
+def is_directed(line: Mapping[str, object], handle: str) -> bool:
+    """Mail directed at ``handle`` (what ``unread``, the Stop hook and a wake count): the inbox line's
+    ``to`` is the string ``handle`` and its ``from``, if a string, is not (broadcast copies and
+    self-echoes do not count)."""
+    to = line.get("to")
+    frm = line.get("from")
+    return isinstance(to, str) and to == handle and not (isinstance(frm, str) and frm == handle)
+
+
 def validate(h: object) -> str:
     """``h`` if it is a valid handle, else ``HandleError``."""
     if not is_valid(h):

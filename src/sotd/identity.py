@@ -4,8 +4,8 @@ A process acts as a handle only if at most one agent (claude, codex) lies betwee
 or the top of its process tree when outside a row; a process whose identity names a row must also run
 inside that row's capsule; an ancestry that cannot be read in full is refused.
 
-Shape: ``read_chain`` is the only I/O on /proc (root injectable for fake trees), ``row_named`` reads the
-environment, ``verdict`` is pure, ``check`` glues them. Return codes follow ``sot_require_agent``:
+Shape: ``read_chain`` is the only I/O on /proc (root injectable for fake trees; the stat line is read and
+split by ``sotd.sysprobe``), ``row_named`` reads the environment, ``verdict`` is pure, ``check`` glues them. Return codes follow ``sot_require_agent``:
 0 ok, 1 a second agent, 2 truncated ancestry or not inside the named row's capsule.
 
 What would break it: recognising a capsule or agent by anything but argv (a renamed binary passes), or
@@ -15,6 +15,8 @@ reading past a truncation as if the chain were whole.
 from __future__ import annotations
 
 import os
+
+from sotd import sysprobe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,20 +55,6 @@ def _read_bytes(path: str) -> bytes | None:
         return None
 
 
-def _parent_of(stat: bytes) -> int | None:
-    """The ppid from a /proc/<pid>/stat line: the field after ``) <state> `` (after the LAST ``)``)."""
-    close = stat.rfind(b")")
-    if close < 0:
-        return None
-    fields = stat[close + 1 :].split()
-    if len(fields) < 2:
-        return None
-    raw = fields[1]
-    if not raw.isdigit():
-        return None
-    return int(raw)
-
-
 def read_chain(pid: int | None = None, proc: str = "/proc") -> tuple[list[list[str]], bool]:
     """argv records nearest-first from ``pid`` (default: this process) up to the top; and ``truncated``.
 
@@ -80,14 +68,15 @@ def read_chain(pid: int | None = None, proc: str = "/proc") -> tuple[list[list[s
         if len(records) >= MAX_RECORDS:
             return records, True
         base = os.path.join(proc, str(cur))
-        stat = _read_bytes(os.path.join(base, "stat"))
+        stat = sysprobe.stat_bytes(cur, proc)
         cmdline = _read_bytes(os.path.join(base, "cmdline"))
         if stat is None or not cmdline:
             return records, True
         if cmdline.endswith(b"\0"):
             cmdline = cmdline[:-1]
         records.append([a.decode("utf-8", "surrogateescape") for a in cmdline.split(b"\0")])
-        ppid = _parent_of(stat)
+        fields = sysprobe.split_stat(stat)
+        ppid = None if fields is None else sysprobe.ppid_in(fields[1])
         if ppid is None:
             return records, True
         if ppid <= 1:
@@ -200,18 +189,6 @@ def capsule_names_row(argv: list[str], row: str) -> bool:
     return False
 
 
-def declared_host(environ: Mapping[str, str]) -> str:
-    """``$SOT_SELF_HOST`` verbatim, else the first dot-label of the host name, trimmed and lower-cased."""
-    override = environ.get("SOT_SELF_HOST")
-    if override:
-        return override
-    try:
-        node = os.uname().nodename
-    except (AttributeError, OSError):
-        return ""
-    return node.split(".", 1)[0].strip().lower()
-
-
 def row_named(
     environ: Mapping[str, str], comm_home: str | None = None, declared_host: str | None = None
 ) -> str | None:
@@ -289,7 +266,7 @@ def check(
     host = None
     pinned = env.get("SOT_COMM_SELF_FILE", "")
     if pinned and _basename(pinned).count("__") > 1:
-        host = declared_host(env)
+        host = sysprobe.declared_host(env)
     row = row_named(env, None, host)
     chain, truncated = read_chain(pid, proc)
     return verdict(chain, truncated, row)

@@ -57,7 +57,7 @@ from functools import partial
 from typing import Protocol
 from urllib.parse import unquote
 
-from sotd import _clock
+from sotd import _clock, fsprim
 from sotd.errors import SotdError
 from sotd.jobs import limits as lim
 from sotd.jobs import paths, runner, seccomp, spec
@@ -221,12 +221,7 @@ def _hash_name(policy: str | None) -> str:
 
 
 def _write_json(path: str, obj: object) -> None:
-    tmp = f"{path}.{threading.get_ident()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    fsprim.write_atomic(path, json.dumps(obj).encode(), tmp=f"{path}.{threading.get_ident()}.tmp", mode=0o666, sync_folder=False)  # fmt: skip
 
 
 class Active:

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import os
 
+# This box's declared host has one home, ``sysprobe.declared_host``; the daemon and the CLI's routing call it
+# by this name (an import, not a copy).
+from sotd.sysprobe import declared_host as self_host
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 SOCKET_NAME = "sotd.sock"
+
+__all__ = ["SOCKET_NAME", "default_socket", "log_path", "self_host", "socket_path", "status_path"]
 
 
 def default_socket(environ: Mapping[str, str]) -> str:
@@ -36,15 +42,3 @@ def status_path(socket: str) -> str:
 def log_path(socket: str) -> str:
     """The log file beside ``socket``."""
     return os.path.join(os.path.dirname(socket), os.path.basename(socket) + ".log")
-
-
-def self_host(environ: Mapping[str, str]) -> str:
-    """This box's declared host: ``$SOT_SELF_HOST`` verbatim, else the host name's first label, lower-cased
-    ("" when it cannot be read). The same rule as ``sotd comm``'s context (behaviour 1.1)."""
-    if environ.get("SOT_SELF_HOST"):
-        return environ["SOT_SELF_HOST"]
-    try:
-        name = os.uname().nodename
-    except OSError:
-        return ""
-    return name.split(".", 1)[0].strip().lower()

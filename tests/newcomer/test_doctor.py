@@ -159,7 +159,7 @@ def test_registry_unreadable(box: Box) -> None:
 def _dead_holder() -> holder.Holder:
     """A holder record of a process of this box that has exited (proof of death: its /proc is gone)."""
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    tick = holder.start_tick(p.pid)
+    tick = holder.start_field(p.pid)
     me = holder.own("testhost")
     p.kill()
     p.wait()

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from sotd import sysprobe
 from sotd.errors import LockFailed
 from sotd.formats import holder
 from sotd.formats.holder import DEAD, UNPROVABLE, Holder
@@ -106,7 +107,7 @@ def start_in_namespace(
     if machine_id is not None:
         p = tmp_path / "fake_machine_id"
         p.write_text(machine_id + "\n")
-        binds.append(f"mount --bind {p} {holder.MACHINE_ID_PATH}")
+        binds.append(f"mount --bind {p} {sysprobe.MACHINE_ID_PATH}")
     script = " && ".join([*binds, 'exec "$0" -c "$1" "$2" "$3"'])
     env = dict(os.environ)
     env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")

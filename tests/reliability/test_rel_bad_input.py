@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sotd import handles
 from sotd.cli.common import Context
 from sotd.cli.poll import read_batch
 from sotd.errors import FormatError, LockFailed, RegistryUnreadable
@@ -99,8 +100,9 @@ def test_random_registry_reads_and_refuses_to_write(scratch: Layout, data: bytes
         doc = None
     else:
         assert isinstance(doc, dict) and isinstance(registry.agents_of(doc), dict)
-        for entry in registry.agents_of(doc).values():
-            registry.is_live(entry)  # any shape: a bool, never a crash
+        for name, entry in registry.agents_of(doc).items():
+            row = registry.AgentRow(name, entry)  # any shape: a bool and a verdict, never a crash
+            assert row.is_live() in (True, False) and row.verdict() in registry.VERDICTS
     ino = os.stat(scratch.registry).st_ino
     try:
         registry.update(
@@ -167,7 +169,7 @@ def test_random_inbox_reads_complete_lines_only(scratch: Layout, data: bytes, cu
         assert shown is None or isinstance(shown, str)
         obj = inbox.decode_line(raw)
         if obj is not None:
-            inbox.is_directed(obj, "alpha")
+            handles.is_directed(obj, "alpha")
     with open(scratch.inbox("alpha"), "rb") as f:
         assert f.read() == data
 
@@ -182,7 +184,7 @@ def test_random_inbox_through_poll_and_unread(tmp_path: object, data: bytes) -> 
     assert (u.code, u.err) == (0, ""), u
     lines = inbox.complete_lines(data)
     objs = [o for o in (inbox.decode_line(x) for x in lines) if o is not None]
-    assert int(u.out) == sum(inbox.is_directed(o, "alpha") for o in objs)
+    assert int(u.out) == sum(handles.is_directed(o, "alpha") for o in objs)
     p = a.run("poll")
     assert (p.code, p.err) == (0, ""), p
     shown = [t for t in (showline.show_line(x) for x in lines) if t is not None]

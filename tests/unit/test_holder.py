@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sotd import sysprobe
 from sotd.errors import FormatError
 from sotd.formats import holder
 from sotd.formats.holder import ALIVE, DEAD, UNPROVABLE, Holder
@@ -67,8 +68,8 @@ class FakeBox:
 @pytest.fixture
 def box(tmp_path, monkeypatch) -> FakeBox:
     fb = FakeBox(str(tmp_path))
-    monkeypatch.setattr(holder, "PROC", fb.proc)
-    monkeypatch.setattr(holder, "MACHINE_ID_PATH", fb.machine_path)
+    monkeypatch.setattr(sysprobe, "PROC", fb.proc)
+    monkeypatch.setattr(sysprobe, "MACHINE_ID_PATH", fb.machine_path)
     return fb
 
 
@@ -90,13 +91,13 @@ def box(tmp_path, monkeypatch) -> FakeBox:
 )
 def test_6_1_machine_id_first_line_trimmed_else_dash(box, content, want):
     box.machine(content)
-    assert holder.machine_id() == want
+    assert holder.machine_field() == want
 
 
 def test_6_1_boot_id_read_from_proc_else_dash(box):
-    assert holder.boot_id() == "-"
+    assert holder.boot_field() == "-"
     box.boot(BOOT + "\n")
-    assert holder.boot_id() == BOOT
+    assert holder.boot_field() == BOOT
 
 
 @pytest.mark.parametrize(
@@ -111,7 +112,7 @@ def test_6_1_boot_id_read_from_proc_else_dash(box):
 )
 def test_6_1_pidns_is_inode_of_ns_link(box, link, want):
     box.process(4242, "100", ns=link)
-    assert holder.pidns(4242) == want
+    assert holder.pidns_field(4242) == want
 
 
 @pytest.mark.parametrize(
@@ -120,21 +121,21 @@ def test_6_1_pidns_is_inode_of_ns_link(box, link, want):
 )
 def test_6_1_start_tick_is_field_22_counted_after_last_paren(box, comm):
     box.process(77, "987654", comm=comm)
-    assert holder.start_tick(77) == "987654"
+    assert holder.start_field(77) == "987654"
 
 
 def test_6_1_start_tick_unreadable_is_dash(box):
-    assert holder.start_tick(78) == "-"
+    assert holder.start_field(78) == "-"
     os.makedirs(os.path.join(box.proc, "79"))
     with open(os.path.join(box.proc, "79", "stat"), "w") as f:
         f.write("79 (short) S 1 2\n")
-    assert holder.start_tick(79) == "-"
+    assert holder.start_field(79) == "-"
 
 
 def test_6_1_start_tick_real_process_matches_proc():
     with open(f"/proc/{os.getpid()}/stat") as f:
         want = f.read().rsplit(")", 1)[1].split()[19]
-    assert holder.start_tick(os.getpid()) == want
+    assert holder.start_field(os.getpid()) == want
 
 
 # ---------------------------------------------------------------------------------------------- own

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sotd import handles
 from sotd.errors import AppendFailed, InboxBusy
 from sotd.formats import cursor, inbox
 from sotd.formats.layout import Layout
@@ -106,7 +107,7 @@ def test_complete_lines(data: bytes, want: list[bytes]) -> None:
     ],
 )
 def test_is_directed(obj: dict[str, object], want: bool) -> None:
-    assert inbox.is_directed(obj, "a") is want
+    assert handles.is_directed(obj, "a") is want
 
 
 # ---------------------------------------------------------------------------------------------- bounds

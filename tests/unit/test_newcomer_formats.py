@@ -9,7 +9,8 @@ import pytest
 
 from sotd.errors import AppendFailed
 from sotd.formats import inbox
-from sotd.formats.layout import Layout, ensure_home, is_open
+from sotd.formats.layout import Layout, ensure_home
+from sotd.fsprim import is_open
 
 pytestmark = pytest.mark.unit
 

@@ -141,3 +141,25 @@ def test_a_full_scan_that_accepts_the_cursor_leaves_a_hint_for_its_line(tmp_path
     readhint.write(lay, "h", text, view, 2)
     again = readhint.read(lay, "h", text)
     assert again is not None and again.base == 2 and again.lines == [b'{"n":3}']
+
+
+def _line(n: int) -> bytes:
+    return b'{"from":"x","to":"a","msg":"m%d","ts":"2026-01-01T00:00:0%dZ"}' % (n, n)
+
+
+@pytest.mark.parametrize(
+    ("base", "cursor_text", "want"),
+    [
+        (2, "anything at all", 2),  # a hint that checked out: the cursor was judged when it was written
+        (0, "", 0),
+        (0, "2 " + cursor.line_hash(_line(2)), 2),
+        (0, "2 deadbeef", 1),  # a hashed cursor whose line changed steps back one
+        (0, "9", 0),  # past the end: from the start
+    ],
+)
+def test_view_shown_is_where_unread_mail_starts(base: int, cursor_text: str, want: int) -> None:
+    lines = [_line(n) for n in (1, 2, 3)]
+    view = readhint.View(base, lines[base:], lines[base - 1] if base else None, 0, 0)
+    notes: list[str] = []
+    assert view.shown(cursor_text, "a", notes.append) == want
+    assert bool(notes) is (cursor_text == "2 deadbeef")

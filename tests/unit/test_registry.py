@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sotd import _clock
+from sotd import _clock, fsprim
 from sotd.errors import HandleError, RegistryUnreadable, RegistryWriteFailed
-from sotd.formats import atomic, registry
+from sotd.formats import registry
 from sotd.formats.layout import Layout
 
 pytestmark = pytest.mark.unit
@@ -268,12 +268,47 @@ NOW = 1_780_000_000.0
     ],
 )
 def test_6_2_liveness(last_seen: object, live: bool) -> None:
-    assert registry.is_live({"last_seen": last_seen}, NOW) is live
+    assert registry.AgentRow("a", {"last_seen": last_seen}).is_live(NOW) is live
 
 
 @pytest.mark.parametrize("entry", [None, "x", [], {}, {"last_seen": None}])
 def test_6_2_liveness_bad_shapes(entry: object) -> None:
-    assert registry.is_live(entry, NOW) is False
+    assert registry.AgentRow("a", entry).is_live(NOW) is False
+
+
+_FRESH = _clock.stamp(NOW - 5)
+_OLD = _clock.stamp(NOW - 700)
+
+
+@pytest.mark.parametrize(
+    ("entry", "want"),
+    [
+        # behaviour 2.3 step 5 (no object, no host) comes before step 6 (not fresh)
+        (None, registry.UNLISTED),
+        ("x", registry.UNLISTED),
+        ({}, registry.UNLISTED),
+        ({"last_seen": _FRESH}, registry.UNLISTED),
+        ({"host": "", "last_seen": _FRESH}, registry.UNLISTED),
+        ({"host": None, "last_seen": _FRESH}, registry.UNLISTED),
+        ({"host": "", "last_seen": _OLD}, registry.UNLISTED),
+        ({"host": "boxa"}, registry.NOT_LIVE),
+        ({"host": "boxa", "last_seen": _OLD}, registry.NOT_LIVE),
+        ({"host": "boxa", "last_seen": "yesterday"}, registry.NOT_LIVE),
+        ({"host": "boxa", "last_seen": _FRESH}, registry.LIVE),
+        ({"host": 7, "last_seen": _FRESH}, registry.LIVE),  # any truthy host is a host, as the daemon read it
+    ],
+)
+def test_2_3_row_verdict_order(entry: object, want: str) -> None:
+    row = registry.AgentRow("a", entry)
+    assert row.verdict(NOW) == want
+    assert row.listed is isinstance(entry, dict)
+
+
+def test_agent_row_of_reads_the_named_entry() -> None:
+    agents: dict[str, object] = {"a": {"host": "boxa", "last_seen": _FRESH}}
+    assert registry.AgentRow.of(agents, "a").verdict(NOW) == registry.LIVE
+    missing = registry.AgentRow.of(agents, "b")
+    assert (missing.name, missing.entry, missing.verdict(NOW)) == ("b", None, registry.UNLISTED)
 
 
 # ------------------------------------------------------------------------------------------ ensure (6.3)
@@ -422,7 +457,7 @@ def test_6_2_failed_write_exact_text_bytes_and_inode_kept(
     registry.ensure(lay)
     registry.update_locked(lay, add("old"))  # type: ignore[arg-type]
     before = snapshot(lay)
-    monkeypatch.setattr(atomic, target, _fail(errno.EIO, "Input/output error"))
+    monkeypatch.setattr(fsprim, target, _fail(errno.EIO, "Input/output error"))
     with pytest.raises(RegistryWriteFailed) as ei:
         registry.update_locked(lay, add("new"))  # type: ignore[arg-type]
     assert ei.value.message == want
@@ -433,8 +468,8 @@ def test_6_2_failed_write_exact_text_bytes_and_inode_kept(
 def test_6_2_check_refuses_bad_readback(lay: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
     registry.ensure(lay)
     before = snapshot(lay)
-    real = atomic.write_all
-    monkeypatch.setattr(atomic, "write_all", lambda fd, data: real(fd, data[:-5]))
+    real = fsprim.write_all
+    monkeypatch.setattr(fsprim, "write_all", lambda fd, data: real(fd, data[:-5]))
     with pytest.raises(RegistryWriteFailed) as ei:
         registry.update_locked(lay, add("x"))  # type: ignore[arg-type]
     assert ei.value.message == registry.READ_OR_UPDATE_FAILED
@@ -524,7 +559,7 @@ def test_6_2_touch_only_existing_row(lay: Layout) -> None:
 
 def test_6_2_update_failure_releases_the_lock(lay: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
     registry.ensure(lay)
-    monkeypatch.setattr(atomic, "_fsync", _fail(errno.EIO, "Input/output error"))
+    monkeypatch.setattr(fsprim, "_fsync", _fail(errno.EIO, "Input/output error"))
     with pytest.raises(RegistryWriteFailed):
         registry.update(lay, "testhost", add("a"), bound=1)  # type: ignore[arg-type]
     assert not os.path.exists(lay.reglock)

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sotd import fsprim
 from sotd.errors import HandleError, SelfFileError
-from sotd.formats import atomic, selffile
+from sotd.formats import selffile
 
 pytestmark = pytest.mark.unit
 
@@ -106,7 +107,7 @@ def test_6_7_write_failure_temp_removed_original_untouched(
     def bad(*a: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(atomic, step, bad)
+    monkeypatch.setattr(fsprim, step, bad)
     with pytest.raises(SelfFileError) as ei:
         selffile.write(path, "proj-box", "proj", ROOT)
     assert "No space left on device" in ei.value.message
@@ -118,13 +119,13 @@ def test_6_7_write_failure_temp_removed_original_untouched(
 
 def test_6_7_write_uses_tmp_xxxxxx_name(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
-    real = atomic._rename
+    real = fsprim._rename
 
     def spy(src: str, dst: str) -> None:
         seen.append(src)
         real(src, dst)
 
-    monkeypatch.setattr(atomic, "_rename", spy)
+    monkeypatch.setattr(fsprim, "_rename", spy)
     selffile.write(path, "proj-box", "proj", ROOT)
     assert len(seen) == 1 and seen[0].startswith(path + ".tmp.") and len(seen[0]) == len(path) + 11
 

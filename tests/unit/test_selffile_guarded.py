@@ -6,8 +6,9 @@ import os
 
 import pytest
 
+from sotd import fsprim
 from sotd.errors import SelfFileError
-from sotd.formats import atomic, selffile
+from sotd.formats import selffile
 
 pytestmark = pytest.mark.unit
 
@@ -34,14 +35,14 @@ def test_writes_an_empty_slot_and_one_of_the_same_project(path: str) -> None:
 
 def test_a_claim_that_lands_after_the_temp_was_written_is_kept(path: str, monkeypatch) -> None:
     claim = b"other\nrepo=other\nroot=/srv/other\n"
-    real = atomic.write_all
+    real = fsprim.write_all
 
     def write_then_claim(fd: int, data: bytes) -> None:
         real(fd, data)
         with open(path, "wb") as f:  # another session claims the slot while the join is writing
             f.write(claim)
 
-    monkeypatch.setattr(atomic, "write_all", write_then_claim)
+    monkeypatch.setattr(fsprim, "write_all", write_then_claim)
     with pytest.raises(SelfFileError) as ei:
         selffile.write_guarded(path, "proj-box", "proj", ROOT)
     assert ei.value.code == selffile.SLOT_CLAIMED

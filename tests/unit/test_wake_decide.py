@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from sotd import handles
 from sotd._clock import stamp
 from sotd.formats import cursor as cursor_format
 from sotd.formats import inbox as inbox_format
@@ -131,7 +132,7 @@ def test_scan_uses_the_offset_it_is_given() -> None:
 def test_directed_agrees_with_the_inbox_format() -> None:
     for raw in [*MIXED, b"", b"[1]", line(None, "b"), line("b", None)]:
         obj = inbox_format.decode_line(raw)
-        assert directed(raw, "b") == (obj is not None and inbox_format.is_directed(obj, "b")), raw
+        assert directed(raw, "b") == (obj is not None and handles.is_directed(obj, "b")), raw
 
 
 def test_scan_matches_the_unread_command() -> None:

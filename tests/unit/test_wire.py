@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sotd.errors import SotdError, WireError
+from sotd.wire import messages
 from sotd.wire.framing import MAX_LINE, Decoder, Envelope, decode_line, encode
 from sotd.wire.messages import OneShot, comm_file_payload, hello_payload, os_user_for_uid
 
@@ -266,6 +267,8 @@ def test_hello_role_is_checked():
 def test_comm_file_payload():
     assert comm_file_payload("a", "b", "hi") == {"from": "a", "to": "b", "text": "hi", "broadcast": False}
     assert comm_file_payload("a", "", "hi", broadcast=True, forwarded=True)["forwarded"] is True
+    got = comm_file_payload("a", "b", "hi", expires=12.5)
+    assert list(got) == ["from", "to", "text", "broadcast", "expires"] and got["expires"] == 12.5
 
 
 # -------------------------------------------------------------------------------------------- one-shot
@@ -349,3 +352,11 @@ def test_oneshot_answer_then_garbage_in_one_read_is_the_answer():
     s = shot()
     assert s.feed(res(2, "comm.file", {"ok": True}) + b"<html>\n")
     assert s.response == {"ok": True}
+
+
+def test_roles_one_home_the_specs_five_and_ours_among_them() -> None:
+    # behaviour 2.2: roles fe | bridge | cli | agent, and link for hub links (0.7.0)
+    assert messages.ROLES == ("fe", "bridge", "cli", "agent", "link")
+    assert set(messages.CLIENT_ROLES) <= set(messages.ROLES)
+    with pytest.raises(ValueError, match="hello role must be one of agent, cli, link"):
+        messages.hello_payload(host="boxa", os_user="uid:1000", role="fe")

@@ -88,6 +88,8 @@ def check_private(path: str) -> None:
     """``BridgeRefused`` unless ``path`` is a socket of this uid in a private folder of this uid."""
     import stat
 
+    from sotd import fsprim
+
     uid = os.geteuid()
     folder = os.path.dirname(os.path.abspath(path))
     try:
@@ -96,7 +98,7 @@ def check_private(path: str) -> None:
         raise BridgeRefused(f"no daemon socket at {path} ({e.strerror or e})") from None
     if not stat.S_ISDIR(st.st_mode):
         raise BridgeRefused(f"refusing {path}: {folder} is not a folder")
-    if st.st_uid != uid or st.st_mode & 0o077:
+    if not fsprim.owned_private(st, uid):
         raise BridgeRefused(
             f"refusing {path}: its folder {folder} is not private to this account "
             f"(mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}; want 0700, uid {uid})"

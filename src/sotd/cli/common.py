@@ -44,15 +44,11 @@ def err(line: str) -> None:
     _write(sys.stderr, line + "\n")
 
 
-def declared_host(environ: Mapping[str, str]) -> str:
-    """``$SOT_SELF_HOST`` verbatim, else the first label of the host name, trimmed and lower-cased."""
-    if environ.get("SOT_SELF_HOST"):
-        return environ["SOT_SELF_HOST"]
-    try:
-        name = os.uname().nodename
-    except OSError:
-        name = ""
-    host = name.split(".", 1)[0].strip().lower()
+def host_or_refuse(environ: Mapping[str, str]) -> str:
+    """The declared host (``sysprobe.declared_host``), or a refusal when it cannot be read."""
+    from sotd import sysprobe
+
+    host = sysprobe.declared_host(environ)
     if not host:
         raise SotdError(
             "comm-context: could not establish this box's declared host (see the reason above); aborting "
@@ -106,7 +102,7 @@ class Context:
         env = os.environ if environ is None else environ
         self.environ = env
         self.layout = Layout.from_env(dict(env))
-        self.host = declared_host(env)
+        self.host = host_or_refuse(env)
         self.handle_host = handle_host(env)
         self.workspace_id = env.get("SOT_WORKSPACE_ID", "")
         try:

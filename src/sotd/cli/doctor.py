@@ -75,6 +75,7 @@ class Report:
 
 def check_folder(lay: Layout, env: dict[str, str], rep: Report) -> bool:
     """The folder and its modes. False when there is no folder (the folder checks stop there)."""
+    from sotd import fsprim
     from sotd.formats import layout as layout_mod
 
     if not os.path.isdir(lay.home):
@@ -93,7 +94,7 @@ def check_folder(lay: Layout, env: dict[str, str], rep: Report) -> bool:
         mode = os.lstat(lay.home).st_mode
     except OSError:
         mode = 0
-    if layout_mod.is_open(mode):  # behaviour 6.0 looks at the folder itself: a private one hides the rest
+    if fsprim.is_open(mode):  # behaviour 6.0 looks at the folder itself: a private one hides the rest
         open_paths.append(f"{lay.home} ({oct(mode & 0o777)})")
     if open_paths:
         rep.add(

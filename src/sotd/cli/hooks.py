@@ -155,11 +155,11 @@ def _identity() -> tuple[int, str | None]:
 
 
 def _write_tick(path: str, value: str) -> bool:
-    from sotd.formats import atomic
+    from sotd import fsprim
 
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        atomic.write_atomic(path, value.encode() + b"\n")
+        fsprim.write_atomic(path, value.encode() + b"\n")
     except OSError:
         return False
     return True

@@ -158,9 +158,9 @@ def relay_text(sotd: str) -> str:
 
 
 def _write(path: str, text: str, mode: int) -> None:
-    from sotd.formats import atomic
+    from sotd import fsprim
 
-    atomic.write_atomic(path, text.encode(), mode=mode)
+    fsprim.write_atomic(path, text.encode(), mode=mode)
     os.chmod(path, mode)
 
 
@@ -461,30 +461,9 @@ def _read_bytes(path: str) -> bytes | None:
 def _replace_keeping_mode(target: str, data: bytes, mode: int) -> None:
     """Replace ``target`` whole (temp beside it, synced, renamed) with ``mode`` set on the temp before the
     rename, whatever the umask."""
-    from sotd.formats import atomic
+    from sotd import fsprim
 
-    tmp = f"{target}.tmp.{os.urandom(3).hex()}"
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    renamed = False
-    try:
-        try:
-            atomic.write_all(fd, data)
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, target)
-        renamed = True
-    finally:
-        if not renamed:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-    try:
-        atomic.fsync_dir(os.path.dirname(target) or ".")
-    except OSError:
-        pass
+    fsprim.write_atomic(target, data, tmp=f"{target}.tmp.{os.urandom(3).hex()}", mode=mode, exact_mode=True)
 
 
 def _load_doc(path: str, data: bytes | None) -> dict[str, object]:

@@ -126,7 +126,7 @@ def run(argv: list[str]) -> int:
     joined = _Joined()
 
     def change(doc: dict[str, object]) -> tuple[bool, None]:
-        agents = doc["agents"]
+        agents = registry.agents_of(doc)
         assert isinstance(agents, dict)
         joined.protocol = doc.get("protocol_version")
         if name is None:
@@ -135,7 +135,7 @@ def run(argv: list[str]) -> int:
             joined.name = d.handle
             if d.qualifier:
                 held = agents.get(d.tier1)
-                joined.tier1_live = isinstance(held, dict) and _clock.is_fresh(held.get("last_seen"))
+                joined.tier1_live = registry.AgentRow(d.tier1, held).is_live()
         else:
             joined.name = name
         joined.previous = agents.get(joined.name)
@@ -243,7 +243,7 @@ def _take_back(ctx: Context, handle: str, written: Mapping[str, object], previou
     outcome: list[str] = []
 
     def change(doc: dict[str, object]) -> tuple[bool, None]:
-        agents = doc["agents"]
+        agents = registry.agents_of(doc)
         assert isinstance(agents, dict)
         cur = agents.get(handle)
         if not isinstance(cur, dict) or any(cur.get(k) != written.get(k) for k in mine):

@@ -40,7 +40,7 @@ def run(argv: list[str]) -> int:
     handles.validate(name)
 
     def change(doc: dict[str, object]) -> tuple[bool, bool]:
-        agents = doc["agents"]
+        agents = registry.agents_of(doc)
         assert isinstance(agents, dict)
         if name in agents:
             del agents[name]

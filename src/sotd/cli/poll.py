@@ -58,7 +58,7 @@ def read_batch(ctx: Context, handle: str, *, warn: Callable[[str], None] = err) 
         return None
     if view.base:
         return Batch(view, view.base)
-    start = cursor.offset(text, view.lines, handle, err)
+    start = view.shown(text, handle, err)
     if start and text.startswith(f"{start} "):
         # a full scan that accepted a hashed cursor as it stands: leave a hint so the next reader (the
         # Stop hook's unread count, every turn) starts at this line instead of byte 0

@@ -59,18 +59,18 @@ class _Sender:
     def deliver(self, target: str, text: str, *, broadcast: bool) -> str | None:
         """File one copy; None when filed, else the FAILED reason. Prints the ``filed`` line itself."""
         from sotd import handles
+        from sotd.formats import registry
 
         if self.agents is None:
             return f"the registry could not be read, so @{target} could not be routed; nothing was sent"
         if not handles.is_valid(target):
             return f'not a handle: "{target}"'
-        row = self.agents.get(target)
-        host = row.get("host") if isinstance(row, dict) else None
-        if not isinstance(row, dict) or not host:
+        verdict = registry.AgentRow.of(self.agents, target).verdict()
+        if verdict == registry.UNLISTED:
             if broadcast:
                 return f"no such handle: {target}"
             return self.relay(target, text)
-        if not _clock.is_fresh(row.get("last_seen")):
+        if verdict == registry.NOT_LIVE:
             return f"no live session holds @{target}"
         if not self.local:
             return self.via_daemon(target, text, broadcast=broadcast)
@@ -131,16 +131,14 @@ class _Sender:
 
     def _file(self, endpoint: str, target: str, text: str, broadcast: bool) -> str | None:
         from sotd.cli import daemonlink
+        from sotd.wire import messages
 
         # ``expires``: when this send stops waiting (D6: 5 s from the dial), so a daemon that gets the
         # frame late refuses it rather than file mail this command already reported as FAILED
-        payload = {
-            "from": self.ctx.name,
-            "to": target,
-            "text": text,
-            "broadcast": broadcast,
-            "expires": round(_clock.now() + daemonlink.VERDICT_S, 3),
-        }
+        expires = round(_clock.now() + daemonlink.VERDICT_S, 3)
+        payload = messages.comm_file_payload(
+            self.ctx.name, target, text, broadcast=broadcast, expires=expires
+        )
         try:
             answer = daemonlink.call(self.ctx, endpoint, "comm.file", payload)
         except SotdError as e:

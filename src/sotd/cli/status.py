@@ -62,7 +62,7 @@ def run(argv: list[str]) -> int:
     outcome: dict[str, str] = {}
 
     def change(doc: dict[str, object]) -> tuple[bool, None]:
-        agents = doc["agents"]
+        agents = registry.agents_of(doc)
         assert isinstance(agents, dict)
         entry = agents.get(name)
         if not isinstance(entry, dict):
@@ -107,9 +107,9 @@ def run(argv: list[str]) -> int:
 
 
 def _save_transcript(ctx: Context, name: str, path: str) -> None:
-    from sotd.formats import atomic
+    from sotd import fsprim
 
     try:
-        atomic.write_atomic(ctx.layout.state(f"transcript-{name}.path"), path.encode() + b"\n")
+        fsprim.write_atomic(ctx.layout.state(f"transcript-{name}.path"), path.encode() + b"\n")
     except OSError:
         pass

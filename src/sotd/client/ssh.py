@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import time
 
+from sotd import fsprim
 from sotd.errors import DaemonUnreachable, WireError
 from sotd.wire.messages import OneShot
 
@@ -93,7 +94,6 @@ def fallback_control_dir(environ: Mapping[str, str]) -> str:
 
 def _private_dir(path: str) -> bool:
     """Make ``path`` (0700) if missing; True when it is a real folder, ours, with no group/other bits."""
-    import stat
 
     try:
         os.mkdir(path, 0o700)
@@ -105,7 +105,7 @@ def _private_dir(path: str) -> bool:
         st = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
+    return fsprim.is_private_folder(st, os.geteuid())
 
 
 def control_dir(environ: Mapping[str, str]) -> str | None:

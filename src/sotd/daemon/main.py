@@ -30,7 +30,7 @@ import sys
 import time
 from typing import Any
 
-from sotd import __version__, cmdtable, runtime, topology
+from sotd import __version__, cmdtable, runtime, sysprobe, topology
 from sotd.daemon import heartbeat as heartbeat_mod
 from sotd.daemon import hub as hub_mod
 from sotd.daemon import ocxnode as ocxnode_mod
@@ -361,7 +361,7 @@ class Daemon:
     def _status_doc(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
-            "start_tick": statusfile.start_tick(os.getpid()),
+            "start_tick": sysprobe.start_tick(os.getpid()),
             "socket": self.socket_path,
             "version": __version__,
             "host": self.host,

@@ -113,11 +113,10 @@ def registry_verdict(
         return refusal(
             FILE_FAILED, f"the registry could not be read, so @{to} is unverified; nothing was filed"
         )
-    row = agents.get(to)
-    host = row.get("host") if isinstance(row, dict) else None
-    if not isinstance(row, dict) or not host:
+    verdict = registry.AgentRow.of(agents, to).verdict(now)
+    if verdict == registry.UNLISTED:
         return {**refusal(NOT_HERE, not_here_text(to)), UNLISTED: True}
-    if not _clock.is_fresh(row.get("last_seen"), now):
+    if verdict == registry.NOT_LIVE:
         return refusal(NO_LIVE, f"no live session holds @{to}")
     return None
 

@@ -35,11 +35,11 @@ import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from sotd import _clock, handles
+from sotd import _clock, fsprim, handles
 from sotd.daemon import regturn
 from sotd.daemon.ops import OK, quoted, refusal
 from sotd.errors import SotdError
-from sotd.formats import atomic, registry, selffile
+from sotd.formats import registry, selffile
 from sotd.terminal import decide, prompt
 from sotd.terminal.tmux import Tmux, TmuxError, Window
 
@@ -271,7 +271,7 @@ class Rows:
         d = self.ws_dir(row.id)
         os.makedirs(d, mode=0o700, exist_ok=True)
         data = (json.dumps(asdict(row), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-        atomic.write_atomic(os.path.join(d, RECORD), data)
+        fsprim.write_atomic(os.path.join(d, RECORD), data)
 
     def load(self) -> list[Row]:
         """Every readable record (blocking); an unreadable one is logged and skipped."""

@@ -34,7 +34,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sotd import __version__
+from sotd import __version__, fsprim
 from sotd.errors import SotdError, WireError
 from sotd.wire import messages
 from sotd.wire.framing import Decoder, Envelope, encode
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sotd")
 
-ROLES = ("fe", "bridge", "cli", "agent", "link")
+ROLES = messages.ROLES  # one home: the spec's roles live in wire/messages.py
 HELLO_WAIT_S = 10.0  # a connection that says nothing this long after connecting is closed
 IDLE_WAIT_S = 60.0  # a one-shot client (role cli/agent) silent this long after hello, nothing in flight
 ONE_SHOT_ROLES = ("cli", "agent")  # fe, bridge and link connections wait for events by design
@@ -193,7 +193,7 @@ def prepare_folder(path: str) -> None:
     uid = os.geteuid()
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
         raise SotdError(f"refusing to serve {path}: its folder {folder} is not a folder of this account")
-    if st.st_mode & 0o077:
+    if fsprim.is_open(st.st_mode):
         os.chmod(folder, 0o700)
     try:
         st = os.lstat(path)

@@ -3,7 +3,8 @@
 Written atomically (exclusive temp, fsync, rename, folder fsync), so a reader sees the old file or the new
 one, never a torn one. The file alone proves nothing: ``sotd daemon status`` asks the daemon
 (``version.query``), and ``stop`` signals the pid only when its start tick (``/proc/<pid>/stat`` field 22)
-is the one recorded, so a recycled pid is never killed.
+is the one recorded (``sysprobe.start_tick``), so a recycled pid is never killed. The write is
+``fsprim.write_atomic``.
 """
 
 from __future__ import annotations
@@ -13,45 +14,12 @@ import json
 import os
 from typing import Any
 
-
-def start_tick(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    rest = data[data.rfind(b")") + 2 :].split()
-    # rest[0] is field 3 (state); field 22 is rest[19]
-    if len(rest) < 20:
-        return None
-    return rest[19].decode("ascii", "replace")
+from sotd import fsprim, sysprobe
 
 
 def write(path: str, doc: dict[str, Any]) -> None:
     data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.rename(tmp, path)
-    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsprim.write_atomic(path, data, tmp=f"{path}.{os.getpid()}.tmp")
 
 
 def read(path: str) -> dict[str, Any] | None:
@@ -78,4 +46,4 @@ def same_process(doc: dict[str, Any]) -> bool:
     tick = doc.get("start_tick")
     if type(pid) is not int or pid <= 0 or not isinstance(tick, str):
         return False
-    return start_tick(pid) == tick
+    return sysprobe.start_tick(pid) == tick

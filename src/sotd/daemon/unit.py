@@ -21,6 +21,8 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
+from sotd import fsprim
+
 UNIT_NAME = "sotd.service"
 CARRIED = ("SOT_COMM_HOME", "SOT_SELF_HOST", "SOT_HOSTS_TOML", "SOT_BACKEND_LABEL")
 SYSTEMCTL_S = 20.0
@@ -92,14 +94,7 @@ def _systemctl(*args: str) -> tuple[bool, str]:
 
 def _write(path: str, text: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)
+    fsprim.write_atomic(path, text.encode(), tmp=f"{path}.tmp.{os.getpid()}", mode=0o644, sync_folder=False)
 
 
 def install(socket_path: str, environ: Mapping[str, str], *, running_pid: object = None) -> int:

@@ -14,10 +14,11 @@ safe, but a torn count could skip).
 
 from __future__ import annotations
 
+import errno
 import os
 
+from sotd import fsprim
 from sotd.errors import SotdError
-from sotd.formats import atomic
 from sotd.formats.cksum import cksum
 
 TYPE_CHECKING = False
@@ -145,21 +146,13 @@ def write(layout: Layout, handle: str, count: int, last_line: bytes | None) -> N
     tmp = _tmp_path(layout, handle)
     try:
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        except FileNotFoundError:
+            fsprim.write_atomic(path, data, tmp=tmp, sync_folder=False)
+        except fsprim.AtomicStepError as e:
+            if e.step != "write" or e.errno != errno.ENOENT:
+                raise
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            atomic.write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
+            fsprim.write_atomic(path, data, tmp=tmp, sync_folder=False)
     except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise SotdError(
             f"the read cursor {path} could not be written: {e.strerror or e}", code="cursor_failed"
         ) from e

@@ -9,18 +9,17 @@ proves a death, so a frozen or foreign holder is never forced.
 What would break it: treating ``-`` as equal to ``-``, or a machine id that two live machines share
 (clones); an empty or ``uninitialized`` machine id is therefore ``-``.
 
-Seams: ``PROC`` and ``MACHINE_ID_PATH`` are read at call time, so a unit test can point them at a fake tree.
+The probes themselves (``/proc``, ``/etc/machine-id``) live in ``sotd.sysprobe``; this module turns their
+``None`` into the record's ``-``. Seams: ``sysprobe.PROC`` and ``sysprobe.MACHINE_ID_PATH``.
 """
 
 from __future__ import annotations
 
 import os
 
+from sotd import sysprobe
 from sotd.errors import FormatError
 from sotd.formats.layout import safe_component
-
-PROC = "/proc"
-MACHINE_ID_PATH = "/etc/machine-id"
 
 DEAD = "DEAD"
 ALIVE = "ALIVE"
@@ -51,63 +50,25 @@ def _field(raw: str) -> str:
     return s
 
 
-def _first_line(path: str) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(4096)
-    except (OSError, ValueError):
-        return None
-    return data.split(b"\n", 1)[0].decode("utf-8", "replace")
+def machine_field() -> str:
+    """This machine's id as a proof field (``sysprobe.machine_id``); unreadable, empty or
+    ``uninitialized`` is ``-``."""
+    return _field(sysprobe.machine_id() or "")
 
 
-def machine_id() -> str:
-    """First line of ``/etc/machine-id``; unreadable, empty or ``uninitialized`` is ``-``."""
-    line = _first_line(MACHINE_ID_PATH)
-    if line is None or line.strip() == "uninitialized":
-        return _NONE
-    return _field(line)
+def boot_field() -> str:
+    """The kernel's boot id as a proof field (``sysprobe.boot_id``), else ``-``."""
+    return _field(sysprobe.boot_id() or "")
 
 
-def boot_id() -> str:
-    """The kernel's boot id (``/proc/sys/kernel/random/boot_id``), else ``-``."""
-    line = _first_line(os.path.join(PROC, "sys", "kernel", "random", "boot_id"))
-    return _NONE if line is None else _field(line)
+def pidns_field(pid: int | str) -> str:
+    """The pid namespace's inode number as a proof field (``sysprobe.pidns``), else ``-``."""
+    return sysprobe.pidns(pid) or _NONE
 
 
-def pidns(pid: int | str) -> str:
-    """The inode number in the ``/proc/<pid>/ns/pid`` link (``pid:[N]``), else ``-``."""
-    try:
-        target = os.readlink(os.path.join(PROC, str(pid), "ns", "pid"))
-    except (OSError, ValueError):
-        return _NONE
-    if target.startswith("pid:[") and target.endswith("]"):
-        n = target[5:-1]
-        if n.isascii() and n.isdigit():
-            return n
-    return _NONE
-
-
-def _stat_fields(pid: int | str) -> tuple[str, list[str]] | None:
-    """(first field, fields after the last ``)``) of ``/proc/<pid>/stat``, or None."""
-    try:
-        with open(os.path.join(PROC, str(pid), "stat"), "rb") as f:
-            data = f.read(8192)
-    except (OSError, ValueError):
-        return None
-    text = data.decode("utf-8", "replace")
-    head, sep, tail = text.rpartition(")")
-    if not sep:
-        return None
-    return head.split(" (", 1)[0].strip(), tail.split()
-
-
-def start_tick(pid: int | str) -> str:
-    """Field 22 of ``/proc/<pid>/stat`` (the 20th after the last ``)``), in clock ticks, else ``-``."""
-    got = _stat_fields(pid)
-    if got is None or len(got[1]) < 20:
-        return _NONE
-    tick = got[1][19]
-    return tick if tick.isascii() and tick.isdigit() else _NONE
+def start_field(pid: int | str) -> str:
+    """The process's start tick as a proof field (``sysprobe.start_tick``), else ``-``."""
+    return sysprobe.start_tick(pid) or _NONE
 
 
 class Holder:
@@ -171,9 +132,9 @@ def own(host: str, *, proven: bool = True) -> Holder:
     name = safe_component(host) or _NONE
     pid = os.getpid()
     if proven:
-        got = _stat_fields("self")
+        got = sysprobe.stat_of("self")
         if got is not None and got[0] == str(pid):
-            return Holder(name, machine_id(), boot_id(), pidns(pid), pid, start_tick(pid))
+            return Holder(name, machine_field(), boot_field(), pidns_field(pid), pid, start_field(pid))
     return Holder(name, _NONE, _NONE, _NONE, pid, _NONE)
 
 
@@ -187,7 +148,7 @@ def judge(holder: Holder, me: Holder) -> tuple[str, str]:
     if not me.proven():
         return UNPROVABLE, WHY_NO_OWN_PROOF
     if _same(holder.boot, me.boot) and _same(holder.pidns, me.pidns):
-        tick = start_tick(holder.pid)
+        tick = start_field(holder.pid)
         if tick != _NONE:
             if holder.start not in (_NONE, tick):
                 return DEAD, WHY_PID_REUSED
@@ -195,7 +156,7 @@ def judge(holder: Holder, me: Holder) -> tuple[str, str]:
                 return ALIVE, WHY_RUNNING
             return UNPROVABLE, WHY_PROC_UNREADABLE
         try:
-            os.lstat(os.path.join(PROC, str(holder.pid)))
+            os.lstat(os.path.join(sysprobe.PROC, str(holder.pid)))
         except FileNotFoundError:
             return DEAD, WHY_EXITED
         except (OSError, ValueError):
@@ -273,7 +234,7 @@ def mount_for(mountinfo_text: str, path: str) -> tuple[str, str, str, str] | Non
 def vouch(home: str) -> str | None:
     """None when the comm folder's mount proves a fresh read, else the reason of behaviour 6.1."""
     try:
-        with open(os.path.join(PROC, "self", "mountinfo"), "rb") as f:
+        with open(os.path.join(sysprobe.PROC, "self", "mountinfo"), "rb") as f:
             text = f.read().decode("utf-8", "surrogateescape")
     except (OSError, ValueError):
         text = ""

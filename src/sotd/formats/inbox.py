@@ -40,6 +40,7 @@ import os
 import time
 
 from sotd.errors import AppendFailed, InboxBusy, SotdError
+from sotd.handles import is_directed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -98,13 +99,6 @@ def complete_lines(data: bytes) -> list[bytes]:
     if not data:
         return []
     return data.split(b"\n")[:-1]
-
-
-def is_directed(obj: Mapping[str, Any], handle: str) -> bool:
-    """Directed mail for ``handle``: ``to`` is a string equal to it and ``from``, if a string, is not."""
-    to = obj.get("to")
-    frm = obj.get("from")
-    return isinstance(to, str) and to == handle and not (isinstance(frm, str) and frm == handle)
 
 
 # ------------------------------------------------------------------------------------------------- bounds

@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 import stat
 
+# behaviour 6.0's rule (an entry open to group or other) has its home in fsprim.
+from sotd.fsprim import is_open
+
 # Bytes allowed in a file-name component that we derive from outside input (row ids, lock ids).
 SAFE_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
@@ -260,11 +263,6 @@ def _refusal(home: str, environ: dict[str, str] | os._Environ[str] | None) -> st
     return None
 
 
-def is_open(mode: int) -> bool:
-    """Behaviour 6.0's rule: an entry is open when group or other has any permission bit."""
-    return bool(mode & 0o077)
-
-
 class _Tightener:
     __slots__ = ("leftovers",)
 
@@ -292,7 +290,7 @@ class _Tightener:
             after = _lstat(name, dir_fd=dir_fd).st_mode
         except OSError:
             return
-        if after & 0o077 and not stat.S_ISLNK(after):
+        if is_open(after) and not stat.S_ISLNK(after):
             self.leftovers.append((shown, after & 0o7777))
 
     def folder(self, dir_fd: int, name: str, shown: str, kind: str) -> None:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 import sys
 
+from sotd import fsprim
 from sotd.errors import SotdError
-from sotd.formats import atomic, holder
+from sotd.formats import holder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,10 +74,10 @@ def identity_from_mountinfo(mountinfo_text: str, path: str, machine_id: str | No
 
 
 def machine_id_or_none() -> str | None:
-    """This machine's id (``holder.machine_id``: ``/etc/machine-id``); None when unknown or uninitialized."""
+    """This machine's id (``holder.machine_field``: ``/etc/machine-id``); None when unknown or uninitialized."""
     if not sys.platform.startswith("linux"):
         return None
-    return _mid(holder.machine_id()) or None
+    return _mid(holder.machine_field()) or None
 
 
 def lock_identity(folder: str) -> str:
@@ -165,7 +166,7 @@ def _tmp_path(layout: Layout, mid: str) -> str:
 def _write_tmp(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
-        atomic.write_all(fd, data)
+        fsprim.write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -173,20 +174,7 @@ def _write_tmp(path: str, data: bytes) -> None:
 
 def _sync_folder(path: str) -> None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _unlink_quiet(path: str) -> None:
-    try:
-        os.unlink(path)
+        fsprim.fsync_dir(path)
     except OSError:
         pass
 
@@ -218,11 +206,10 @@ def write_for_hub(layout: Layout, own_identity: str, own_mid: str | None) -> str
             return verdict
         tmp = _tmp_path(layout, mid)
         try:
-            _write_tmp(tmp, data)
             if verdict == REPLACE:
-                os.rename(tmp, path)
-                _sync_folder(layout.home)
+                fsprim.write_atomic(path, data, tmp=tmp)
                 return verdict
+            _write_tmp(tmp, data)
             try:
                 os.link(tmp, path)
             except OSError as link_err:
@@ -241,7 +228,7 @@ def write_for_hub(layout: Layout, own_identity: str, own_mid: str | None) -> str
         except OSError as e:
             raise _record_error(layout, e) from e
         finally:
-            _unlink_quiet(tmp)
+            fsprim.unlink_quiet(tmp)
     raise SotdError(
         f"the inbox lock record {path} kept changing while this hub wrote it", code="lock_record_failed"
     )

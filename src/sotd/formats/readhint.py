@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import os
 
+from sotd import fsprim
 from sotd.errors import SotdError
 from sotd.formats import cksum, cursor
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sotd.formats.layout import Layout
 
 MAGIC = "sotd-offset-hint 1"
@@ -52,6 +55,14 @@ class View:
         if n > self.base:
             return self.lines[n - self.base - 1]
         return self.last_line if n == self.base else None
+
+    def shown(self, cursor_text: str, handle: str, note: Callable[[str], None] | None = None) -> int:
+        """How many lines the reader has been shown, so where its unread mail starts: the hint's ``base``
+        when it checked out (the cursor was already judged), else ``cursor.offset`` over every line
+        (behaviour 6.6; ``note`` gets its step-back note)."""
+        if self.base:
+            return self.base
+        return cursor.offset(cursor_text, self.lines, handle, note)
 
 
 def _text_sum(text: str) -> int:
@@ -161,7 +172,7 @@ def write(layout: Layout, handle: str, cursor_text: str, view: View, count: int 
     path = layout.read_hint(handle)
     if n == 0 or last is None:
         if count is None:
-            _unlink_quiet(path)
+            fsprim.unlink_quiet(path)
         return
     if n == view.total:
         end = view.end
@@ -170,20 +181,8 @@ def write(layout: Layout, handle: str, cursor_text: str, view: View, count: int 
     else:
         return
     start = end - len(last) - 1
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, encode(cursor_text, n, start, end, view.inode).encode("ascii"))
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        _unlink_quiet(tmp)
-
-
-def _unlink_quiet(path: str) -> None:
-    try:
-        os.unlink(path)
+    data = encode(cursor_text, n, start, end, view.inode).encode("ascii")
+    try:  # a hint is a cache: not synced, and a failed write only leaves no hint
+        fsprim.write_atomic(path, data, tmp=f"{path}.tmp.{os.getpid()}", sync=False, sync_folder=False)
     except OSError:
         pass

@@ -27,9 +27,8 @@ from __future__ import annotations
 import os
 import time
 
-from sotd import _clock
+from sotd import PROTOCOL_VERSION, _clock, fsprim
 from sotd.errors import HandleError, RegistryUnreadable, RegistryWriteFailed
-from sotd.formats import atomic
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
 
     R = TypeVar("R")
 
-PROTOCOL_VERSION = 1
 # Pauses before each retry (the first retry at once, then two after 100 ms): 4 tries in all.
 RETRY_PAUSES = (0.0, 0.1, 0.1)
 READ_OR_UPDATE_FAILED = "FAILED: the registry could not be read or updated, so nothing was written"
@@ -187,7 +185,7 @@ def ensure(layout: Layout) -> bool:
         ) from e
     try:
         try:
-            atomic.write_all(fd, skeleton())
+            fsprim.write_all(fd, skeleton())
             _fsync(fd)
         finally:
             os.close(fd)
@@ -204,7 +202,7 @@ def ensure(layout: Layout) -> bool:
                 pass
             raise
         try:
-            atomic.fsync_dir(layout.home)
+            fsprim.fsync_dir(layout.home)
         except OSError:
             pass
         return True
@@ -246,8 +244,8 @@ def write_locked(layout: Layout, doc: dict[str, object]) -> None:
     except (TypeError, ValueError) as e:
         raise RegistryWriteFailed(READ_OR_UPDATE_FAILED, hint=str(e)) from e
     try:
-        atomic.write_atomic(layout.registry, data, tmp=layout.registry_tmp, verify=_is_registry)
-    except atomic.AtomicStepError as e:
+        fsprim.write_atomic(layout.registry, data, tmp=layout.registry_tmp, verify=_is_registry)
+    except fsprim.AtomicStepError as e:
         err = e.strerror or str(e)
         if e.step == "flush":
             msg = f"FAILED: the registry update could not be flushed ({err}), so nothing was written"
@@ -343,20 +341,59 @@ def touch(layout: Layout, host: str, handle: str, *, bound: float = 1.0) -> bool
     return touched
 
 
-def is_live(entry: object, now: float | None = None) -> bool:
-    """A row is live when its ``last_seen`` is a well-shaped stamp under 600 s old (6.2)."""
-    return isinstance(entry, dict) and _clock.is_fresh(entry.get("last_seen"), now)
+# ---------------------------------------------------------------------------------------------- a row
+
+# What a registry row says to a sender (behaviour 2.3 steps 5-6, in this order; ``sotd comm send`` 1.4).
+UNLISTED = "unlisted"  # no entry, or its host is missing or "": no box knows the handle
+NOT_LIVE = "not_live"  # listed, but its last_seen is not fresh: no live session holds it
+LIVE = "live"
+VERDICTS = (UNLISTED, NOT_LIVE, LIVE)
+
+
+class AgentRow:
+    """A read-only view of one registry entry (``agents[name]``, whatever it holds), with the rules that
+    read it: liveness (6.2) and the sender's verdict (2.3). Nothing else re-derives them."""
+
+    __slots__ = ("entry", "name")
+
+    def __init__(self, name: str, entry: object) -> None:
+        self.name = name
+        self.entry = entry
+
+    @classmethod
+    def of(cls, agents: dict[str, object], name: str) -> AgentRow:
+        """The row ``name`` of an ``agents`` object (``agents_of``), present or not."""
+        return cls(name, agents.get(name))
+
+    @property
+    def listed(self) -> bool:
+        """The entry is an object (anything else is no row)."""
+        return isinstance(self.entry, dict)
+
+    def is_live(self, now: float | None = None) -> bool:
+        """Live: an object whose ``last_seen`` is a well-shaped stamp under 600 s old (6.2)."""
+        return isinstance(self.entry, dict) and _clock.is_fresh(self.entry.get("last_seen"), now)
+
+    def verdict(self, now: float | None = None) -> str:
+        """``UNLISTED`` (no object, or no ``host``), else ``NOT_LIVE`` (not fresh), else ``LIVE``."""
+        if not isinstance(self.entry, dict) or not self.entry.get("host"):
+            return UNLISTED
+        return LIVE if self.is_live(now) else NOT_LIVE
 
 
 __all__ = [
+    "LIVE",
+    "NOT_LIVE",
     "PROTOCOL_VERSION",
     "READ_OR_UPDATE_FAILED",
+    "UNLISTED",
+    "VERDICTS",
+    "AgentRow",
     "agents_of",
     "del_if_provisional",
     "delete",
     "encode",
     "ensure",
-    "is_live",
     "parse",
     "put",
     "read",

@@ -24,6 +24,7 @@ import os
 import stat
 import time
 
+from sotd import fsprim
 from sotd.errors import FormatError, LockFailed
 from sotd.formats import holder as _holder
 from sotd.formats.holder import DEAD, Holder
@@ -146,7 +147,7 @@ def take_file(path: str, tmp: str, data: bytes) -> bool:
         finally:
             os.close(fd)
     except OSError as e:
-        _unlink_quiet(tmp)
+        fsprim.unlink_quiet(tmp)
         raise _CannotTake(f"cannot write {tmp}: {_err(e)}") from None
     try:
         delay = _finite_nonneg(os.environ.get("SOT_COMM_TEST_LOCK_TRY_DELAY"))
@@ -168,14 +169,7 @@ def take_file(path: str, tmp: str, data: bytes) -> bool:
         _at("after_link")
         return True
     finally:
-        _unlink_quiet(tmp)
-
-
-def _unlink_quiet(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+        fsprim.unlink_quiet(tmp)
 
 
 def _open_folder(folder: str) -> None:
@@ -362,7 +356,7 @@ class RegistryLock:
         _at("release")
         shape, value = read_fresh(self.layout.reglock)
         if shape == _UNREADABLE or (shape == _RECORD and value == self.me):
-            _unlink_quiet(self.layout.reglock)
+            fsprim.unlink_quiet(self.layout.reglock)
 
     # -- the reclaim step ----------------------------------------------------------------------------
     def _lost(self) -> _Fail:

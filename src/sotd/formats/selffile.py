@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 
+from sotd import fsprim
 from sotd.errors import SelfFileError
-from sotd.formats import atomic
 from sotd.handles import is_valid, validate
 
 
@@ -100,7 +100,7 @@ def write(path: str, handle: str, repo: str, root: str) -> None:
         if "\n" in v or "\r" in v:
             raise SelfFileError(f"could not write the self file '{path}': its {what} holds a line break")
     try:
-        atomic.write_atomic(path, format_record(handle, repo, root), mode=0o600)
+        fsprim.write_atomic(path, format_record(handle, repo, root), mode=0o600)
     except OSError as e:
         raise SelfFileError(f"could not write the self file '{path}': {e.strerror or e}") from e
 
@@ -131,14 +131,14 @@ def write_guarded(path: str, handle: str, repo: str, root: str) -> None:
     renamed = False
     try:
         try:
-            atomic.write_all(fd, data)
-            atomic._fsync(fd)  # atomic's fault-test seams cover this write too
+            fsprim.write_all(fd, data)
+            fsprim._fsync(fd)  # atomic's fault-test seams cover this write too
         finally:
             os.close(fd)
         refusal = guard(path, repo, root)
         if refusal:
             raise SelfFileError(refusal, code=SLOT_CLAIMED, exit_status=3)
-        atomic._rename(tmp, path)
+        fsprim._rename(tmp, path)
         renamed = True
     except OSError as e:
         raise SelfFileError(f"could not write the self file '{path}': {e.strerror or e}") from e
@@ -149,7 +149,7 @@ def write_guarded(path: str, handle: str, repo: str, root: str) -> None:
             except OSError:
                 pass
     try:
-        atomic.fsync_dir(os.path.dirname(path) or ".")
+        fsprim.fsync_dir(os.path.dirname(path) or ".")
     except OSError:
         pass
 

@@ -29,6 +29,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+from sotd import sysprobe
 from sotd.jobs.errors import Refused
 
 TYPE_CHECKING = False
@@ -214,12 +215,10 @@ def _ppid_table() -> dict[int, int]:
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        out[int(name)] = int(stat.rpartition(")")[2].split()[1])
+        got = sysprobe.stat_of(name)
+        ppid = None if got is None else sysprobe.ppid_in(got[1])
+        if ppid is not None:
+            out[int(name)] = ppid
     return out
 
 

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 
-from sotd import _clock
+from sotd import _clock, fsprim, sysprobe
 from sotd.jobs import limits as lim
 from sotd.jobs import paths, seccomp, spec
 from sotd.jobs import sandbox as sbx
@@ -207,21 +207,13 @@ def hash_file(path: str, top: str, hash_name: str, copy_to: str | None = None) -
 def _starttime(pid: int) -> int | None:
     """The start time of a live ``pid`` (``None`` when it is gone, or a zombie no one reaped yet: an
     adopted run's bwrap is the child of whoever adopted the orphan, not ours)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-        return None if fields[0] in ("Z", "X") else int(fields[19])
-    except (OSError, ValueError, IndexError):
-        return None
+    got = sysprobe.stat_of(pid)
+    tick = None if got is None or not got[1] or got[1][0] in ("Z", "X") else sysprobe.tick_in(got[1])
+    return None if tick is None else int(tick)
 
 
 def _write_json(path: str, obj: object) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    fsprim.write_atomic(path, json.dumps(obj).encode(), tmp=path + ".tmp", mode=0o666, sync_folder=False)
 
 
 def read_exit(status_path: str) -> int | None:

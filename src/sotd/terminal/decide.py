@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
+from sotd import handles
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -68,10 +70,7 @@ def directed(raw: bytes, handle: str) -> bool:
         obj = json.loads(raw.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
         return False
-    if not isinstance(obj, dict):
-        return False
-    to, frm = obj.get("to"), obj.get("from")
-    return isinstance(to, str) and to == handle and not (isinstance(frm, str) and frm == handle)
+    return isinstance(obj, dict) and handles.is_directed(obj, handle)
 
 
 def scan(

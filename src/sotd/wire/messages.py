@@ -22,7 +22,14 @@ PROTOCOL = 3
 CLIENT_ID = "sot-comm"
 APP_VERSION = "comm"
 HELLO_OP = "hello"
-ROLES = ("agent", "cli", "link")
+ROLES = (
+    "fe",
+    "bridge",
+    "cli",
+    "agent",
+    "link",
+)  # every hello role a daemon accepts (behaviour 2.2; link: 0.7.0)
+CLIENT_ROLES = ("agent", "cli", "link")  # the roles this package's own clients say (``hello`` refuses others)
 PROTOCOL_MISMATCH = "protocol_mismatch"
 
 
@@ -47,8 +54,8 @@ def hello_payload(
         raise SotdError("cannot say hello: this box's declared host could not be read", code="no_hello")
     if not os_user:
         raise SotdError("cannot say hello: this process's OS account could not be read", code="no_hello")
-    if role not in ROLES:
-        raise ValueError(f"hello role must be one of {', '.join(ROLES)} (got {role!r})")
+    if role not in CLIENT_ROLES:
+        raise ValueError(f"hello role must be one of {', '.join(CLIENT_ROLES)} (got {role!r})")
     return {
         "client_id": client_id,
         "last_seen_revision": last_seen_revision,
@@ -62,12 +69,21 @@ def hello_payload(
 
 
 def comm_file_payload(
-    frm: str, to: str, text: str, *, broadcast: bool = False, forwarded: bool | None = None
+    frm: str,
+    to: str,
+    text: str,
+    *,
+    broadcast: bool = False,
+    forwarded: bool | None = None,
+    expires: float | None = None,
 ) -> dict[str, Any]:
-    """``comm.file`` request payload; ``forwarded`` is omitted unless given (a plain send sends no key)."""
+    """``comm.file`` request payload; ``forwarded`` and ``expires`` (when the sender stops waiting, epoch
+    seconds) are omitted unless given (a plain send sends no ``forwarded`` key)."""
     p: dict[str, Any] = {"from": frm, "to": to, "text": text, "broadcast": broadcast}
     if forwarded is not None:
         p["forwarded"] = forwarded
+    if expires is not None:
+        p["expires"] = expires
     return p
 
 

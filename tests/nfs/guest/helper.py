@@ -38,8 +38,8 @@ def verb_identity(home: str) -> dict[str, Any]:
     lay = layout_of(home)
     return {
         "hostname": socket.gethostname(),
-        "machine_id": holder.machine_id(),
-        "boot_id": holder.boot_id(),
+        "machine_id": holder.machine_field(),
+        "boot_id": holder.boot_field(),
         "identity": lockmanager.lock_identity(lay.inbox_dir),
         "own_lock": lockmanager.own_lock(lay),
         "vouch": holder.vouch(home),

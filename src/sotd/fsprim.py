@@ -1,22 +1,32 @@
-"""Whole-file replacement: temp, write whole, fsync, rename, fsync the folder.
+"""File-system primitives every layer may use: whole-file replacement, and the private-folder rule.
 
-File: any file we replace whole (registry.json via registry.json.tmp, self files via <file>.tmp.XXXXXX).
-Spec: behaviour 6.2 (registry write), 6.7 (self file).
+A leaf: the standard library only (``scripts/check``'s import-linter holds it to that), so formats, jobs,
+ocxrun, the daemon and the client share one copy of each step.
+
+Whole-file replacement (``write_atomic``): temp, write whole, fsync, rename, fsync the folder.
+Files: any file we replace whole (registry.json via registry.json.tmp, self files via <file>.tmp.XXXXXX,
+cursors, the daemon's status file, row records, run records).
+Spec: behaviour 6.2 (registry write), 6.7 (self file), 6.0 (a private entry: no group or other bit).
 Guarantee: the target holds either its old bytes (same inode) or all the new bytes; on any failure the
 temp is removed and ``AtomicStepError`` (an ``OSError`` naming the failed ``step``) is raised for the
 caller to translate into its own sentence.
-What would break it: renaming before the temp's bytes are synced, or removing the temp after a rename.
+What would break it: renaming before the temp's bytes are synced, or removing the temp after a rename;
+a second hand-rolled ``os.replace``/``os.rename`` elsewhere (``tests/unit/test_one_home.py`` fails on one).
 
 Steps: ``"write"`` (create or write the temp), ``"check"`` (the caller's ``verify`` refused the bytes read
 back), ``"flush"`` (fsync of the temp), ``"rename"``. The folder's fsync after the rename is best effort:
 the new file is already in place, so a failure there is not reported as "nothing was written".
 Seams: ``_fsync`` and ``_rename`` are module attributes a fault test may replace.
+
+The private-folder rule (``is_open``, ``owned_private``, ``is_private_folder``): an entry is private when
+this account owns it and neither group nor other has any permission bit.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,7 +75,8 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _unlink_quiet(path: str) -> None:
+def unlink_quiet(path: str) -> None:
+    """Remove ``path`` if it can be removed; nothing is said when it cannot (a temp left to clean up)."""
     try:
         os.unlink(path)
     except OSError:
@@ -89,15 +100,21 @@ def write_atomic(
     *,
     tmp: str | None = None,
     mode: int = 0o600,
+    exact_mode: bool = False,
     verify: Callable[[bytes], bool] | None = None,
+    sync: bool = True,
+    sync_folder: bool = True,
 ) -> None:
     """Replace ``path`` with ``data``. ``tmp`` names the temp (a stale one is removed first, then it is
-    created exclusively); by default ``<path>.tmp.XXXXXX``. ``verify`` sees the bytes read back from the temp.
+    created exclusively); by default ``<path>.tmp.XXXXXX``. ``mode`` is the temp's creation mode (the umask
+    applies) or, with ``exact_mode``, set on it whatever the umask. ``verify`` sees the bytes read back from
+    the temp. ``sync=False`` skips the temp's fsync (a cache that may be lost: the read hint) and
+    ``sync_folder=False`` the folder's (a file whose loss a crash may cost: a cursor re-shows a batch).
     """
     if tmp is None:
         tmp = f"{path}.tmp.{_random_suffix()}"
     else:
-        _unlink_quiet(tmp)
+        unlink_quiet(tmp)
     try:
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, mode)
     except OSError as e:
@@ -107,13 +124,16 @@ def write_atomic(
         step = "write"
         try:
             write_all(fd, data)
+            if exact_mode:
+                os.fchmod(fd, mode)
             if verify is not None:
                 back = _read_back(fd, len(data) + 1)
                 step = "check"
                 if not verify(back):
                     raise OSError(errno.EIO, "the written file did not read back as written")
             step = "flush"
-            _fsync(fd)
+            if sync:
+                _fsync(fd)
         except OSError as e:
             raise _step_error(step, e) from e
         finally:
@@ -125,8 +145,28 @@ def write_atomic(
         renamed = True
     finally:
         if not renamed:
-            _unlink_quiet(tmp)
+            unlink_quiet(tmp)
+    if not sync_folder:
+        return
     try:
         fsync_dir(os.path.dirname(path) or ".")
     except OSError:
         pass
+
+
+# ---------------------------------------------------------------------------------------------- private
+
+
+def is_open(mode: int) -> bool:
+    """Behaviour 6.0's rule: an entry is open when group or other has any permission bit."""
+    return bool(mode & 0o077)
+
+
+def owned_private(st: os.stat_result, uid: int) -> bool:
+    """The entry ``st`` belongs to ``uid`` and is open to no one else."""
+    return st.st_uid == uid and not is_open(st.st_mode)
+
+
+def is_private_folder(st: os.stat_result, uid: int) -> bool:
+    """``st`` is a folder (not a link to one) that ``owned_private`` holds for ``uid``."""
+    return stat.S_ISDIR(st.st_mode) and owned_private(st, uid)

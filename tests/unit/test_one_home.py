@@ -1,0 +1,211 @@
+"""One spec rule, one home (issue 16, point 1): a rule that has a home is defined nowhere else.
+
+The test reads every module of the ``sotd`` package (ast, nothing is imported) and fails on:
+
+- a second ``def`` of a rule's name outside the rule's home module (``HOMES``);
+- a call of ``os.replace`` / ``os.rename`` outside ``sotd.fsprim`` (whole-file replacement has one home;
+  a move between two folders by descriptor, ``src_dir_fd=``, is not one);
+- a module-level ``ROLES`` or ``PROTOCOL_VERSION`` given a literal outside its home;
+- a read of the liveness stamp rule (``_clock.is_fresh``) outside the registry's row view;
+- a string ``"stat"`` path part or ``.../stat`` f-string (a ``/proc/<pid>/stat`` read) outside ``sotd.sysprobe``;
+- the registry's ``"agents"`` object reached by subscript or ``.get`` outside ``formats/registry.py``
+  (``registry.agents_of`` is its home), but for the files listed in ``AGENTS_NOT_YET`` with the reason.
+
+Each exemption names a reason, and an exemption that no longer matches anything fails too, so the list
+only shrinks. ``SOTD_ONE_HOME_ROOT`` points the walk at another tree (used to check that the old tree
+fails this test).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+import sotd
+
+pytestmark = pytest.mark.unit
+
+ROOT = os.environ.get("SOTD_ONE_HOME_ROOT") or os.path.dirname(os.path.abspath(sotd.__file__))
+
+# rule name -> the module (path below the package folder) that is its one home
+HOMES = {
+    # /proc probes and box facts
+    "start_tick": "sysprobe.py",
+    "stat_of": "sysprobe.py",
+    "split_stat": "sysprobe.py",
+    "pidns": "sysprobe.py",
+    "boot_id": "sysprobe.py",
+    "machine_id": "sysprobe.py",
+    "declared_host": "sysprobe.py",
+    "self_host": "sysprobe.py",  # runtime.self_host is an import of sysprobe.declared_host
+    # file-system primitives
+    "write_atomic": "fsprim.py",
+    "fsync_dir": "fsprim.py",
+    "write_all": "fsprim.py",
+    "is_open": "fsprim.py",
+    "is_private_folder": "fsprim.py",
+    "owned_private": "fsprim.py",
+    # registry rows: liveness, the sender's verdict, the agent list
+    "is_live": "formats/registry.py",
+    "agents_of": "formats/registry.py",
+    # mail
+    "is_directed": "handles.py",
+    "comm_file_payload": "wire/messages.py",
+    "unlink_quiet": "fsprim.py",
+    "_unlink_quiet": "fsprim.py",  # the private spelling of unlink_quiet, which each module once had
+}
+
+# Names no module may define, whose rule lives in its home under another name.
+NOT_DEFINED_BY_NAME = {"self_host": "sysprobe.declared_host", "_unlink_quiet": "fsprim.unlink_quiet"}
+
+CONSTANT_HOMES = {"ROLES": "wire/messages.py", "PROTOCOL_VERSION": "__init__.py"}
+
+# A rename between two folders given by descriptors (``src_dir_fd=``) moves a file; it replaces nothing whole.
+MOVE_KEYWORD = "src_dir_fd"
+
+FRESH_HOME = "formats/registry.py"
+STAT_HOME = "sysprobe.py"
+
+AGENTS_NOT_YET = {
+    "terminal/decide.py": "terminal may not import formats; registry_entries goes when 16d moves it to the daemon",
+    "cli/hooks.py": "16d splits hooks.py by hook at the same time; its four reads move to agents_of after that",
+    "daemon/ops.py": "16b's file: registry_verdict answers file_failed on a document with no agents object",
+}
+
+
+def _modules(root: str) -> list[tuple[str, ast.Module]]:
+    out = []
+    for base, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(base, name)
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                with open(path, encoding="utf-8") as f:
+                    out.append((rel, ast.parse(f.read(), filename=path)))
+    return out
+
+
+def _is_os_attr(node: ast.AST, names: tuple[str, ...]) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr in names
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "os"
+    )
+
+
+def second_homes(root: str) -> list[str]:
+    """Every place that defines or re-derives a rule outside its home, as ``file:line: what``."""
+    found: list[str] = []
+    agents_seen: set[str] = set()
+    for rel, tree in _modules(root):
+        for node in ast.walk(tree):
+            where = f"{rel}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                home = HOMES.get(node.name)
+                if home is not None and rel != home:
+                    found.append(f"{where}: def {node.name} (its home is {home})")
+            elif isinstance(node, ast.Call):
+                if (
+                    _is_os_attr(node.func, ("replace", "rename"))
+                    and rel != "fsprim.py"
+                    and not any(k.arg == MOVE_KEYWORD for k in node.keywords)
+                ):
+                    found.append(f"{where}: hand-rolled os.{node.func.attr} (use fsprim.write_atomic)")
+                func = node.func
+                if isinstance(func, ast.Attribute) and func.attr == "is_fresh" and rel != FRESH_HOME:
+                    found.append(f"{where}: liveness read by hand (use registry.AgentRow.is_live)")
+                if (
+                    isinstance(func, ast.Attribute)
+                    and func.attr == "get"
+                    and node.args
+                    and isinstance(node.args[0], ast.Constant)
+                    and node.args[0].value == "agents"
+                    and rel != "formats/registry.py"
+                ):
+                    if rel in AGENTS_NOT_YET:
+                        agents_seen.add(rel)
+                    else:
+                        found.append(f'{where}: .get("agents") (use registry.agents_of)')
+                if rel != STAT_HOME and any(
+                    isinstance(a, ast.Constant) and a.value == "stat" for a in node.args
+                ):
+                    found.append(f'{where}: a "stat" path part (use sysprobe.stat_of / stat_bytes)')
+            elif isinstance(node, ast.Subscript):
+                sl = node.slice
+                if isinstance(sl, ast.Constant) and sl.value == "agents" and rel != "formats/registry.py":
+                    if rel in AGENTS_NOT_YET:
+                        agents_seen.add(rel)
+                    else:
+                        found.append(f'{where}: ["agents"] (use registry.agents_of)')
+            elif isinstance(node, ast.JoinedStr) and rel != STAT_HOME:
+                tail = node.values[-1] if node.values else None
+                if isinstance(tail, ast.Constant) and str(tail.value).endswith("/stat"):
+                    found.append(f"{where}: a /proc/<pid>/stat path (use sysprobe.stat_of / stat_bytes)")
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Assign) and not isinstance(stmt.value, ast.Name | ast.Attribute):
+                for target in stmt.targets:
+                    if isinstance(target, ast.Name) and target.id in CONSTANT_HOMES:
+                        home = CONSTANT_HOMES[target.id]
+                        if rel != home:
+                            found.append(
+                                f"{rel}:{stmt.lineno}: {target.id} spelled again (its home is {home})"
+                            )
+    for rel in sorted(set(AGENTS_NOT_YET) - agents_seen):
+        found.append(f"{rel}: listed in AGENTS_NOT_YET but reads no agents by hand any more: drop it")
+    return found
+
+
+def test_every_rule_with_a_home_lives_only_there() -> None:
+    found = second_homes(ROOT)
+    assert not found, "a rule that has a home is written again:\n" + "\n".join(found)
+
+
+def test_every_home_defines_its_rule() -> None:
+    """A home that lost its rule (renamed, moved) would make the walk above vacuous for that name."""
+    defined: dict[str, set[str]] = {}
+    for rel, tree in _modules(ROOT):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                defined.setdefault(rel, set()).add(node.name)
+    missing = [
+        f"{name} in {home}"
+        for name, home in HOMES.items()
+        if name not in NOT_DEFINED_BY_NAME and name not in defined.get(home, set())
+    ]
+    assert not missing, missing
+
+
+def test_the_walk_finds_a_planted_copy(tmp_path) -> None:
+    """The oracle itself: a tree with one copy of each kind is reported, line by line."""
+    pkg = tmp_path / "pkg"
+    (pkg / "formats").mkdir(parents=True)
+    (pkg / "fsprim.py").write_text("import os\ndef write_atomic():\n    os.rename('a', 'b')\n")
+    (pkg / "mover.py").write_text("import os\nos.replace('a', 'a', src_dir_fd=3, dst_dir_fd=4)\n")
+    for rel in AGENTS_NOT_YET:
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text("x = {}['agents']\n")
+    (pkg / "copy.py").write_text(
+        "import os\n"
+        "ROLES = ('cli',)\n"
+        "def start_tick(pid):\n    return open(f'/proc/{pid}/stat')\n"
+        "def f(doc, row, clock):\n"
+        "    os.replace('t', 'p')\n"
+        "    clock.is_fresh(row.get('last_seen'))\n"
+        "    return doc['agents'], doc.get('agents'), os.path.join('/proc', '1', 'stat')\n"
+    )
+    got = second_homes(str(pkg))
+    kinds = sorted((g.split(": ", 1)[0], g.split(": ", 1)[1].split(" (")[0]) for g in got)
+    assert kinds == [
+        ("copy.py:2", "ROLES spelled again"),
+        ("copy.py:3", "def start_tick"),
+        ("copy.py:4", "a /proc/<pid>/stat path"),
+        ("copy.py:6", "hand-rolled os.replace"),
+        ("copy.py:7", "liveness read by hand"),
+        ("copy.py:8", '.get("agents")'),
+        ("copy.py:8", '["agents"]'),
+        ("copy.py:8", 'a "stat" path part'),
+    ], got
