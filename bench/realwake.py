@@ -69,8 +69,9 @@ def main() -> int:
     from tests.realagent import kit
 
     from sotd import demo_model
-    from sotd.terminal.decide import HOLD_SECS, TICK_SECS
+    from sotd.daemon.decide import TICK_SECS
     from sotd.terminal.prompt import WAKE_LINE
+    from sotd.terminal.wake import HOLD_SECS
 
     try:
         kit.claude_exe()

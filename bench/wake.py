@@ -338,7 +338,8 @@ def main() -> int:
         return common.finish("wake", {"not_run": "tmux is not installed"}, args.no_write, args.quick)
     n_idle = args.rounds or (4 if args.quick else 15)
     n_busy = args.busy_rounds or (2 if args.quick else 5)
-    from sotd.terminal.decide import HOLD_SECS, TICK_SECS
+    from sotd.daemon.decide import TICK_SECS
+    from sotd.terminal.wake import HOLD_SECS
 
     d = Daemon()
     plain: PlainPane | None = None

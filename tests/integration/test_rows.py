@@ -27,12 +27,11 @@ import pytest
 
 from sotd import _clock
 from sotd.client import unix
-from sotd.daemon import regturn
+from sotd.daemon import decide, regturn
 from sotd.errors import DaemonUnreachable
 from sotd.formats import registry
 from sotd.formats.layout import Layout, ensure_home
 from sotd.formats.reglock import RegistryLock
-from sotd.terminal import decide
 from sotd.terminal.prompt import WAKE_LINE
 from sotd.terminal.tmux import Tmux
 from sotd.wire import messages
