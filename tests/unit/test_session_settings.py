@@ -182,7 +182,7 @@ def test_remove_keeps_what_others_added_since() -> None:
         (["codex"], True, ["codex", "-c", f'shell_environment_policy.set.PATH="{BIN}:{os.defpath}"',
                            install.CODEX_FIRST_PROMPT]),
         (["codex", "--model", "m"], True, ["codex", "--model", "m"]),
-        (["python3", "-m", "sotd.demo_agent"], True, ["python3", "-m", "sotd.demo_agent"]),
+        (["python3", "-m", "sotd.demo.scripted_agent"], True, ["python3", "-m", "sotd.demo.scripted_agent"]),
         (["claude"], False, ["claude"]),
     ],
 )  # fmt: skip
