@@ -1,12 +1,11 @@
-"""``sotd comm hook <event>``: the agent hooks (SessionStart, Stop, UserPromptSubmit, Pre/PostToolUse,
-PermissionRequest).
+"""``sotd comm hook stop``: the Stop hook (behaviour 3.4), which Claude Code and Codex both run at a turn end.
 
-Behaviour 3.4 (the Stop hook), 4.3 (the status hooks) and decision D3 (the permission hook's ``dialog``).
-Claude Code runs all of them; Codex runs the Stop, prompt and permission hooks (the same JSON on stdin).
-A hook never fails its agent: it always exits 0, and holds a turn only by printing
-``{"decision":"block","reason":...}``. Every path that cannot do its job falls open (no block) rather
-than trap a session. The SessionStart hook is ``sotd.cli.sessionstart``; every other hook first adopts the
-private self file its session's start hook pinned (found from ``session_id``).
+First the mail gate: directed mail past the cursor holds the turn once per batch with
+``{"decision":"block","reason":...}`` (the reason names ``comm-poll.sh``). Then the closing marker of the
+last assistant message (``SITREP:`` / ``SITREP-QUESTION:`` / ``SITREP-WAITING:``) becomes a work-state
+event (behaviour 4.3), and the row's ``stop_at`` is stamped (the wake leaves a row alone while it is under
+a minute old). A Stop hook that fails on the way still runs the mail gate (``stop_after_error``) and says
+in a ``systemMessage`` when even that fails.
 
 After the mail gate and the closing markers, the Stop hook nudges (docs/agents.md, "Nudges"): a turn a
 person started that ends without a marker is held once to add one; a machine turn of real effort (at
@@ -14,20 +13,32 @@ least ``EFFORT_CALLS`` tool calls or ``EFFORT_SECONDS``) gets one softly worded 
 names files (backticked paths with a ``/``) which do not exist is held once. Each is once per turn (a tick
 holding the turn id), fails open when its tick cannot be written, applies only in a row unless
 ``nudges = on`` in the comm folder's ``hooks.conf`` (``nudges_apply``), never holds a ``stop_hook_active``
-continuation, and stands down with ``SOT_COMM_NUDGES=off``. Tool calls are counted by the PostToolUse hook, one byte each appended to
-``state/calls-<key>.count``, which the prompt hook empties.
+continuation, and stands down with ``SOT_COMM_NUDGES=off``. Tool calls are counted by the PostToolUse
+hook (``sotd.cli.hooks.tool``), one byte each appended to ``state/calls-<key>.count``, which the prompt
+hook empties.
+
+What would break it: a hold that is not remembered (a tick that cannot be written must fall open, or the
+turn would be held at every end), or a fault before the mail gate that lets a turn with unread mail go.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 
 from sotd import _clock
 from sotd.cli.common import Context, err
+from sotd.cli.hooks.shared import (
+    block,
+    hook_input,
+    identity_check,
+    read_tick,
+    session_key,
+    status_event,
+    system_message,
+    write_tick,
+)
 from sotd.errors import InboxBusy, RegistryUnreadable, SotdError
-from sotd.formats.layout import safe_component
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,142 +46,12 @@ if TYPE_CHECKING:
 
     from sotd.formats.layout import Layout
 
+
 EFFORT_CALLS = 8
+
 EFFORT_SECONDS = 300
+
 MAX_AUDITED = 20  # paths named in one SITREP that the audit looks at
-
-MACHINE_PREFIXES = (
-    "[SYSTEM NOTIFICATION",
-    "[relay] from",
-    "[sot-comm] ",
-    "Another Claude session sent a message",
-    "Stop hook feedback:",
-)
-
-
-def session_key(environ: Mapping[str, str], hook: dict[str, object]) -> str:
-    """CLAUDE_CODE_SESSION_ID (or the hook's session_id), else the row, else the transcript, else the parent."""
-    key = environ.get("CLAUDE_CODE_SESSION_ID") or str(hook.get("session_id") or "")
-    if not key:
-        ws = environ.get("SOT_WORKSPACE_ID", "")
-        if ws and ws != "nopane":
-            key = ws
-    if not key:
-        transcript = str(hook.get("transcript_path") or environ.get("COMM_STATUS_TRANSCRIPT") or "")
-        key = os.path.basename(transcript)
-    if not key:
-        key = str(os.getppid())
-    return safe_component(key)
-
-
-HOOK_INPUT_MAX = 8 << 20  # bytes of hook JSON a hook reads; past it the input is not used (drained)
-HOOK_DEPTH_MAX = 64  # arrays and objects nested deeper than this: the input is not used
-_DRAIN_MAX = 256 << 20  # at most this much of an oversized input is read away before the hook goes on
-
-
-def json_depth(data: bytes) -> int:
-    """How deeply arrays and objects nest in ``data`` (strings skipped; brackets only counted). Pure."""
-    import re
-
-    outside = re.sub(rb'"(?:[^"\\\\]|\\\\.)*"', b"", data)
-    depth = deepest = 0
-    for m in re.finditer(rb"[\[\]{}]", outside):
-        depth += 1 if m.group() in (b"[", b"{") else -1
-        deepest = max(deepest, depth)
-    return deepest
-
-
-def parse_hook_input(data: bytes, *, whole: bool) -> tuple[dict[str, object], str | None]:
-    """The hook's JSON object and None, or ``{}`` and why the input cannot be used (logged by the caller).
-
-    ``whole`` is False when more than ``HOOK_INPUT_MAX`` bytes came. Strings are carried
-    (``sotd.text.loads``), so nothing a hook stores from its input holds text UTF-8 cannot encode. Pure.
-    """
-    if not whole:
-        return {}, f"the hook input is larger than {HOOK_INPUT_MAX} bytes"
-    if not data.strip():
-        return {}, None
-    if json_depth(data) > HOOK_DEPTH_MAX:
-        return {}, f"the hook input nests arrays or objects deeper than {HOOK_DEPTH_MAX} levels"
-    from sotd.text import loads
-
-    try:
-        obj = loads(data)
-    except (ValueError, RecursionError) as e:
-        return {}, f"the hook input is not JSON ({type(e).__name__})"
-    if not isinstance(obj, dict):
-        return {}, "the hook input is not a JSON object"
-    return obj, None
-
-
-def _read_hook_json() -> dict[str, object]:
-    """Stdin as the hook's JSON object (``{}`` when it cannot be used: the reason goes to stderr, the hook
-    goes on with what it knows from its environment and its self file)."""
-    data, whole = b"", True
-    try:
-        if not sys.stdin.isatty():
-            data = sys.stdin.buffer.read(HOOK_INPUT_MAX + 1)
-            if len(data) > HOOK_INPUT_MAX:
-                whole = False
-                drained = 0
-                while drained < _DRAIN_MAX and sys.stdin.buffer.read(1 << 16):
-                    drained += 1 << 16
-    except (OSError, ValueError, AttributeError) as e:
-        err(f"sot-comm hook: the hook input could not be read ({e}); going on without it")
-        return {}
-    obj, why = parse_hook_input(data, whole=whole)
-    if why:
-        err(f"sot-comm hook: {why}; going on without it")
-    return obj
-
-
-def _answer(obj: dict[str, str]) -> None:
-    """One JSON answer on stdout, carried (a path or a name in it may hold bytes that are not UTF-8)."""
-    from sotd.text import carry
-
-    sys.stdout.write(carry(json.dumps(obj, ensure_ascii=False)) + "\n")
-
-
-def _hook_input() -> dict[str, object]:
-    """The hook's JSON, with the session's private self file (pinned by its SessionStart hook) adopted."""
-    hook = _read_hook_json()
-    from sotd.cli import sessionstart
-
-    sessionstart.adopt_pinned_self_file(hook)
-    return hook
-
-
-def _block(reason: str) -> None:
-    _answer({"decision": "block", "reason": reason})
-
-
-def _system_message(text: str) -> None:
-    _answer({"systemMessage": text})
-
-
-def _identity() -> tuple[int, str | None]:
-    from sotd import identity
-
-    return identity.check(dict(os.environ))
-
-
-def _write_tick(path: str, value: str) -> bool:
-    from sotd.formats import atomic
-
-    try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        atomic.write_atomic(path, value.encode() + b"\n")
-    except OSError:
-        return False
-    return True
-
-
-def _read_tick(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
 
 
 def _registry_row(ctx: Context) -> tuple[dict[str, object] | None, bool]:
@@ -202,23 +83,6 @@ def _set_stop_at(ctx: Context) -> None:
         pass
 
 
-def _status(verb: str, text: str | None = None, extra_env: dict[str, str] | None = None) -> None:
-    """Run a work-state event in this process (the same code as ``sotd comm status``)."""
-    from sotd.cli import status
-
-    saved = dict(os.environ)
-    if extra_env:
-        # an environment cannot hold NUL: such a value (from the hook's input) is left out, not fatal
-        os.environ.update({k: v for k, v in extra_env.items() if "\0" not in v})
-    try:
-        status.run([verb] if text is None else [verb, text])
-    except (SotdError, OSError):
-        pass
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
 def mail_gate(ctx: Context, key: str, stop_hook_active: bool) -> str | None:
     """The first check of every turn end: the block reason when directed mail is unread, else None."""
     from sotd.cli.poll import read_batch
@@ -242,7 +106,7 @@ def mail_gate(ctx: Context, key: str, stop_hook_active: bool) -> str | None:
     if faults and not stop_hook_active:
         fault_tick = ctx.layout.state(f"lock-fault-{key}.tick")
         marker = faults[0]
-        if _read_tick(fault_tick) != marker and _write_tick(fault_tick, marker):
+        if read_tick(fault_tick) != marker and write_tick(fault_tick, marker):
             prefix = marker + "\n"
             if batch is None:
                 return prefix.rstrip("\n")
@@ -252,9 +116,9 @@ def mail_gate(ctx: Context, key: str, stop_hook_active: bool) -> str | None:
         return prefix.rstrip("\n") or None
     tick = ctx.layout.state(f"mail-{key}.tick")
     total = str(batch.total)
-    if _read_tick(tick) == total:
+    if read_tick(tick) == total:
         return prefix.rstrip("\n") or None
-    if not _write_tick(tick, total):
+    if not write_tick(tick, total):
         return None  # fail open: a block we cannot remember would repeat every turn
     return prefix + f"New sot-comm mail for @{name} — run comm-poll.sh now, act on it, then end the turn."
 
@@ -317,48 +181,70 @@ def sitrep(text: str) -> tuple[str, str] | None:
     return found
 
 
-def stop(environ: Mapping[str, str]) -> int:
-    hook = _hook_input()
+def run(environ: Mapping[str, str]) -> int:
+    """The Stop hook: the mail gate, then the closing markers, then the nudges (the module docstring)."""
+    hook = hook_input()
     if environ.get("SOT_COMM_HOOKS") == "off":
         return 0
-    status, why = _identity()
+    status, why = identity_check()
     if status == 1:
         return 0
     if status:
-        _system_message(f"sot-comm: {why}")
+        system_message(f"sot-comm: {why}")
         return 0
     try:
         ctx = Context()
     except SotdError as e:
-        _system_message(f"sot-comm: {e.message}")
+        system_message(f"sot-comm: {e.message}")
         return 0
     row, unreadable = _registry_row(ctx)
     if not ctx.name or (row is None and not unreadable):
-        _status("stop")
+        status_event("stop")
         return 0
     key = session_key(environ, hook)
     if row is not None:
         _set_stop_at(ctx)
     reason = mail_gate(ctx, key, bool(hook.get("stop_hook_active")))
     if reason:
-        _block(reason)
+        block(reason)
         _record_feedback(ctx, key, reason)
         return 0
     marker = sitrep(last_assistant_text(hook))
     if marker:
         verb, text = marker
         if verb == "done":
-            _status("done", text or None)
+            status_event("done", text or None)
         elif text:
-            _status(verb, text)
+            status_event(verb, text)
     if row is not None and nudges_on(environ, ctx.layout, bool(hook.get("stop_hook_active"))):
         nudge = _nudge(ctx, key, row, marker, hook)
         if nudge:
-            _block(nudge)
+            block(nudge)
             _record_feedback(ctx, key, nudge)
             return 0
-    _status("stop")
+    status_event("stop")
     return 0
+
+
+def stop_after_error(environ: Mapping[str, str]) -> None:
+    """The Stop hook failed on the way (odd input, a bug): it still runs the mail gate from what it can know
+    (the handle in this session's self file), and says in a ``systemMessage`` when even that fails, so a
+    turn with unread mail is never let go in silence."""
+    try:
+        if identity_check()[0]:
+            return  # a refused process does nothing (the refusal was the normal path's to say)
+        ctx = Context()
+        if not ctx.name:
+            return
+        reason = mail_gate(ctx, session_key(environ, {}), False)
+    except Exception as e:
+        system_message(
+            f"sot-comm: the Stop hook could not check this session's mail ({type(e).__name__}: {e}); "
+            "run comm-poll.sh to check by hand"
+        )
+        return
+    if reason:
+        block(reason)
 
 
 def turn_started(floor_prompt: object) -> float | None:
@@ -393,7 +279,7 @@ def missing_paths(paths: list[str], cwd: str) -> list[str]:
 def _once(ctx: Context, name: str, key: str, value: str) -> bool:
     """True when ``value`` is new for this tick and was recorded (a tick that cannot be written: False)."""
     tick = ctx.layout.state(f"{name}-{key}.tick")
-    return _read_tick(tick) != value and _write_tick(tick, value)
+    return read_tick(tick) != value and write_tick(tick, value)
 
 
 def _calls(ctx: Context, key: str) -> int:
@@ -494,287 +380,3 @@ def _record_feedback(ctx: Context, key: str, reason: str) -> None:
             os.close(fd)
     except OSError:
         pass
-
-
-def classify_origin(prompt: str) -> str:
-    from sotd import workstate
-
-    return workstate.classify_origin(prompt)
-
-
-def prompt(environ: Mapping[str, str]) -> int:
-    """UserPromptSubmit: the ``prompt`` event with its origin and turn id."""
-    hook = _hook_input()
-    if environ.get("SOT_COMM_HOOKS") == "off":
-        return 0
-    text = hook.get("prompt")
-    origin = classify_origin(text if isinstance(text, str) else "")
-    # the turn id: unique even for two prompts in one second; its last 20 characters are its start stamp
-    turn = f"{hook.get('prompt_id') or hook.get('session_id') or ''}:{os.urandom(4).hex()}:{_clock.stamp()}"
-    extra = {"COMM_STATUS_ORIGIN": origin, "COMM_STATUS_PROMPT_ID": turn}
-    if isinstance(hook.get("transcript_path"), str):
-        extra["COMM_STATUS_TRANSCRIPT"] = str(hook["transcript_path"])
-    if _identity()[0] == 0:  # a refused process changes nothing, not even the tool-call count
-        from sotd.formats.layout import Layout
-
-        try:
-            os.unlink(Layout.from_env(dict(environ)).state(f"calls-{session_key(environ, hook)}.count"))
-        except OSError:
-            pass
-    _status("prompt", extra_env=extra)
-    return 0
-
-
-def tool(environ: Mapping[str, str], phase: str) -> int:
-    """PreToolUse(AskUserQuestion) -> blocked with the question; PostToolUse of its answer -> prompt."""
-    hook = _hook_input()
-    if environ.get("SOT_COMM_HOOKS") == "off":
-        return 0
-    ask = hook.get("tool_name") == "AskUserQuestion"
-    if not ask and phase == "pre":
-        return 0
-    key = session_key(environ, hook)
-    from sotd.formats.layout import Layout
-
-    lay = Layout.from_env(dict(environ))
-    if not ask and _hb_fresh(lay, key):
-        _count_call(lay, key)  # this session passed the identity check under 10 s ago
-        return 0  # the heartbeat short-circuits before anything else (4.3: tick < 10 s old)
-    # A refused process changes nothing under the comm folder, not even a tick or a marker (behaviour 5.1).
-    status, why = _identity()
-    if status:
-        if status != 1 and not ask:
-            _system_message(f"sot-comm: {why}")
-        return 0
-    try:
-        ctx = Context()
-    except SotdError:
-        return 0
-    if not ask:
-        _count_call(lay, key)
-        _heartbeat(ctx, key)
-        return 0
-    tool_id = safe_component(str(hook.get("tool_use_id") or "none"))
-    marker = ctx.layout.state(f"askq-{tool_id}.marker")
-    if phase == "pre":
-        question = _first_question(hook.get("tool_input"))
-        _write_tick(marker, _clock.stamp())
-        _status("blocked", question or "a question for the user")
-        _status("stop")
-    elif os.path.exists(marker):
-        _status("prompt", extra_env={"COMM_STATUS_ORIGIN": "user"})
-        try:
-            os.unlink(marker)
-        except OSError:
-            pass
-    return 0
-
-
-def _count_call(lay: Layout, key: str) -> None:
-    """One byte appended to ``state/calls-<key>.count`` (best effort): the Stop hook's effort measure."""
-    try:
-        fd = os.open(
-            lay.state(f"calls-{key}.count"),
-            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
-            0o600,
-        )
-    except OSError:
-        return
-    try:
-        os.write(fd, b".")
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _hb_fresh(lay: Layout, key: str) -> bool:
-    """Whether this session's heartbeat tick is under 10 s old (the PostToolUse hook then does nothing)."""
-    tick = lay.state(f"hb-{key}.tick")
-    try:
-        return _clock.now() - os.stat(tick).st_mtime < 10
-    except OSError:
-        return False
-
-
-def _heartbeat(ctx: Context, key: str) -> None:
-    """Any other tool call: refresh status_at and last_seen of a working turn, at most once a minute."""
-    _write_tick(ctx.layout.state(f"hb-{key}.tick"), _clock.stamp())
-    if not ctx.name:
-        return
-    from sotd.formats import registry
-
-    def change(doc: dict[str, object]) -> tuple[bool, None]:
-        agents = doc["agents"]
-        row = agents.get(ctx.name) if isinstance(agents, dict) else None
-        if not isinstance(row, dict) or not row.get("floor"):
-            return False, None
-        if _clock.age_of(row.get("status_at")) < 60:
-            return False, None
-        row["status_at"] = row["last_seen"] = _clock.stamp()
-        return True, None
-
-    try:
-        registry.update(ctx.layout, ctx.host, change, bound=0.0)
-    except (SotdError, OSError):
-        pass
-
-
-DIALOG_MAX = 160  # characters of a dialog's text kept for the summary
-_DETAIL_KEYS = ("command", "file_path", "path", "url", "description")
-_DIALOG_NOTIFICATIONS = ("permission_prompt", "elicitation_dialog")
-
-
-def _one_line(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= DIALOG_MAX else flat[: DIALOG_MAX - 1] + "…"
-
-
-def dialog_text(hook: dict[str, object]) -> str | None:
-    """The text of the dialog a permission hook reports (decision D3), or None when it shows none.
-
-    A ``PermissionRequest`` (Claude Code's, or Codex's approval prompt): ``permission for <tool>: <what>``,
-    ``<what>`` being the tool input's command, file path, path, URL or description, the first one given;
-    ``permission for <tool>`` without one. A Claude Code ``Notification`` counts only when it announces a
-    permission or choice dialog (``notification_type`` ``permission_prompt``/``elicitation_dialog``, or,
-    from a release that sends no type, a message that mentions permission): its message. Whitespace runs
-    become one space; at most ``DIALOG_MAX`` characters.
-    """
-    if hook.get("hook_event_name") == "Notification":
-        message = hook.get("message")
-        kind = hook.get("notification_type")
-        text = message if isinstance(message, str) else ""
-        if kind in _DIALOG_NOTIFICATIONS or (kind is None and "permission" in text.lower()):
-            return _one_line(text) or "a permission dialog"
-        return None
-    tool = hook.get("tool_name")
-    tool_s = " ".join(tool.split()) if isinstance(tool, str) else ""
-    detail = ""
-    tool_input = hook.get("tool_input")
-    if isinstance(tool_input, dict):
-        for k in _DETAIL_KEYS:
-            v = tool_input.get(k)
-            if isinstance(v, str) and v.strip():
-                detail = v
-                break
-    if not tool_s:
-        return _one_line(detail) if detail else "a permission dialog"
-    return _one_line(f"permission for {tool_s}: {detail}" if detail else f"permission for {tool_s}")
-
-
-def permission(environ: Mapping[str, str]) -> int:
-    """The agent's permission hook (Claude Code ``PermissionRequest``, Codex ``PermissionRequest``, or a
-    Claude Code permission ``Notification``): set the ``dialog`` fact of this session's entry (D3).
-
-    The dialog belongs to the running turn (``dialog_prompt`` = the entry's ``floor_prompt``) and keeps
-    the floor, so the entry reads ``blocked`` with the dialog's text until the next ``prompt``, ``stop``
-    or ``interrupted`` of that turn clears it. Prints nothing (an empty answer lets the agent show its
-    dialog as usual); a refused process, a session without a registry row, a registry lock not taken
-    within 1 s: nothing changes.
-    """
-    hook = _hook_input()
-    if environ.get("SOT_COMM_HOOKS") == "off":
-        return 0
-    text = dialog_text(hook)
-    if text is None:
-        return 0
-    if _identity()[0]:
-        return 0  # silent even for an unreadable ancestry: this hook's stdout is a permission decision
-    try:
-        ctx = Context()
-    except SotdError:
-        return 0
-    name = ctx.name
-    if not name:
-        return 0
-    from sotd import workstate
-    from sotd.formats import registry
-
-    def change(doc: dict[str, object]) -> tuple[bool, None]:
-        agents = doc["agents"]
-        entry = agents.get(name) if isinstance(agents, dict) else None
-        if not isinstance(agents, dict) or not isinstance(entry, dict):
-            return False, None
-        turn = entry.get("floor_prompt")
-        agents[name] = workstate.apply(
-            entry,
-            "dialog",
-            text=text,
-            origin="machine",
-            prompt_id=turn if isinstance(turn, str) else "",
-            now_stamp=_clock.stamp(),
-        )
-        return True, None
-
-    try:
-        registry.update(ctx.layout, ctx.host, change, bound=1.0)
-    except (SotdError, OSError):
-        pass
-    return 0
-
-
-def _first_question(tool_input: object) -> str:
-    if isinstance(tool_input, dict):
-        qs = tool_input.get("questions")
-        if isinstance(qs, list) and qs and isinstance(qs[0], dict):
-            return str(qs[0].get("question") or "")
-        q = tool_input.get("question")
-        if isinstance(q, str):
-            return q
-    return ""
-
-
-def session_start(environ: Mapping[str, str]) -> int:
-    """SessionStart: join this session and tell the model its handle (``sotd.cli.sessionstart``)."""
-    hook = _read_hook_json()
-    if environ.get("SOT_COMM_HOOKS") == "off":
-        return 0
-    from sotd.cli import sessionstart
-
-    return sessionstart.run(environ, hook)
-
-
-def run(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("start", "stop", "prompt", "pre-tool", "post-tool", "permission"):
-        err(
-            "usage: sotd comm hook start|stop|prompt|pre-tool|post-tool|permission   (reads the agent's hook "
-            "JSON on stdin)"
-        )
-        return 0
-    env = os.environ
-    try:
-        if argv[0] == "start":
-            return session_start(env)
-        if argv[0] == "stop":
-            return stop(env)
-        if argv[0] == "prompt":
-            return prompt(env)
-        if argv[0] == "permission":
-            return permission(env)
-        return tool(env, "pre" if argv[0] == "pre-tool" else "post")
-    except Exception as e:  # a hook must never fail its agent
-        err(f"sot-comm hook {argv[0]}: {type(e).__name__}: {e}")
-        if argv[0] == "stop":
-            stop_after_error(env)
-        return 0
-
-
-def stop_after_error(environ: Mapping[str, str]) -> None:
-    """The Stop hook failed on the way (odd input, a bug): it still runs the mail gate from what it can know
-    (the handle in this session's self file), and says in a ``systemMessage`` when even that fails, so a
-    turn with unread mail is never let go in silence."""
-    try:
-        if _identity()[0]:
-            return  # a refused process does nothing (the refusal was the normal path's to say)
-        ctx = Context()
-        if not ctx.name:
-            return
-        reason = mail_gate(ctx, session_key(environ, {}), False)
-    except Exception as e:
-        _system_message(
-            f"sot-comm: the Stop hook could not check this session's mail ({type(e).__name__}: {e}); "
-            "run comm-poll.sh to check by hand"
-        )
-        return
-    if reason:
-        _block(reason)
