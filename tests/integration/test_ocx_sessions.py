@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sotd.jobs.spec import DEFAULT_MAXIMA
+from sotd.jobs.nodepolicy import DEFAULT_MAXIMA
 from sotd.ocxrun import session_handle
 from tests.ocx import runkit as rk
 from tests.ocx.fossilkit import base_env, free_port, need_fossil, wait_port

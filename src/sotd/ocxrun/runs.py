@@ -38,7 +38,7 @@ from functools import partial
 from urllib.parse import unquote
 
 from sotd.errors import SotdError
-from sotd.jobs import runner, spec
+from sotd.jobs import nodepolicy, runner, spec
 from sotd.jobs import steps as stp
 from sotd.jobs.errors import Refused
 from sotd.ocx import envelope, fossil
@@ -419,7 +419,7 @@ class Runs:
             if a.stop_asked:
                 got.stop()
         if phase == "accepted" and got.run is not None:  # the node died between spawn and started
-            limits = spec.cap_limits(got.run.limits, self.settings.policy).report()
+            limits = nodepolicy.cap_limits(got.run.limits, self.settings.policy).report()
             self.answer(a, "started", {"values": dict(got.values), "limits": limits})
             self.record(a, "started")
         self.finish(a, got.wait(), "started")

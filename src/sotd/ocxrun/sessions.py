@@ -31,7 +31,7 @@ from typing import Protocol
 from sotd import _clock
 from sotd.errors import SotdError
 from sotd.jobs import limits as lim
-from sotd.jobs import paths, runner, seccomp, spec
+from sotd.jobs import paths, placeholders, runner, seccomp, spec
 from sotd.jobs import sandbox as sbx
 from sotd.jobs import steps as stp
 from sotd.jobs.errors import Refused
@@ -233,7 +233,7 @@ class Session:
             r.values = {str(k): str(v) for k, v in values.items()}
             keys = ("root", "repository_name", "run", "release")
             base: dict[str, str] = {k: r.values[k] for k in keys if k in r.values}
-            r.run, _ = spec.resolve(spec.parse_run(body), base)
+            r.run, _ = placeholders.resolve(spec.parse_run(body), base)
             dl = rec.get("deadline")
             if isinstance(dl, (int, float)):
                 r.deadline = time.monotonic() + max(0.0, float(dl) - _clock.now())

@@ -14,7 +14,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 
-from sotd.jobs import spec
+from sotd.jobs import nodepolicy
 from sotd.jobs.errors import PolicyError
 from sotd.ocx import envelope
 from sotd.ocx.errors import OcxConfigError
@@ -35,7 +35,7 @@ class RunSettings:
     ``path`` is ``None`` when there is no policy file: then the node runs nothing."""
 
     path: str | None
-    policy: spec.Policy
+    policy: nodepolicy.Policy
     root: str
     state: str
     release: str | None = None
@@ -85,7 +85,7 @@ def parse_settings(doc: Mapping[str, object], path: str) -> RunSettings:
     if not isinstance(table, dict):
         raise OcxConfigError(f"ocx: {path}: [jobs.policy] must be a table")
     try:
-        policy = spec.parse_policy(table)
+        policy = nodepolicy.parse_policy(table)
     except PolicyError as e:
         raise OcxConfigError(f"ocx: {path}: {e.message}") from None
     root = where("root", "ocx-root")
@@ -133,7 +133,7 @@ def load_settings(config: NodeConfig, environ: Mapping[str, str]) -> RunSettings
     except FileNotFoundError:
         base = os.path.dirname(config.path)
         return RunSettings(
-            None, spec.Policy(), os.path.join(base, "ocx-root"), os.path.join(base, "ocx-state")
+            None, nodepolicy.Policy(), os.path.join(base, "ocx-root"), os.path.join(base, "ocx-state")
         )
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise OcxConfigError(f"ocx: cannot read the node policy {path}: {e}") from None
