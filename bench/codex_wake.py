@@ -40,8 +40,9 @@ def main() -> int:
     from tests.realagent import codex_kit
     from tests.realagent.codex_standin import CodexStandIn, bash, text
 
-    from sotd.terminal.decide import HOLD_SECS, TICK_SECS
+    from sotd.daemon.decide import TICK_SECS
     from sotd.terminal.prompt import WAKE_LINE
+    from sotd.terminal.wake import HOLD_SECS
 
     try:
         codex_kit.codex_exe()

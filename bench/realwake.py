@@ -2,7 +2,7 @@
 prompt, beside the scripted agent's in the same run, and the Stop hook's wall time per turn end with no mail.
 
 One ``sotd daemon run`` (the real-agent tier's ``tests.realagent.kit.Box``: a temp HOME with Claude Code's
-first run answered, the model the scripted stand-in ``sotd.demo_model`` on 127.0.0.1) runs two rows:
+first run answered, the model the scripted stand-in ``sotd.demo.scripted_model`` on 127.0.0.1) runs two rows:
 
 - **real**: ``sotd comm spawn`` of the pinned Claude Code (``scripts/claude-code.pin``, installed by
   ``scripts/setup``), joined by its SessionStart hook. Each round files one message through the daemon
@@ -10,7 +10,7 @@ first run answered, the model the scripted stand-in ``sotd.demo_model`` on 127.0
   turn the wake submitted (the main request whose prompt is the wake line: Enter was pressed and Claude
   Code sent it on). The model answers ``comm-poll.sh`` and then ``SITREP: read``, so the turn ends with
   no unread mail; the next round waits for the prompt to be free again.
-- **scripted**: the scripted Claude-like screen ``sotd.demo_agent`` (as ``bench/wake.py`` runs it), its
+- **scripted**: the scripted Claude-like screen ``sotd.demo.scripted_agent`` (as ``bench/wake.py`` runs it), its
   clock stopped at its own log of the submitted line. Rounds alternate real, scripted.
 - **Stop hook**: the real row's Stop hook command is wrapped (in this run's own ``claude-settings.json``)
   to log its start and end; every real round's turn end is one sample (no mail: the model polled), so the
@@ -68,15 +68,16 @@ def main() -> int:
     sys.path.insert(0, common.ROOT)
     from tests.realagent import kit
 
-    from sotd import demo_model
-    from sotd.terminal.decide import HOLD_SECS, TICK_SECS
+    from sotd.daemon.decide import TICK_SECS
+    from sotd.demo import scripted_model
     from sotd.terminal.prompt import WAKE_LINE
+    from sotd.terminal.wake import HOLD_SECS
 
     try:
         kit.claude_exe()
     except kit.NotInstalled as e:
         return common.finish("realwake", {"not_run": str(e)}, args.no_write, args.quick)
-    model = demo_model.StandIn(idle_text="SITREP: read").start()
+    model = scripted_model.StandIn(idle_text="SITREP: read").start()
     root = tempfile.mkdtemp(prefix="srw-", dir="/tmp")
     home = kit.ClaudeHome(os.path.join(root, "claude"))
     box = kit.Box(home, model)
@@ -101,7 +102,7 @@ def main() -> int:
         _wait(lambda: (box.row("real") or {}).get("handle") == "real", 30, "the real row to join")
         slog = os.path.join(box.work, "scripted.agent.log")
         sroot = box.project("scripted")
-        argv = [common.PYTHON, "-m", "sotd.demo_agent", "--log", slog, "--work", "0.3", "--at-start", "comm-join.sh",
+        argv = [common.PYTHON, "-m", "sotd.demo.scripted_agent", "--log", slog, "--work", "0.3", "--at-start", "comm-join.sh",
                 "--log-keys", "--times"]  # fmt: skip
         p = box.sotd("spawn", sroot, "--name", "scripted", "--command", shlex.join(argv))
         if p.returncode:
@@ -121,7 +122,8 @@ def main() -> int:
         scripted: list[float] = []
         for i in range(rounds):
             model.add(
-                demo_model.bash("comm-poll.sh", when=WAKE_LINE), demo_model.text("SITREP: read", when="round")
+                scripted_model.bash("comm-poll.sh", when=WAKE_LINE),
+                scripted_model.text("SITREP: read", when="round"),
             )
             seen = len(model.main_requests())
             sent = box.sotd("send", "@real", f"round {i}")

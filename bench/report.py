@@ -526,7 +526,7 @@ def _wake(r: dict[str, object]) -> str:
     busy: dict = r["busy"]  # type: ignore[assignment]
     out += [
         f"{_machine(r['machine'])}  \n"  # type: ignore[arg-type]
-        f"A real daemon and its tmux server; rows run the scripted agent `sotd.demo_agent`, which logs every "
+        f"A real daemon and its tmux server; rows run the scripted agent `sotd.demo.scripted_agent`, which logs every "
         f"key with a wall-clock stamp. Latency: from the filing's answer (the send returned) to the agent's "
         f"log of the Enter after the wake line. Hold {p['hold_s']} s (the floor: nothing can be typed "
         f"sooner), tick {p['tick_s']} s plus inotify. Busy agent: `{p['busy_agent']}` (6 s idle, 6 s busy; "
@@ -645,8 +645,8 @@ def _realwake(r: dict[str, object]) -> str:
     out += [
         f"{_machine(r['machine'])}  \n"  # type: ignore[arg-type]
         f"One daemon, two rows in the same run, rounds alternating: the real Claude Code {p['claude_code']} TUI "
-        "(its model the scripted stand-in `sotd.demo_model` on 127.0.0.1) and the scripted agent "
-        "`sotd.demo_agent`. Clock: from the filing's answer (the send returned) to, for the real row, the "
+        "(its model the scripted stand-in `sotd.demo.scripted_model` on 127.0.0.1) and the scripted agent "
+        "`sotd.demo.scripted_agent`. Clock: from the filing's answer (the send returned) to, for the real row, the "
         "stand-in receiving the turn whose prompt is the wake line (Enter pressed, Claude Code sent it on), "
         f"for the scripted row its own log of the line. Hold {p['hold_s']} s, tick {p['tick_s']} s plus "
         "inotify.\n",

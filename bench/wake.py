@@ -1,7 +1,7 @@
 """The wake's speed and its false wakes (issue #5): a real daemon, its private tmux server, scripted agents.
 
 One ``sotd daemon run`` in its own comm folder starts rows in tmux windows, each running the scripted
-Claude-like screen ``sotd.demo_agent`` under ``sot-capsule`` with ``--log-keys --times``: the agent logs
+Claude-like screen ``sotd.demo.scripted_agent`` under ``sot-capsule`` with ``--log-keys --times``: the agent logs
 every key it receives with the phase it was in and a wall-clock stamp, so both measures are read off the
 agent's own log, not the daemon's.
 
@@ -126,7 +126,7 @@ class Daemon:
         log = os.path.join(self.work, f"{name}.agent.log")
         root = os.path.join(self.work, name)
         os.makedirs(root, exist_ok=True)
-        argv = [common.PYTHON, "-m", "sotd.demo_agent", "--log", log, "--work", "0.3"]
+        argv = [common.PYTHON, "-m", "sotd.demo.scripted_agent", "--log", log, "--work", "0.3"]
         argv += ["--at-start", "comm-join.sh", "--log-keys", "--times", *args]
         answer = self.request(
             "workspace.create",
@@ -181,7 +181,7 @@ class PlainPane:
         self.base = [shutil.which("tmux") or "tmux", "-S", self.sock]
         root = os.path.join(d.work, "plain")
         os.makedirs(root, exist_ok=True)
-        argv = [common.PYTHON, "-m", "sotd.demo_agent", "--log", self.log, "--work", "0.3"]
+        argv = [common.PYTHON, "-m", "sotd.demo.scripted_agent", "--log", self.log, "--work", "0.3"]
         argv += ["--log-keys", "--times"]
         size = ["-x", str(DEFAULT_SIZE[0]), "-y", str(DEFAULT_SIZE[1])]
         subprocess.run(
@@ -338,7 +338,8 @@ def main() -> int:
         return common.finish("wake", {"not_run": "tmux is not installed"}, args.no_write, args.quick)
     n_idle = args.rounds or (4 if args.quick else 15)
     n_busy = args.busy_rounds or (2 if args.quick else 5)
-    from sotd.terminal.decide import HOLD_SECS, TICK_SECS
+    from sotd.daemon.decide import TICK_SECS
+    from sotd.terminal.wake import HOLD_SECS
 
     d = Daemon()
     plain: PlainPane | None = None

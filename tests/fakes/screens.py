@@ -1,5 +1,5 @@
 """Scripted screen captures for the free-prompt table (behaviour 3.3): the scripted Claude-like screen
-(``sotd.demo_agent``) drawn in a real tmux pane on a private server and captured with the exact call the
+(``sotd.demo.scripted_agent``) drawn in a real tmux pane on a private server and captured with the exact call the
 wake makes (``capture-pane -e -p`` then the cursor, in one tmux command). Only for the shapes the real
 Claude Code (``tests/realagent/screens.py``) does not draw; each case says why.
 
@@ -69,7 +69,9 @@ def capture(case: Case, work: str) -> str:
     t = Tmux(sock, session="screens", size=(case.width, HEIGHT))
     try:
         env = {"TERM": "xterm-256color", "LANG": "C.UTF-8"}
-        pane = t.new_window(case.name[:20], work, env, [sys.executable, "-m", "sotd.demo_agent", *case.args])
+        pane = t.new_window(
+            case.name[:20], work, env, [sys.executable, "-m", "sotd.demo.scripted_agent", *case.args]
+        )
         deadline = time.monotonic() + 15
         raw = ""
         while time.monotonic() < deadline:

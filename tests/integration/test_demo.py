@@ -31,7 +31,7 @@ def test_the_main_demo_rows_mail_and_the_wake() -> None:
     before = _leftovers("sotd-demo-*")
     out = demo()
     for want in (
-        "# agent: the scripted stand-in sotd.demo_agent in each row (the pinned Claude Code is not installed",
+        "# agent: the scripted stand-in sotd.demo.scripted_agent in each row (the pinned Claude Code is not installed",
         "Joined sot-comm as @you",
         "Capsule row ready",
         "filed -> @alpha",

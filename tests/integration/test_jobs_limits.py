@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from sotd.demo_ocx import BOARD_C, MAKEFILE  # the board project the demo builds too
+from sotd.demo.ocx_part import BOARD_C, MAKEFILE  # the board project the demo builds too
 from sotd.jobs import limits as lim
-from sotd.jobs import runner, spec
-from sotd.jobs.spec import DEFAULT_MAXIMA
+from sotd.jobs import nodepolicy, runner, spec
+from sotd.jobs.nodepolicy import DEFAULT_MAXIMA
 from sotd.jobs.steps import Target
 
 pytestmark = [
@@ -68,7 +68,7 @@ def node() -> Iterator[runner.Node]:
     with open(os.path.join(src, "board.c"), "w") as f:
         f.write(BOARD_C)
     os.mkdir(os.path.join(top, "root"), 0o755)
-    policy = spec.parse_policy(
+    policy = nodepolicy.parse_policy(
         {
             "users": ["build-user"], "uids": [1000], "gids": [1000],
             "read_only": ["/usr", "/etc/alternatives"], "read_write": ["$$workspace$$"],

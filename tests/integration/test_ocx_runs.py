@@ -17,7 +17,8 @@ from collections.abc import Iterator
 import pytest
 
 from sotd.jobs import runner
-from sotd.jobs.spec import DEFAULT_MAXIMA, output_name
+from sotd.jobs.nodepolicy import DEFAULT_MAXIMA
+from sotd.jobs.spec import output_name
 from sotd.ocx.config import load_config
 from sotd.ocx.node import Node
 from sotd.ocxrun import Runs, load_settings, log_name

@@ -4,7 +4,7 @@ from the page, checked to be exactly the commands this test runs, and run in the
 node B made from scratch (a loopback hub; node A posts as alice). Substitutions: ``PW`` and ``hub:8080``
 are the hub's, port 8081 a free port, ``b.fossil``/``session.json``/``post.json``/``stop.json`` files in
 the test's folder, ``RUN-HASH`` the run's hash, ``DAEMON-STATE`` the daemon's state folder. The agent is
-the scripted ``sotd.demo_agent`` (tests/realagent runs the real Claude Code)."""
+the scripted ``sotd.demo.scripted_agent`` (tests/realagent runs the real Claude Code)."""
 
 from __future__ import annotations
 
@@ -124,9 +124,9 @@ def test_the_session_walkthrough_runs_as_the_page_gives_it(lab: rk.Lab) -> None:
         wait_port("127.0.0.1", port)
         release = os.path.join(top, "release")  # 4. the policy (prose), with the scripted agent's release
         os.mkdir(release, 0o755)
-        import sotd.demo_agent
+        import sotd.demo.scripted_agent
 
-        shutil.copy(sotd.demo_agent.__file__, os.path.join(release, "demo_agent.py"))
+        shutil.copy(sotd.demo.scripted_agent.__file__, os.path.join(release, "scripted_agent.py"))
         with open(os.path.join(release, "reply.py"), "w") as f:
             f.write(REPLY_PY)
         with open(os.path.join(top, "ocx-policy.toml"), "w") as f:
@@ -158,7 +158,7 @@ def test_the_session_walkthrough_runs_as_the_page_gives_it(lab: rk.Lab) -> None:
             "limits": {"wall": "8h"},
             "process": {
                 "user": "agent-user",
-                "command": ["/usr/bin/python3", "$$release$$/demo_agent.py", "--work", "0.3",
+                "command": ["/usr/bin/python3", "$$release$$/scripted_agent.py", "--work", "0.3",
                             "--on-wake", "/usr/bin/python3 $$release$$/reply.py $$workspace$$ $$run$$"],
                 "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$", "TERM": "xterm-256color"},
                 "cwd": "$$tree$$",

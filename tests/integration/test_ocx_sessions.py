@@ -1,6 +1,6 @@
 """OCX session runs (O11) end to end: a loopback ``fossil server`` hub, node A (alice) posting, node B a real
 ``sotd daemon run`` whose OCX node runs the seed's agent-session example as a row on its private tmux
-server. The agent is ``sotd.demo_agent`` (copied into the node's release folder, so the sandbox reads it
+server. The agent is ``sotd.demo.scripted_agent`` (copied into the node's release folder, so the sandbox reads it
 there); when the wake types its line, it runs ``reply.py``, which reads the session's mail mirror and writes
 one answer per post into its outbox folder."""
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sotd.jobs.spec import DEFAULT_MAXIMA
+from sotd.jobs.nodepolicy import DEFAULT_MAXIMA
 from sotd.ocxrun import session_handle
 from tests.ocx import runkit as rk
 from tests.ocx.fossilkit import base_env, free_port, need_fossil, wait_port
@@ -97,7 +97,7 @@ def session_body(clone: str, release_py: str) -> dict[str, Any]:
         "process": {
             "user": "agent-user",
             "command": [
-                release_py, "$$release$$/demo_agent.py", "--work", "0.3", "--log", "$$workspace$$/agent.log",
+                release_py, "$$release$$/scripted_agent.py", "--work", "0.3", "--log", "$$workspace$$/agent.log",
                 "--on-wake", f"{release_py} $$release$$/reply.py $$workspace$$ $$run$$",
             ],
             "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$", "TERM": "xterm-256color", "LANG": "C.UTF-8"},
@@ -166,9 +166,9 @@ def lab() -> Iterator[rk.Lab]:
         lab = rk.setup_nodes(top, "127.0.0.1", port, {})
         release = os.path.join(top, "release")
         os.mkdir(release, 0o755)
-        import sotd.demo_agent
+        import sotd.demo.scripted_agent
 
-        shutil.copy(sotd.demo_agent.__file__, os.path.join(release, "demo_agent.py"))
+        shutil.copy(sotd.demo.scripted_agent.__file__, os.path.join(release, "scripted_agent.py"))
         with open(os.path.join(release, "reply.py"), "w") as f:
             f.write(REPLY_PY)
         pol = os.path.join(top, "b-policy.toml")
@@ -311,8 +311,8 @@ def _runs_in(cgroup_dir: str, marker: bytes) -> bool:
 
 
 def _agent_in(cgroup_dir: str) -> bool:
-    """The session's agent (demo_agent.py inside bwrap) and the row's ``sot-capsule`` both run in it."""
-    return _runs_in(cgroup_dir, b"demo_agent.py") and _runs_in(cgroup_dir, b"sot-capsule\x00supervise")
+    """The session's agent (scripted_agent.py inside bwrap) and the row's ``sot-capsule`` both run in it."""
+    return _runs_in(cgroup_dir, b"scripted_agent.py") and _runs_in(cgroup_dir, b"sot-capsule\x00supervise")
 
 
 def test_session_adopted_after_a_daemon_restart(lab: rk.Lab) -> None:

@@ -3,7 +3,7 @@
 
 Each test runs ``sotd daemon run`` in a throw-away comm folder under a short /tmp path (socket paths hold
 108 bytes); the daemon's tmux server lives in that folder (``SOTD_STATE_DIR``) and is killed in teardown
-with the daemon. The agent is ``sotd.demo_agent`` (a scripted Claude-like screen) started by the daemon
+with the daemon. The agent is ``sotd.demo.scripted_agent`` (a scripted Claude-like screen) started by the daemon
 under ``sot-capsule``; it joins at start (``--at-start comm-join.sh``) and logs every submitted line, so a
 wake is counted from its log. Every wait is bounded.
 """
@@ -27,12 +27,11 @@ import pytest
 
 from sotd import _clock
 from sotd.client import unix
-from sotd.daemon import regturn
+from sotd.daemon import decide, regturn
 from sotd.errors import DaemonUnreachable
 from sotd.formats import registry
 from sotd.formats.layout import Layout, ensure_home
 from sotd.formats.reglock import RegistryLock
-from sotd.terminal import decide
 from sotd.terminal.prompt import WAKE_LINE
 from sotd.terminal.tmux import Tmux
 from sotd.wire import messages
@@ -139,7 +138,7 @@ class Box:
         return [
             sys.executable,
             "-m",
-            "sotd.demo_agent",
+            "sotd.demo.scripted_agent",
             "--log",
             log,
             "--work",

@@ -1,7 +1,7 @@
 """The wake against an agent that is busy, idle, flashing or holding a draft, and identity inside a row
 (issue #5; behaviour 3.1-3.3, 5, D16), end to end in real tmux.
 
-The rows run ``sotd.demo_agent`` (the scripted Claude-like screen) with ``--log-keys``: it logs every key it
+The rows run ``sotd.demo.scripted_agent`` (the scripted Claude-like screen) with ``--log-keys``: it logs every key it
 receives with the phase it was in (``idle``, ``busy``, ``flash``) and every phase change, so "never typed
 into while busy" is read off its own log. ``--alternate IDLE,BUSY`` makes it start work on its own;
 ``--flash`` hides the spinner for under 1.5 s while busy, so the screen reads as a free, still prompt for a
@@ -103,7 +103,7 @@ def test_hold_refuses_a_prompt_that_flashes_free_while_busy(tmp_path) -> None:
     tmux = Tmux(os.path.join(short, "s"), session="busy-test", size=(100, 30))
     try:
         log = str(tmp_path / "agent.log")
-        argv = [sys.executable, "-m", "sotd.demo_agent", "--log", log, "--alternate", "0.5,30"]
+        argv = [sys.executable, "-m", "sotd.demo.scripted_agent", "--log", log, "--alternate", "0.5,30"]
         argv += ["--flash", "1.2", "--flash-gap", "0.6", "--log-keys", "--times"]
         pane = tmux.new_window("row", str(tmp_path), {}, argv)
         for n in range(2):
@@ -207,7 +207,15 @@ def test_second_agent_inside_a_row_and_a_process_outside_its_capsule_have_no_ide
     # the row's agent is a "claude" (the screen runs under it); at its start it joins, then starts a
     # second "claude" that tries to send
     inner = f"{claude} -c '\"$@\"; exit $?' claude comm-send.sh @sender 'from the second agent'"
-    screen = [sys.executable, "-m", "sotd.demo_agent", "--log", log, "--at-start", f"comm-join.sh; {inner}"]
+    screen = [
+        sys.executable,
+        "-m",
+        "sotd.demo.scripted_agent",
+        "--log",
+        log,
+        "--at-start",
+        f"comm-join.sh; {inner}",
+    ]
     answer = box.request(
         "workspace.create",
         {

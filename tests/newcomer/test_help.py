@@ -87,12 +87,12 @@ def test_the_table_names_every_command_there_is() -> None:
     assert {p.split()[1] for p in cmdtable.members("comm")} == set(main.COMM_VERBS)
     assert {p for p in cmdtable.members("")} - {"comm"} == set(main.COMMANDS)
     assert {p.split()[1] for p in cmdtable.members("ocx")} == set(ocx.VERBS)
-    from sotd.daemon import main as daemon_main
+    from sotd.daemon import command as daemon_command
 
     for p in cmdtable.members("daemon"):
-        assert daemon_main._parse([p.split()[1]])[0] == p.split()[1]
+        assert daemon_command._parse([p.split()[1]])[0] == p.split()[1]
     with pytest.raises(ValueError):
-        daemon_main._parse(["nosuch"])
+        daemon_command._parse(["nosuch"])
 
 
 def test_the_table_and_the_parsers_agree() -> None:

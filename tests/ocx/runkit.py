@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sotd.demo_ocx import BOARD_C, MAKEFILE  # the board project the demo builds too
+from sotd.demo.ocx_part import BOARD_C, MAKEFILE  # the board project the demo builds too
 from tests.ocx.fossilkit import SOTD, base_env, fossil, make_hub, sotd, write_config
 
 __all__ = ["base_env", "fossil", "sotd", "write_config"]

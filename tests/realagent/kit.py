@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sotd import demo_model
+from sotd.demo import scripted_model
 from sotd.terminal import prompt
 from sotd.terminal.tmux import Tmux, capture_argv, parse_capture
 from tests.conftest import SOTD, clean_env, wait_for
@@ -42,7 +42,7 @@ PREFIX = os.path.join(TOP, ".agents", "claude-code")
 ERROR_FILE = os.path.join(TOP, ".agents", "claude-code.error")
 PACKAGE = "@anthropic-ai/claude-code"
 # The dummy key: Claude Code remembers an approved key by its last 20 characters.
-API_KEY = demo_model.API_KEY
+API_KEY = scripted_model.API_KEY
 DROP = ("ANTHROPIC_", "CLAUDE", "IS_SANDBOX", "SOT_", "SOTD_", "TMUX", "COMM_STATUS_", "CODEX", "OPENAI_")
 # What an agent under test takes from the test run's own environment: only these. Anything else can change
 # how its TUI draws (``NO_COLOR``, ``FORCE_COLOR``, ``CI``, ``COLORTERM`` decide whether it colours at all),
@@ -102,7 +102,7 @@ class ClaudeHome:
         self.tmp = os.path.join(root, "tmp")
         os.makedirs(os.path.join(self.home, ".claude"), exist_ok=True)
         os.makedirs(self.tmp, exist_ok=True)
-        self.config = demo_model.write_first_run(self.home, pin(), API_KEY)
+        self.config = scripted_model.write_first_run(self.home, pin(), API_KEY)
         self.settings_path = os.path.join(self.home, ".claude", "settings.json")
         base = dict(settings or {})
         if reduced_motion:
@@ -134,11 +134,11 @@ class ClaudeHome:
 
     def trust(self, folder: str) -> str:
         """Mark ``folder`` (made when missing) trusted and onboarded; its real path."""
-        return demo_model.trust_project(self.home, folder)
+        return scripted_model.trust_project(self.home, folder)
 
     def env(self, model: StandIn, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = agent_env()
-        env.update(demo_model.session_env(self.home, self.tmp, model.url, API_KEY))
+        env.update(scripted_model.session_env(self.home, self.tmp, model.url, API_KEY))
         env.update(extra or {})
         return env
 

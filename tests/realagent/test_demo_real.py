@@ -1,5 +1,5 @@
 """The README's main job with the real Claude Code: ``scripts/demo`` runs both rows as the pinned TUI (its
-model the scripted stand-in ``sotd.demo_model``), says so, and the wake, the polls and the replies go
+model the scripted stand-in ``sotd.demo.scripted_model``), says so, and the wake, the polls and the replies go
 through as with the scripted agent (issue 11 "Done when")."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 
 from sotd import _clock, topology
 from sotd.daemon import hub, links, ops, server
-from sotd.daemon import main as dmain
+from sotd.daemon import process as dprocess
 from sotd.errors import RegistryUnreadable
 
 pytestmark = pytest.mark.unit
@@ -257,9 +257,9 @@ def test_hello_verdict(payload: dict[str, Any], code: str | None) -> None:
 
 def test_changed_files() -> None:
     a = {"x.py": (1, 10), "y.py": (2, 20)}
-    assert dmain.changed_files(a, dict(a)) == []
-    assert dmain.changed_files(a, {"x.py": (1, 11), "z.py": (3, 3)}) == ["x.py", "y.py", "z.py"]
-    assert "restart it" in dmain.restart_text(["a.py", "b.py", "c.py", "d.py"])
+    assert dprocess.changed_files(a, dict(a)) == []
+    assert dprocess.changed_files(a, {"x.py": (1, 11), "z.py": (3, 3)}) == ["x.py", "y.py", "z.py"]
+    assert "restart it" in dprocess.restart_text(["a.py", "b.py", "c.py", "d.py"])
 
 
 class _Writer:
@@ -409,9 +409,9 @@ def test_second_daemon_refusal(record: dict[str, Any] | None, want: tuple[str, s
     ],
 )
 def test_daemon_status_link_lines(info: dict[str, Any], want: list[str]) -> None:
-    from sotd.daemon import main
+    from sotd.daemon import command
 
-    assert main.status_lines(info) == want
+    assert command.status_lines(info) == want
 
 
 @pytest.mark.parametrize(

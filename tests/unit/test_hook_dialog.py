@@ -1,10 +1,10 @@
-"""Decision D3: the text the permission hook puts in the ``dialog`` fact (``hooks.dialog_text``)."""
+"""Decision D3: the text the permission hook puts in the ``dialog`` fact (``hooks.permission.dialog_text``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sotd.cli import hooks
+from sotd.cli.hooks import permission
 
 pytestmark = pytest.mark.unit
 
@@ -48,12 +48,14 @@ pytestmark = pytest.mark.unit
     ],
 )  # fmt: skip
 def test_dialog_text(hook: dict, text: str | None) -> None:
-    assert hooks.dialog_text(hook) == text
+    assert permission.dialog_text(hook) == text
 
 
 def test_dialog_text_is_one_line_of_at_most_160_characters() -> None:
-    got = hooks.dialog_text({"tool_name": "Bash", "tool_input": {"command": "a\n\tb " + "c" * 400}})
+    got = permission.dialog_text({"tool_name": "Bash", "tool_input": {"command": "a\n\tb " + "c" * 400}})
     assert got is not None
     assert (
-        len(got) == hooks.DIALOG_MAX and got.startswith("permission for Bash: a b ccc") and got.endswith("…")
+        len(got) == permission.DIALOG_MAX
+        and got.startswith("permission for Bash: a b ccc")
+        and got.endswith("…")
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sotd.cli import hooks
+from sotd.cli.hooks import shared
 
 pytestmark = pytest.mark.unit
 
@@ -21,10 +21,10 @@ pytestmark = pytest.mark.unit
     ],
 )
 def test_json_depth(data: bytes, depth: int) -> None:
-    assert hooks.json_depth(data) == depth
+    assert shared.json_depth(data) == depth
 
 
-LIMIT = hooks.HOOK_DEPTH_MAX
+LIMIT = shared.HOOK_DEPTH_MAX
 
 
 @pytest.mark.parametrize(
@@ -39,11 +39,11 @@ LIMIT = hooks.HOOK_DEPTH_MAX
         (b'{"x": ' + b"[" * (LIMIT - 1) + b"]" * (LIMIT - 1) + b"}", True, "ok", None),
         (b"[1, 2]", True, {}, "the hook input is not a JSON object"),
         (b"{nope", True, {}, "the hook input is not JSON (JSONDecodeError)"),
-        (b'{"a": 1}', False, {}, f"larger than {hooks.HOOK_INPUT_MAX} bytes"),
+        (b'{"a": 1}', False, {}, f"larger than {shared.HOOK_INPUT_MAX} bytes"),
     ],
 )
 def test_parse_hook_input(data: bytes, whole: bool, want: object, why: str | None) -> None:
-    obj, reason = hooks.parse_hook_input(data, whole=whole)
+    obj, reason = shared.parse_hook_input(data, whole=whole)
     if why is None:
         assert reason is None
         if want != "ok":

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from sotd.jobs import spec
+from sotd.jobs import placeholders, spec
 from sotd.jobs.errors import Refused
 from sotd.jobs.steps import PasswordClaims, claim_password
 from tests.unit.test_jobs_spec import BASE, agent_run, build_run
@@ -16,7 +16,7 @@ R1, R2, R3 = "1" * 64, "2" * 64, "3" * 64
 
 
 def _run(body: dict[str, object]) -> spec.Run:
-    return spec.resolve(spec.parse_run(body), BASE)[0]
+    return placeholders.resolve(spec.parse_run(body), BASE)[0]
 
 
 def test_a_second_rotation_of_the_same_login_is_refused_until_the_first_ends(tmp_path: object) -> None:

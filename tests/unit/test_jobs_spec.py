@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sotd.jobs import spec
+from sotd.jobs import nodepolicy, placeholders, spec
 from sotd.jobs.errors import PolicyError, Refused
 
 pytestmark = pytest.mark.unit
@@ -69,7 +69,7 @@ def agent_run() -> dict[str, Any]:
 
 
 def test_build_example_parses_and_resolves() -> None:
-    run, values = spec.resolve(spec.parse_run(build_run()), BASE)
+    run, values = placeholders.resolve(spec.parse_run(build_run()), BASE)
     ws = f"{ROOT}/build-user/projects/proj/{RUN}"
     assert (
         values["workspace"] == ws
@@ -91,7 +91,7 @@ def test_build_example_parses_and_resolves() -> None:
 
 
 def test_agent_example_parses_and_resolves() -> None:
-    run, values = spec.resolve(spec.parse_run(agent_run()), BASE)
+    run, values = placeholders.resolve(spec.parse_run(agent_run()), BASE)
     assert [s.kind for s in run.workspace] == ["directory", "password", "clone", "checkout"]
     assert run.process.cwd == values["tree"] and "/opt/sotd" in run.sandbox.read_only
     assert run.process.session and run.process.deliveries == "start" and run.limits.report() == {"wall": "8h"}
@@ -226,13 +226,13 @@ def test_capability_names_are_normalised() -> None:
     ],
 )
 def test_expand(template: str, values: dict[str, str], out: str) -> None:
-    assert spec.expand(template, values) == out
+    assert placeholders.expand(template, values) == out
 
 
 def test_a_doubled_dollar_pair_is_a_literal_dollar_pair() -> None:
     """The documented escape: ``$$$$`` expands to ``$$`` (a shell's pid), beside real placeholders."""
-    assert spec.expand("echo $$$$ in $$root$$", {"root": "/r"}) == "echo $$ in /r"
-    assert spec.expand("$$$$$$$$", {}) == "$$$$"
+    assert placeholders.expand("echo $$$$ in $$root$$", {"root": "/r"}) == "echo $$ in /r"
+    assert placeholders.expand("$$$$$$$$", {}) == "$$$$"
 
 
 @pytest.mark.parametrize(
@@ -289,7 +289,7 @@ def test_forged_message_name_as_output_is_refused_naming_the_field() -> None:
 )
 def test_expand_refusals(template: str, why: str) -> None:
     with pytest.raises(Refused) as e:
-        spec.expand(template, {"root": "/r"})
+        placeholders.expand(template, {"root": "/r"})
     assert why in e.value.message
 
 
@@ -314,7 +314,7 @@ def test_resolve_refusals(path: str, value: object, why: str) -> None:
     body = build_run()
     _set(body, path, value)
     with pytest.raises(Refused) as e:
-        spec.resolve(spec.parse_run(body), BASE)
+        placeholders.resolve(spec.parse_run(body), BASE)
     assert why in e.value.message
 
 
@@ -329,14 +329,14 @@ def test_resolve_refusals(path: str, value: object, why: str) -> None:
 )
 def test_resolve_refuses_bad_node_values(base: dict[str, str], why: str) -> None:
     with pytest.raises(Refused) as e:
-        spec.resolve(spec.parse_run(build_run()), base)
+        placeholders.resolve(spec.parse_run(build_run()), base)
     assert why in e.value.message
 
 
 def test_release_unset_refuses_its_use() -> None:
     base = {k: v for k, v in BASE.items() if k != "release"}
     with pytest.raises(Refused, match=r"\$\$release\$\$ has no value"):
-        spec.resolve(spec.parse_run(agent_run()), base)
+        placeholders.resolve(spec.parse_run(agent_run()), base)
 
 
 POLICY_TOML = {
@@ -363,12 +363,12 @@ POLICY_TOML = {
 
 
 def resolved(body: dict[str, Any]) -> tuple[spec.Run, dict[str, str]]:
-    return spec.resolve(spec.parse_run(body), BASE)
+    return placeholders.resolve(spec.parse_run(body), BASE)
 
 
 def test_policy_allows_the_build_example() -> None:
     run, values = resolved(build_run())
-    assert spec.check(run, spec.parse_policy(POLICY_TOML), values) is None
+    assert nodepolicy.check(run, nodepolicy.parse_policy(POLICY_TOML), values) is None
 
 
 @pytest.mark.parametrize(
@@ -406,7 +406,7 @@ def test_policy_refusals(path: str, value: object, why: str) -> None:
     body = build_run()
     _set(body, path, value)
     run, values = resolved(body)
-    reason = spec.check(run, spec.parse_policy(POLICY_TOML), values)
+    reason = nodepolicy.check(run, nodepolicy.parse_policy(POLICY_TOML), values)
     assert reason is not None and why in reason
 
 
@@ -415,48 +415,52 @@ def test_policy_uid_range_and_workspace_subpaths() -> None:
     body["sandbox"]["uid"] = 2050
     body["sandbox"]["read_only"] = ["/usr/lib", "$$workspace$$/tree"]
     run, values = resolved(body)
-    assert spec.check(run, spec.parse_policy(POLICY_TOML), values) is None
+    assert nodepolicy.check(run, nodepolicy.parse_policy(POLICY_TOML), values) is None
 
 
 def test_policy_refuses_sessions_unless_allowed() -> None:
     run, values = resolved(agent_run())
-    pol = spec.parse_policy({**POLICY_TOML, "network": True})
-    assert spec.check(run, pol, values) == "this node does not run sessions"
+    pol = nodepolicy.parse_policy({**POLICY_TOML, "network": True})
+    assert nodepolicy.check(run, pol, values) == "this node does not run sessions"
     assert (
-        spec.check(run, spec.parse_policy({**POLICY_TOML, "network": True, "sessions": True}), values) is None
+        nodepolicy.check(
+            run, nodepolicy.parse_policy({**POLICY_TOML, "network": True, "sessions": True}), values
+        )
+        is None
     )
 
 
 def test_empty_policy_allows_nothing() -> None:
     run, values = resolved(build_run())
     assert (
-        spec.check(run, spec.Policy(), values) == "this node does not run processes as the login 'build-user'"
+        nodepolicy.check(run, nodepolicy.Policy(), values)
+        == "this node does not run processes as the login 'build-user'"
     )
 
 
 def test_cap_limits_lowers_and_fills_from_maxima() -> None:
-    pol = spec.parse_policy(POLICY_TOML)
-    capped = spec.cap_limits(spec.parse_limits({"wall": "8h", "cpu": 60, "file_size": "2G"}), pol)
+    pol = nodepolicy.parse_policy(POLICY_TOML)
+    capped = nodepolicy.cap_limits(spec.parse_limits({"wall": "8h", "cpu": 60, "file_size": "2G"}), pol)
     assert (capped.wall, capped.cpu, capped.processes, capped.file_size) == (7200, 60, 512, 2 << 30)
     assert capped.report() == {"wall": "2h", "cpu": 60, "processes": 512, "file_size": "2G",
-                               **spec.DEFAULT_MAXIMA}  # fmt: skip
+                               **nodepolicy.DEFAULT_MAXIMA}  # fmt: skip
 
 
 def test_policy_user_namespaces_off_and_seccomp_on_by_default() -> None:
-    pol = spec.parse_policy({})
+    pol = nodepolicy.parse_policy({})
     assert (pol.user_namespaces, pol.seccomp) == (False, True)
-    pol = spec.parse_policy({"user_namespaces": True, "seccomp": False})
+    pol = nodepolicy.parse_policy({"user_namespaces": True, "seccomp": False})
     assert (pol.user_namespaces, pol.seccomp) == (True, False)
     with pytest.raises(PolicyError, match=r"jobs\.policy\.seccomp must be true or false"):
-        spec.parse_policy({"seccomp": "yes"})
+        nodepolicy.parse_policy({"seccomp": "yes"})
 
 
 def test_policy_defaults_for_memory_tmp_and_disk_and_a_policy_may_change_them() -> None:
-    pol = spec.parse_policy({"limits": {"memory": "1G"}})
+    pol = nodepolicy.parse_policy({"limits": {"memory": "1G"}})
     assert (pol.limits.memory, pol.limits.tmp_size, pol.limits.disk) == (1 << 30, 512 << 20, 8 << 30)
-    capped = spec.cap_limits(spec.parse_limits({"memory": "2G", "tmp_size": "1M"}), pol)
+    capped = nodepolicy.cap_limits(spec.parse_limits({"memory": "2G", "tmp_size": "1M"}), pol)
     assert capped.report() == {"memory": "1G", "tmp_size": "1M", "disk": "8G"}
-    assert spec.cap_limits(spec.parse_limits(None), spec.Policy()).report() == {}
+    assert nodepolicy.cap_limits(spec.parse_limits(None), nodepolicy.Policy()).report() == {}
 
 
 @pytest.mark.parametrize(
@@ -474,7 +478,7 @@ def test_policy_defaults_for_memory_tmp_and_disk_and_a_policy_may_change_them() 
 )
 def test_bad_policies(table: dict[str, object], why: str) -> None:
     with pytest.raises(PolicyError) as e:
-        spec.parse_policy(table)
+        nodepolicy.parse_policy(table)
     assert why in e.value.message
 
 
@@ -483,7 +487,7 @@ def test_load_policy_reads_the_jobs_table(tmp_path: Any) -> None:
     p.write_text(
         '[jobs.policy]\nusers = ["build-user"]\nuids = [1000]\ngids = [1000]\n[jobs.policy.limits]\nwall = "1h"\n'
     )
-    pol = spec.load_policy(str(p))
+    pol = nodepolicy.load_policy(str(p))
     assert (
         pol.users == frozenset({"build-user"})
         and pol.limits.wall == 3600
@@ -491,4 +495,4 @@ def test_load_policy_reads_the_jobs_table(tmp_path: Any) -> None:
     )
     p.write_text("[jobs\n")
     with pytest.raises(PolicyError, match="cannot read the jobs policy"):
-        spec.load_policy(str(p))
+        nodepolicy.load_policy(str(p))

@@ -69,8 +69,7 @@ FRESH_HOME = "formats/registry.py"
 STAT_HOME = "sysprobe.py"
 
 AGENTS_NOT_YET = {
-    "terminal/decide.py": "terminal may not import formats; registry_entries goes when 16d moves it to the daemon",
-    "cli/hooks.py": "16d splits hooks.py by hook at the same time; its four reads move to agents_of after that",
+    "daemon/decide.py": "the daemon's decisions are pure (an import-linter contract): they may not import formats",
     "daemon/ops.py": "16b's file: registry_verdict answers file_failed on a document with no agents object",
 }
 

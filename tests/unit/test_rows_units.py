@@ -11,9 +11,9 @@ import pytest
 
 from sotd import _clock
 from sotd.daemon import heartbeat, rows, wake
+from sotd.daemon.decide import RowView
 from sotd.formats import registry
 from sotd.formats.layout import Layout, ensure_home
-from sotd.terminal.decide import RowView
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,8 @@ import os
 import pytest
 
 from sotd import identity
-from sotd.cli import hooks, install, sessionstart
+from sotd.cli import install, sessionstart
+from sotd.cli.hooks import stop as stop_hook
 
 pytestmark = pytest.mark.unit
 
@@ -96,7 +97,7 @@ def test_start_text_is_a_few_lines_naming_handle_commands_markers_and_skill() ->
 )
 def test_nudges_apply(env_switch: str, setting: str, in_row: bool, active: bool, on: bool) -> None:
     assert (
-        hooks.nudges_apply(env_switch=env_switch, setting=setting, in_row=in_row, stop_hook_active=active)
+        stop_hook.nudges_apply(env_switch=env_switch, setting=setting, in_row=in_row, stop_hook_active=active)
         is on
     )
 
@@ -119,7 +120,7 @@ def test_hook_setting(tmp_path: object, text: str | None, value: str) -> None:
     if text is not None:
         with open(path, "w") as f:
             f.write(text)
-    assert hooks.hook_setting(path, "nudges", hooks.NUDGE_SETTINGS) == value
+    assert stop_hook.hook_setting(path, "nudges", stop_hook.NUDGE_SETTINGS) == value
 
 
 def test_allow_rules_cover_the_mail_wrappers_in_every_form_and_nothing_else() -> None:
@@ -182,7 +183,7 @@ def test_remove_keeps_what_others_added_since() -> None:
         (["codex"], True, ["codex", "-c", f'shell_environment_policy.set.PATH="{BIN}:{os.defpath}"',
                            install.CODEX_FIRST_PROMPT]),
         (["codex", "--model", "m"], True, ["codex", "--model", "m"]),
-        (["python3", "-m", "sotd.demo_agent"], True, ["python3", "-m", "sotd.demo_agent"]),
+        (["python3", "-m", "sotd.demo.scripted_agent"], True, ["python3", "-m", "sotd.demo.scripted_agent"]),
         (["claude"], False, ["claude"]),
     ],
 )  # fmt: skip

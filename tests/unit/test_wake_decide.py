@@ -8,9 +8,7 @@ import pytest
 
 from sotd import handles
 from sotd._clock import stamp
-from sotd.formats import cursor as cursor_format
-from sotd.formats import inbox as inbox_format
-from sotd.terminal.decide import (
+from sotd.daemon.decide import (
     ENTER,
     FORGET,
     HOLD,
@@ -30,6 +28,8 @@ from sotd.terminal.decide import (
     streak_line,
     wake_rows,
 )
+from sotd.formats import cursor as cursor_format
+from sotd.formats import inbox as inbox_format
 
 pytestmark = pytest.mark.unit
 

@@ -31,7 +31,7 @@ COMM_VERBS = {
 # top-level command -> module with a ``run(argv: list[str]) -> int`` (``sotd <command> [args]``)
 COMMANDS = {
     "stdio-bridge": "sotd.cli.bridge",
-    "daemon": "sotd.daemon.main",  # named by string: nothing imports the daemon until asked
+    "daemon": "sotd.daemon.command",  # named by string: nothing imports the daemon until asked
     "topology": "sotd.cli.topology",
     "ocx": "sotd.cli.ocx",
 }

@@ -16,10 +16,9 @@ import os
 from typing import TYPE_CHECKING
 
 from sotd import _clock
-from sotd.daemon import regturn
+from sotd.daemon import decide, regturn
 from sotd.errors import SotdError
 from sotd.formats import registry
-from sotd.terminal import decide
 
 if TYPE_CHECKING:
     from collections.abc import Callable

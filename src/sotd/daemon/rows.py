@@ -36,11 +36,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from sotd import _clock, fsprim, handles
-from sotd.daemon import regturn
+from sotd.daemon import decide, regturn
 from sotd.daemon.ops import OK, quoted, refusal
 from sotd.errors import SotdError
 from sotd.formats import registry, selffile
-from sotd.terminal import decide, prompt
+from sotd.terminal import prompt
 from sotd.terminal.tmux import Tmux, TmuxError, Window
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The wake: the daemon types ``[sot-comm] you have mail: run comm-poll.sh`` into an idle Claude row.
 
-Spec: behaviour 3.1-3.3; seed 000 "Waking". The decisions are ``sotd.terminal.decide`` (pure), one attempt
+Spec: behaviour 3.1-3.3; seed 000 "Waking". The decisions are ``sotd.daemon.decide`` (pure), one attempt
 on a pane is ``sotd.terminal.wake`` (blocking); this module carries the memory between ticks and runs the
 checks: every 2 s tick for each Ready Claude row with a declared handle, and at once when a row's inbox
 file changes (inotify on ``inbox/``, through ctypes, read on the event loop with ``add_reader``).
@@ -25,9 +25,9 @@ import time
 from typing import TYPE_CHECKING
 
 from sotd import _clock
+from sotd.daemon import decide
 from sotd.errors import RegistryUnreadable, SotdError
 from sotd.formats import cursor, readhint, registry
-from sotd.terminal import decide
 from sotd.terminal import wake as attempt
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def read_facts(layout: Layout, handle: str, woken_line: int | None) -> Facts | N
 class Waker:
     """The wake's memory (per row, in memory only), its refusal streaks, and its running checks."""
 
-    def __init__(self, rows: Rows, layout: Layout, *, hold: float = decide.HOLD_SECS) -> None:
+    def __init__(self, rows: Rows, layout: Layout, *, hold: float = attempt.HOLD_SECS) -> None:
         self.rows = rows
         self.layout = layout
         self.hold = hold

@@ -37,7 +37,7 @@ from functools import partial
 
 from sotd import _clock, fsprim, sysprobe
 from sotd.jobs import limits as lim
-from sotd.jobs import paths, seccomp, spec
+from sotd.jobs import nodepolicy, paths, placeholders, seccomp, spec
 from sotd.jobs import sandbox as sbx
 from sotd.jobs import steps as stp
 from sotd.jobs.errors import Refused, StepFailed
@@ -99,7 +99,7 @@ class Node:
     the state folder, and (for tests) the host facts it would otherwise read."""
 
     root: str
-    policy: spec.Policy
+    policy: nodepolicy.Policy
     carrier: stp.Carrier
     state_dir: str
     release: str | None = None
@@ -176,7 +176,7 @@ def hash_file(path: str, top: str, hash_name: str, copy_to: str | None = None) -
     time without following a symlink (``paths.open_nofollow``); ``None`` when it is missing, is or passes
     through a symlink, or is not a regular file. With ``copy_to``, the bytes hashed are also written
     there (a new file), so what is uploaded later is exactly what was hashed."""
-    if not spec.inside(path, top):
+    if not placeholders.inside(path, top):
         return None
     try:
         fd = paths.open_nofollow(path, "the output", flags=os.O_RDONLY | os.O_NONBLOCK)
@@ -280,12 +280,12 @@ class Run:
         base = {"root": self.node.root, "repository_name": self.repository_name, "run": self.run_hash}
         if self.node.release:
             base["release"] = self.node.release
-        resolved, self.values = spec.resolve(run, base)
-        why = spec.check(resolved, self.node.policy, self.values)
+        resolved, self.values = placeholders.resolve(run, base)
+        why = nodepolicy.check(resolved, self.node.policy, self.values)
         if why:
             raise Refused(why)
         self._refuse_kind(resolved)
-        self.limits = spec.cap_limits(resolved.limits, self.node.policy)
+        self.limits = nodepolicy.cap_limits(resolved.limits, self.node.policy)
         facts = self.node.facts if self.node.facts is not None else lim.read_facts()
         self.plan = lim.plan(self.limits, facts, resolved.sandbox.uid)
         return resolved
@@ -306,7 +306,7 @@ class Run:
         for p in dict.fromkeys((*sb.read_only, *sb.read_write)):
             if "/usr" in (*sb.read_only, *sb.read_write) and p in links:
                 continue
-            if before_steps and spec.inside(p, ws):
+            if before_steps and placeholders.inside(p, ws):
                 continue
             try:
                 fd = paths.open_nofollow(p, "the sandbox path")
@@ -614,7 +614,7 @@ WORKSPACES = ".workspaces"  # STATE/.workspaces/<RUN-HASH>: the workspace each r
 def nested_in(at: str, others: Mapping[str, str]) -> tuple[str, str] | None:
     """Pure: ``(run hash, workspace)`` of another run whose workspace holds ``at`` or lies inside it."""
     for h, w in sorted(others.items()):
-        if spec.inside(at, w) or spec.inside(w, at):
+        if placeholders.inside(at, w) or placeholders.inside(w, at):
             return h, w
     return None
 
@@ -673,7 +673,7 @@ def adopt(state_dir: str, run_hash: str, node: Node | None = None) -> Run | Ende
         os.makedirs(d, mode=0o700, exist_ok=True)
         _write_json(os.path.join(d, "ended.json"), lost.to_json())
         return lost
-    n = node or Node(root="/", policy=spec.Policy(), carrier=stp.FossilCarrier(), state_dir=state_dir)
+    n = node or Node(root="/", policy=nodepolicy.Policy(), carrier=stp.FossilCarrier(), state_dir=state_dir)
     r = Run(
         st["body"],
         run_hash=run_hash,
@@ -684,7 +684,7 @@ def adopt(state_dir: str, run_hash: str, node: Node | None = None) -> Run | Ende
     )
     r.values = dict(st["values"])
     try:
-        parsed, _ = spec.resolve(
+        parsed, _ = placeholders.resolve(
             spec.parse_run(st["body"]),
             {
                 "root": r.values["root"],

@@ -1,34 +1,29 @@
-"""The ``run`` body (ocx.md 1.2-1.6): parse, expand placeholders, check against the node policy.
+"""The ``run`` body (ocx.md 1.2-1.6): its value objects and ``parse_run``, which checks every field.
 
 Everything here is pure: JSON-shaped values in, frozen value objects out, or ``Refused`` whose message is
-the one sentence ``ended.why`` carries. Three stages, in this order:
+the one sentence ``ended.why`` carries. A run goes through three stages, in this order:
 
-1. ``parse_run(body)`` checks shapes and types of every field (templates are kept as written);
-2. ``resolve(run, base)`` expands every ``$$name$$`` (O5) step by step, so ``$$workspace$$`` exists only
-   after the ``directory`` step and ``$$tree$$`` only after a ``files``/``checkout`` step, and refuses a
-   workspace path that leaves ``$$root$$`` (normalised here; the runner re-checks with ``realpath``);
-3. ``check(resolved, policy)`` answers the node policy: a refusal reason, or ``None``.
-   ``cap_limits(limits, policy)`` then lowers limits to the node's maxima (never refuses).
+1. ``parse_run(body)`` (here) checks shapes and types of every field (templates are kept as written);
+2. ``sotd.jobs.placeholders.resolve(run, base)`` expands every ``$$name$$`` (O5) step by step;
+3. ``sotd.jobs.nodepolicy.check(resolved, policy)`` answers the node policy: a refusal reason, or
+   ``None``; ``nodepolicy.cap_limits(limits, policy)`` then lowers limits to the node's maxima.
 
 Guarantee: a run that passes all three names only paths, ids, capabilities and limits the node allows.
-What would break it: a placeholder value containing ``$$`` or ``/`` smuggled in by the caller; ``base``
-values are the caller's and are checked by ``resolve`` (``process_user`` / ``repository_name`` may not
-contain ``/``, be ``.``/``..`` or be empty).
+What would break it here: a field read without its type checked (a later stage would trust a string that
+is a list), or a template altered while parsing (``resolve`` must see it as written).
 """
 
 from __future__ import annotations
 
-import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from sotd.jobs.errors import PolicyError, Refused
+from sotd.jobs.errors import Refused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-PLACEHOLDERS = frozenset({"root", "process_user", "repository_name", "run", "workspace", "tree", "release"})
 STEP_KINDS = ("directory", "files", "password", "clone", "checkout")
 DELIVERIES = ("start", "new", "none")
 
@@ -83,7 +78,6 @@ CAPABILITIES = frozenset(
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 _DURATION = re.compile(r"([0-9]+)([smhd]?)")
 _SIZE = re.compile(r"([0-9]+)([KMGT]?)")
-_NAME = re.compile(r"[a-z_]+")
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _BYTES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 MAX_ID = (1 << 32) - 2  # (uid_t)-1 is "no change" to the kernel
@@ -151,8 +145,6 @@ class Limits:
 
 LIMIT_NAMES = ("wall", "cpu", "processes", "file_size", "memory", "tmp_size", "disk")
 SIZE_LIMITS = ("file_size", "memory", "tmp_size", "disk")
-# What a node's policy caps when it names no maximum (issue 18: each of these limits has a default).
-DEFAULT_MAXIMA: Mapping[str, str] = {"memory": "4G", "tmp_size": "512M", "disk": "8G"}
 
 
 @dataclass(frozen=True)
@@ -325,7 +317,7 @@ def parse_steps(v: object) -> tuple[Step, ...]:
     return tuple(steps)
 
 
-def _capability(v: object, what: str) -> str:
+def parse_capability(v: object, what: str) -> str:
     s = _str(v, what).upper()
     if not s.startswith("CAP_"):
         s = "CAP_" + s
@@ -354,7 +346,7 @@ def parse_sandbox(v: object) -> Sandbox:
     d = _obj(v, "run.sandbox", keys, ("uid", "gid"))
     w = "run.sandbox."
     caps = tuple(
-        _capability(c, f"{w}linux_capabilities[{i}]")
+        parse_capability(c, f"{w}linux_capabilities[{i}]")
         for i, c in enumerate(_list(d.get("linux_capabilities", []), w + "linux_capabilities"))
     )
     created: list[CreatedFile] = []
@@ -506,317 +498,3 @@ def parse_run(body: object) -> Run:
         limits=parse_limits(d.get("limits")),
         process=parse_process(d["process"]),
     )
-
-
-# ------------------------------------------------------------------------------------------ placeholders
-
-
-def expand(template: str, values: Mapping[str, str]) -> str:
-    """``template`` with each ``$$name$$`` replaced by ``values[name]`` (one pass, never recursive).
-
-    ``$$$$`` is the escape for a literal ``$$`` (``sh -c 'echo $$$$'`` prints the shell's pid). Refuses
-    an unclosed ``$$``, a name not in O5's list, and a known name that has no value yet.
-    """
-    parts = template.split("$$")
-    if len(parts) % 2 == 0:
-        raise Refused(f"unclosed placeholder in {template!r}")
-    out = []
-    for i, p in enumerate(parts):
-        if i % 2 == 0:
-            out.append(p)
-        elif p == "":
-            out.append("$$")  # the escape: $$$$ is a literal $$ (a shell's pid, say)
-        elif not _NAME.fullmatch(p) or p not in PLACEHOLDERS:
-            raise Refused(f"unknown placeholder $${p}$$ in {template!r}")
-        elif p not in values:
-            raise Refused(f"placeholder $${p}$$ has no value where it is used, in {template!r}")
-        else:
-            out.append(values[p])
-    return "".join(out)
-
-
-def inside(path: str, top: str) -> bool:
-    """True when normalised absolute ``path`` is ``top`` or below it (pure; no symlinks followed)."""
-    p, t = os.path.normpath(path), os.path.normpath(top)
-    return p == t or p.startswith(t.rstrip("/") + "/")
-
-
-def _expand_path(template: str, values: Mapping[str, str], what: str) -> str:
-    p = expand(template, values)
-    if not p.startswith("/"):
-        raise Refused(f"{what} is not an absolute path after expansion: {p!r}")
-    return os.path.normpath(p)
-
-
-def resolve(run: Run, base: Mapping[str, str]) -> tuple[Run, dict[str, str]]:
-    """Expand every placeholder of ``run``; return the resolved run and the values (``started.values``).
-
-    ``base`` gives ``root``, ``repository_name``, ``run`` and optionally ``release``; ``process_user`` is
-    ``run.process.user``. Workspace step paths and ``unversioned_files`` must stay inside the workspace
-    (and so inside ``$$root$$``).
-    """
-    values = {k: v for k, v in base.items() if k in PLACEHOLDERS and k not in ("workspace", "tree")}
-    values["process_user"] = run.process.user
-    for k in ("root", "repository_name", "run"):
-        if not values.get(k):
-            raise Refused(f"the node gave no value for $${k}$$")
-    for k in ("process_user", "repository_name", "run"):
-        if not is_login(values[k]) or "$$" in values[k]:
-            raise Refused(f"$${k}$$ cannot be used in a path: {values[k]!r}")
-    for k, v in values.items():
-        if "$$" in v or (k in ("root", "release") and not v.startswith("/")):
-            raise Refused(f"the node's value for $${k}$$ is not usable: {v!r}")
-    root = os.path.normpath(values["root"])
-    steps: list[Step] = []
-    for i, s in enumerate(run.workspace):
-        what = f"run.workspace[{i}]"
-        if s.kind == "directory":
-            assert s.at is not None
-            at = _expand_path(s.at, values, what + ".at")
-            if not inside(at, root) or at == root:
-                raise Refused(f"{what}.at leaves $$root$$ ({root}): {at}")
-            values["workspace"] = at
-            steps.append(replace(s, at=at))
-        elif s.into is not None:
-            into = _expand_path(s.into, values, what + ".into")
-            if not inside(into, values["workspace"]) or into == values["workspace"]:
-                raise Refused(f"{what}.into must be below $$workspace$$: {into}")
-            if s.kind in ("files", "checkout"):
-                values["tree"] = into
-            steps.append(replace(s, into=into))
-        else:
-            steps.append(s)
-    sb, pr = run.sandbox, run.process
-
-    def paths(ps: tuple[str, ...], what: str) -> tuple[str, ...]:
-        return tuple(_expand_path(p, values, f"{what}[{i}]") for i, p in enumerate(ps))
-
-    def opt(p: str | None, what: str) -> str | None:
-        return None if p is None else _expand_path(p, values, what)
-
-    sandbox = replace(
-        sb,
-        proc=opt(sb.proc, "run.sandbox.proc"),
-        dev=opt(sb.dev, "run.sandbox.dev"),
-        tmp=opt(sb.tmp, "run.sandbox.tmp"),
-        read_only=paths(sb.read_only, "run.sandbox.read_only"),
-        read_write=paths(sb.read_write, "run.sandbox.read_write"),
-        homes=paths(sb.homes, "run.sandbox.homes"),
-        created_files=tuple(
-            CreatedFile(
-                _expand_path(c.path, values, f"run.sandbox.created_files[{i}].path"),
-                expand(c.content, values),
-                c.mode,
-            )
-            for i, c in enumerate(sb.created_files)
-        ),
-    )
-    outs = []
-    for i, o in enumerate(pr.unversioned_files):
-        at = _expand_path(o.at, values, f"run.process.unversioned_files[{i}].at")
-        if not inside(at, values["workspace"]) or at == values["workspace"]:
-            raise Refused(f"run.process.unversioned_files[{i}].at must be below $$workspace$$: {at}")
-        outs.append(Output(at, o.as_))
-    process = replace(
-        pr,
-        command=tuple(expand(a, values) for a in pr.command),
-        env={k: expand(v, values) for k, v in pr.env.items()},
-        cwd=opt(pr.cwd, "run.process.cwd") or values["workspace"],
-        unversioned_files=tuple(outs),
-    )
-    return replace(run, workspace=tuple(steps), sandbox=sandbox, process=process), values
-
-
-# ---------------------------------------------------------------------------------------------- policy
-
-
-@dataclass(frozen=True)
-class Policy:
-    """What this node allows (the ``[jobs.policy]`` table; see docs/jobs.md). Paths may use placeholders
-    (``$$workspace$$``, ``$$release$$``, ``$$root$$``), expanded with the run's values before comparing."""
-
-    users: frozenset[str] = frozenset()
-    uids: tuple[tuple[int, int], ...] = ()
-    gids: tuple[tuple[int, int], ...] = ()
-    capabilities: frozenset[str] = frozenset()
-    network: bool = False
-    sessions: bool = False
-    user_namespaces: bool = False  # may a sandbox make user namespaces of its own (bwrap --disable-userns)
-    seccomp: bool = True  # the seccomp filter (sotd.jobs.seccomp) on every sandbox
-    read_only: tuple[str, ...] = ()
-    read_write: tuple[str, ...] = ("$$workspace$$",)
-    homes: tuple[str, ...] = ()
-    created_files: tuple[str, ...] = ()
-    limits: Limits = field(default_factory=Limits)
-
-
-def _ranges(v: object, what: str) -> tuple[tuple[int, int], ...]:
-    if not isinstance(v, list):
-        raise PolicyError(f"{what} must be a list of ids or 'LOW-HIGH' ranges")
-    out = []
-    for x in v:
-        if isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_ID:
-            out.append((x, x))
-        elif isinstance(x, str) and re.fullmatch(r"[0-9]+-[0-9]+", x):
-            lo, hi = (int(n) for n in x.split("-"))
-            if lo > hi or hi > MAX_ID:
-                raise PolicyError(f"{what} has an empty or too large range {x!r}")
-            out.append((lo, hi))
-        else:
-            raise PolicyError(f"{what} has a bad entry {x!r}")
-    return tuple(out)
-
-
-def parse_policy(table: Mapping[str, object]) -> Policy:
-    """The ``[jobs.policy]`` table (already read with ``tomllib``) as a ``Policy``, or ``PolicyError``."""
-    keys = {
-        "users",
-        "uids",
-        "gids",
-        "capabilities",
-        "network",
-        "sessions",
-        "user_namespaces",
-        "seccomp",
-        "read_only",
-        "read_write",
-        "homes",
-        "created_files",
-        "limits",
-    }
-    for k in table:
-        if k not in keys:
-            raise PolicyError(f"jobs.policy has an unknown key {k!r}")
-
-    def strs(k: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
-        v = table.get(k, list(default))
-        if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
-            raise PolicyError(f"jobs.policy.{k} must be a list of strings")
-        return tuple(v)
-
-    def flag(k: str, default: bool = False) -> bool:
-        v = table.get(k, default)
-        if not isinstance(v, bool):
-            raise PolicyError(f"jobs.policy.{k} must be true or false")
-        return v
-
-    lim_table = table.get("limits", {})
-    if isinstance(lim_table, dict):
-        lim_table = {**DEFAULT_MAXIMA, **lim_table}
-    try:
-        caps = frozenset(_capability(c, "jobs.policy.capabilities") for c in strs("capabilities"))
-        limits = parse_limits(lim_table)
-    except Refused as e:
-        raise PolicyError(e.message.replace("run.limits", "jobs.policy.limits")) from None
-    return Policy(
-        users=frozenset(strs("users")),
-        uids=_ranges(table.get("uids", []), "jobs.policy.uids"),
-        gids=_ranges(table.get("gids", []), "jobs.policy.gids"),
-        capabilities=caps,
-        network=flag("network"),
-        sessions=flag("sessions"),
-        user_namespaces=flag("user_namespaces"),
-        seccomp=flag("seccomp", True),
-        read_only=strs("read_only"),
-        read_write=strs("read_write", ("$$workspace$$",)),
-        homes=strs("homes"),
-        created_files=strs("created_files"),
-        limits=limits,
-    )
-
-
-def load_policy(path: str) -> Policy:
-    """Read ``[jobs.policy]`` from the TOML file ``path`` (an absent table allows nothing)."""
-    import tomllib
-
-    try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise PolicyError(f"cannot read the jobs policy {path}: {e}") from None
-    jobs = doc.get("jobs", {})
-    table = jobs.get("policy", {}) if isinstance(jobs, dict) else None
-    if not isinstance(table, dict):
-        raise PolicyError(f"{path}: [jobs.policy] must be a table")
-    return parse_policy(table)
-
-
-def _in_ranges(n: int, ranges: tuple[tuple[int, int], ...]) -> bool:
-    return any(lo <= n <= hi for lo, hi in ranges)
-
-
-def _allowed(path: str, prefixes: tuple[str, ...], values: Mapping[str, str]) -> bool:
-    for p in prefixes:
-        try:
-            top = expand(p, values)
-        except Refused:
-            continue  # a policy entry naming a value this run lacks allows nothing for it
-        if top.startswith("/") and inside(path, top):
-            return True
-    return False
-
-
-def check(run: Run, policy: Policy, values: Mapping[str, str] | None = None) -> str | None:
-    """Why ``policy`` refuses the resolved ``run``, or ``None`` when it allows it.
-
-    ``values`` (from ``resolve``) expand placeholders in the policy's paths.
-    """
-    vals = values or {}
-    sb, pr = run.sandbox, run.process
-    if "*" not in policy.users and pr.user not in policy.users:
-        return f"this node does not run processes as the login {pr.user!r}"
-    if not _in_ranges(sb.uid, policy.uids):
-        return f"this node does not run sandboxes as uid {sb.uid}"
-    if not _in_ranges(sb.gid, policy.gids):
-        return f"this node does not run sandboxes as gid {sb.gid}"
-    extra = [c for c in sb.capabilities if c not in policy.capabilities]
-    if extra:
-        return f"this node does not grant the capabilities {', '.join(extra)}"
-    if sb.network and not policy.network:
-        return "this node does not give sandboxes network access"
-    if pr.session and not policy.sessions:
-        return "this node does not run sessions"
-    why = foreign_root_bind(run, vals)
-    if why:
-        return why
-    for p in sb.read_only:
-        if not _allowed(p, policy.read_only, vals) and not _allowed(p, policy.read_write, vals):
-            return f"this node does not bind {p} read-only into sandboxes"
-    for p in sb.read_write:
-        if not _allowed(p, policy.read_write, vals):
-            return f"this node does not bind {p} read-write into sandboxes"
-    for p in sb.homes:
-        if not _allowed(p, policy.homes, vals):
-            return f"this node does not bring the home entry {p} into sandboxes"
-    for c in sb.created_files:
-        if not _allowed(c.path, policy.created_files, vals):
-            return f"this node does not create {c.path} in sandboxes"
-    return None
-
-
-def foreign_root_bind(run: Run, values: Mapping[str, str]) -> str | None:
-    """Why a bind of ``run`` reaches into ``$$root$$`` beyond the run's own workspace (where other runs'
-    workspaces live), or ``None``. A bind that holds ``$$root$$`` (``/``, say) counts too."""
-    root, ws = values.get("root"), values.get("workspace")
-    if not root:
-        return None
-    root = os.path.normpath(root)
-    for p in (*run.sandbox.read_only, *run.sandbox.read_write, *run.sandbox.homes):
-        if inside(root, p) or (inside(p, root) and not (ws and inside(p, ws))):
-            return f"this node binds nothing of $$root$$ ({root}) into a sandbox but the run's own workspace: {p}"
-    return None
-
-
-def cap_limits(limits: Limits, policy: Policy) -> Limits:
-    """Each limit lowered to the node's maximum; a limit the run leaves out gets the maximum (if any)."""
-    mx = policy.limits
-    out: dict[str, int | None] = {}
-    text = dict(limits.text)
-    for k in LIMIT_NAMES:
-        asked, cap = getattr(limits, k), getattr(mx, k)
-        if cap is not None and (asked is None or asked > cap):
-            out[k] = cap
-            text[k] = mx.text[k]
-        else:
-            out[k] = asked
-    return Limits(text=text, **out)

@@ -109,7 +109,7 @@ class Node:
                     if not self.index.mark_handed(clone.name, str(row["hash"]), rid, None):
                         continue
                     try:
-                        data = self._bytes(clone, str(row["name"]))
+                        data = self.message_bytes(clone, str(row["name"]))
                         reader(Delivery(clone, server_code, row, data))
                     except Exception as e:  # a reader's failure is recorded, never fatal
                         self.index.set_hand_error(
@@ -118,9 +118,27 @@ class Node:
                     handed += 1
         return handed
 
-    def _bytes(self, clone: CloneConfig, name: str) -> bytes:
+    def message_bytes(self, clone: CloneConfig, name: str) -> bytes:
+        """The bytes of the message file ``name`` in ``clone`` (empty when it cannot be read)."""
         r = fossil.read_message(clone.repository, name)
         return r.data if r is not None else b""
+
+    def thread(self, root: str, repo: str) -> dict[str, tuple[str, str, str, str]]:
+        """Every valid message of clone ``repo`` answering ``root`` or an answer of it, read under the
+        node's lock: hash -> (kind, sender login or "", the hash it answers, file name), in received order
+        (each answer after what it answers)."""
+        out: dict[str, tuple[str, str, str, str]] = {}
+        todo = [root]
+        with self._lock:
+            while todo:
+                h = todo.pop(0)
+                for row in self.index.answers(h):
+                    if row["repo"] != repo or str(row["hash"]) in out:
+                        continue
+                    k = str(row["hash"])
+                    out[k] = (str(row["kind"]), str(row["sender_login"] or ""), h, str(row["name"]))
+                    todo.append(k)
+        return out
 
     # --- scanning ------------------------------------------------------------------------------------
 

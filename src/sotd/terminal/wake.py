@@ -16,7 +16,6 @@ import time
 from typing import NamedTuple
 
 from sotd.terminal import prompt
-from sotd.terminal.decide import HOLD_SECS, OP_BUDGET_SECS
 from sotd.terminal.tmux import Tmux, TmuxError
 
 TYPE_CHECKING = False
@@ -35,6 +34,10 @@ DID_NOT_SHOW = "did not show in main's input box"
 NO_ENTER = "no Enter sent"
 
 POLL_SECS = 0.1
+# The hold (behaviour 3.3: the screen must stay still this long before the line is typed) and the budget
+# for seeing the typed line in main's box before Enter.
+HOLD_SECS = 1.5
+OP_BUDGET_SECS = 3.0
 
 
 class Outcome(NamedTuple):

@@ -1,7 +1,7 @@
-"""src/sotd/demo_model.py: a scripted stand-in for the Anthropic Messages API on 127.0.0.1.
+"""src/sotd/demo/scripted_model.py: a scripted stand-in for the Anthropic Messages API on 127.0.0.1.
 
 The real Claude Code TUI (the pinned npm package) cannot reach a model on these machines, so the demo's
-real-agent rows (``demo_rows``) and the real-agent test tier (``tests/realagent``, through its shim
+real-agent rows (``sotd.demo.rows_part``) and the real-agent test tier (``tests/realagent``, through its shim
 ``standin.py``) point it at this server (``ANTHROPIC_BASE_URL``): the only stand-in there; everything else
 (the TUI, its hooks, tmux, sotd) is real. What Claude Code reads (testing-notes §5):
 

@@ -23,7 +23,7 @@ is busy; a spell always ends on spinner. ``--log-keys`` logs every key received 
 in (``idle``, ``busy`` or ``flash``) and every phase change; ``--times`` adds a wall-clock ``t`` to every
 logged record (the wake benchmark's clock).
 
-    python -m sotd.demo_agent [--mode idle|draft|dialog|menu|question|ascii] [--suggest TEXT] [--named LABEL]
+    python -m sotd.demo.scripted_agent [--mode idle|draft|dialog|menu|question|ascii] [--suggest TEXT] [--named LABEL]
                               [--panel] [--panel-focus main|helper-1]
                               [--work SECS] [--on-wake CMD] [--log FILE] [--deaf] [--at-start CMD]
                               [--alternate IDLE,BUSY] [--flash SECS] [--flash-gap SECS] [--log-keys]

@@ -4,10 +4,10 @@ Everything runs as real processes: ``sotd daemon run`` in a temporary comm folde
 by "you" (a session outside any row), and two rows the daemon starts in tmux windows under
 ``sot-capsule``. Each row runs the real Claude Code TUI when it is installed (``$SOTD_DEMO_CLAUDE``, which
 ``scripts/demo`` sets to the pinned ``.agents/claude-code`` install of ``scripts/setup``): it joins by its
-SessionStart hook, and its model is the scripted stand-in ``sotd.demo_model`` on 127.0.0.1 (there is no
+SessionStart hook, and its model is the scripted stand-in ``sotd.demo.scripted_model`` on 127.0.0.1 (there is no
 model to reach offline), which answers the wake line with ``comm-poll.sh`` and the mail with
 ``comm-send.sh``. Without it (or with ``SOTD_DEMO_AGENT=scripted``) each row runs the scripted agent
-``sotd.demo_agent``, which does the same by itself. The transcript says which agent ran.
+``sotd.demo.scripted_agent``, which does the same by itself. The transcript says which agent ran.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from sotd import demo_model
+from sotd.demo import scripted_model
 from sotd.terminal import prompt
 
 STEP_WAIT_S = 20.0
@@ -87,15 +87,15 @@ class Demo:
         self.daemon: subprocess.Popen[bytes] | None = None
         self.log_seen = 0
         self.claude = real_claude(dict(os.environ))
-        self.model: demo_model.StandIn | None = None
+        self.model: scripted_model.StandIn | None = None
         if self.claude is not None:
             self.real_home = os.path.join(self.work, "claude-home")
             tmp = os.path.join(self.work, "claude-tmp")
             os.makedirs(tmp)
-            demo_model.write_first_run(self.real_home, self.claude[1])
-            self.model = demo_model.StandIn(in_order=False, idle_text="SITREP: nothing to do").start()
+            scripted_model.write_first_run(self.real_home, self.claude[1])
+            self.model = scripted_model.StandIn(in_order=False, idle_text="SITREP: nothing to do").start()
             self.env = {k: v for k, v in self.env.items() if not k.startswith(("ANTHROPIC_", "IS_SANDBOX"))}
-            self.env.update(demo_model.session_env(self.real_home, tmp, self.model.url))
+            self.env.update(scripted_model.session_env(self.real_home, tmp, self.model.url))
             self.env["SOTD_AGENT_ARGV_CLAUDE"] = json.dumps([self.claude[0]])
 
     # ------------------------------------------------------------------------------------------ helpers
@@ -191,13 +191,13 @@ class Demo:
                 f"# agent: the real Claude Code {self.claude[1]} TUI ({self.claude[0]}) in each row; its model is"
             )
             print(
-                f"#   sotd.demo_model, a scripted stand-in for the Messages API on {self.model.url} (offline)"
+                f"#   sotd.demo.scripted_model, a scripted stand-in for the Messages API on {self.model.url} (offline)"
             )
             for name, (to, text) in REPLIES.items():
                 self.model.add(
-                    demo_model.bash("comm-poll.sh", when=prompt.WAKE_LINE),  # alpha's wake comes first
-                    demo_model.bash(f"comm-send.sh @{to} {shlex.quote(text)}", when=_asked_of(name)),
-                    demo_model.text(f"SITREP: replied to @{to}", when=f"filed -> @{to}"),
+                    scripted_model.bash("comm-poll.sh", when=prompt.WAKE_LINE),  # alpha's wake comes first
+                    scripted_model.bash(f"comm-send.sh @{to} {shlex.quote(text)}", when=_asked_of(name)),
+                    scripted_model.text(f"SITREP: replied to @{to}", when=f"filed -> @{to}"),
                 )
         else:
             why = (
@@ -205,20 +205,20 @@ class Demo:
                 if os.environ.get("SOTD_DEMO_AGENT") == "scripted"
                 else "the pinned Claude Code is not installed: scripts/setup puts it in .agents/claude-code"
             )
-            print(f"# agent: the scripted stand-in sotd.demo_agent in each row ({why})")
+            print(f"# agent: the scripted stand-in sotd.demo.scripted_agent in each row ({why})")
         for name in ("alpha", "beta"):
             root = os.path.join(self.work, name)
             os.makedirs(root)
             logs[name] = os.path.join(self.work, f"{name}.agent.log")
             if self.claude is not None:
-                demo_model.trust_project(self.real_home, root)
+                scripted_model.trust_project(self.real_home, root)
                 p = self.typed("spawn", root, "--name", name)
             else:
                 to, text = REPLIES[name]
                 agent = [
                     sys.executable,
                     "-m",
-                    "sotd.demo_agent",
+                    "sotd.demo.scripted_agent",
                     "--log",
                     logs[name],
                     "--work",
@@ -318,7 +318,7 @@ class Demo:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
-def _session_of(r: demo_model.Request) -> str:
+def _session_of(r: scripted_model.Request) -> str:
     """The Claude Code session a request came from (``metadata.user_id`` holds it as JSON)."""
     meta = r.body.get("metadata")
     try:

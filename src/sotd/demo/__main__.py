@@ -2,7 +2,7 @@
 
 The default run: a daemon in a throw-away comm folder spawns two rows on its private tmux server, each the
 real Claude Code TUI when ``scripts/demo`` finds the pinned install (its model the scripted stand-in
-``sotd.demo_model``), else the scripted Claude-like agent (``sotd.demo_agent``), under ``sot-capsule``; the
+``sotd.demo.scripted_model``), else the scripted Claude-like agent (``sotd.demo.scripted_agent``), under ``sot-capsule``; the
 transcript says which ran; mail to an idle row gets the wake
 line typed at its prompt, the agent runs ``comm-poll.sh`` and replies, and the transcript shows the
 commands, the daemon's wake log lines and screen snapshots. Bounded (well under 60 s); the daemon and its
@@ -11,7 +11,7 @@ tmux server are stopped and the folder removed at the end, also after a failure.
 ``--quick``: the earlier transcript only: two sessions exchange mail through the comm folder library and
 the CLI, with no daemon (the demo records this box's inbox lock identity the way a hub daemon does).
 
-``--ocx``: one OCX run end to end (``sotd.demo_ocx``): two nodes through a loopback ``fossil server``, the
+``--ocx``: one OCX run end to end (``sotd.demo.ocx_part``): two nodes through a loopback ``fossil server``, the
 seed's build example posted, started, ended passed, and the image checked against its hash.
 """
 
@@ -37,12 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     if "--quick" in args:
         return quick()
     if "--ocx" in args:
-        from sotd import demo_ocx
+        from sotd.demo import ocx_part
 
-        return demo_ocx.main()
-    from sotd import demo_rows
+        return ocx_part.main()
+    from sotd.demo import rows_part
 
-    return demo_rows.main()
+    return rows_part.main()
 
 
 def quick() -> int:

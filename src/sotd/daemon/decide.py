@@ -9,8 +9,10 @@ What would break it: counting lines past the cursor that are not directed to the
 self-echoes would wake), or letting a shrunken inbox keep an old wake count (new mail would never be
 "fresh").
 
-Layer rule: this module may import only ``sotd.errors``, ``sotd._clock`` and the standard library, so the
-inbox's cursor arithmetic comes in as a function (``scan``'s ``offset``).
+Layer rule: this module may import only ``sotd.errors``, ``sotd._clock`` and the standard library (an
+import-linter contract holds it), so the inbox's cursor arithmetic comes in as a function (``scan``'s
+``offset``). It sits in the daemon package because the daemon is its only user and it never touches a
+terminal; the hold and budget of one attempt on a pane are ``sotd.terminal.wake``'s.
 """
 
 from __future__ import annotations
@@ -31,8 +33,6 @@ STOP_HOLD_BEFORE = 60
 STOP_HOLD_AFTER = 1
 HEARTBEAT_SECS = 60.0
 STREAK_SILENT_SECS = 60.0
-HOLD_SECS = 1.5
-OP_BUDGET_SECS = 3.0
 # The agents whose rows are woken: each has a screen predicate (terminal/prompt.py, terminal/codex_prompt.py)
 # that reads every captured screen of its pinned release right (docs/rows.md, "The wake for Codex rows").
 WAKE_AGENTS = ("claude", "codex")

@@ -1,9 +1,7 @@
-"""``sotd daemon run|start|stop|status|reload``: the daemon's process, and the commands that manage it.
+"""The daemon's process: what ``sotd daemon run`` serves until SIGTERM/SIGINT (``run_foreground``).
 
-``run`` serves in the foreground until SIGTERM/SIGINT; ``start`` detaches one (new session, stdio on the
-log file beside the socket), waits until it answers, and prints the socket path; ``stop`` sends SIGTERM to
-the status file's pid after checking its start tick; ``status`` proves liveness by a ``version.query``
-round trip. Socket: ``--socket``, else ``$SOT_SOCKET``, else ``sotd.runtime.default_socket``.
+The command that manages it (``start|stop|status|reload|install``) is ``sotd.daemon.command``, a thin
+client that imports this module only for ``run``; ``start`` runs ``sotd daemon run`` in a new session.
 
 At start the daemon reads ``hosts.toml`` (``sotd.topology``), decides hub or guest (2.4), and as hub writes
 the inbox-lock-manager record (6.4). A box whose topology names another hub holds a link to it. Each
@@ -30,7 +28,7 @@ import sys
 import time
 from typing import Any
 
-from sotd import __version__, cmdtable, runtime, sysprobe, topology
+from sotd import __version__, runtime, sysprobe, topology
 from sotd.daemon import heartbeat as heartbeat_mod
 from sotd.daemon import hub as hub_mod
 from sotd.daemon import ocxnode as ocxnode_mod
@@ -50,9 +48,6 @@ CODE_CHECK_S = 60.0
 TICK_S = 2.0
 TOPOLOGY_CHECK_S = 2.0
 LINK_SILENT_S = 10.0  # a link that pings every 3 s and sends nothing this long is closed by the hub
-START_WAIT_S = 15.0
-STOP_WAIT_S = 10.0
-USAGE = cmdtable.usages("daemon")  # made from the command table
 
 
 # ------------------------------------------------------------------------------------- code changes
@@ -398,56 +393,11 @@ def _float_env(environ: dict[str, str], name: str, default: float) -> float:
     return v if v > 0 else default
 
 
-# ---------------------------------------------------------------------------------------------- CLI
+# ------------------------------------------------------------------------------------- foreground
 
 
-def _parse(argv: list[str]) -> tuple[str, str | None]:
-    if not argv:
-        raise ValueError("a subcommand is needed")
-    cmd, rest = argv[0], argv[1:]
-    sock: str | None = None
-    while rest:
-        a = rest.pop(0)
-        if a == "--socket" and rest:
-            sock = rest.pop(0)
-        elif a.startswith("--socket="):
-            sock = a.split("=", 1)[1]
-        else:
-            raise ValueError(f"unknown argument '{a}'")
-    if cmd not in ("run", "start", "stop", "status", "reload", "install", "uninstall"):
-        raise ValueError(f"unknown subcommand '{cmd}'")
-    return cmd, (os.path.abspath(sock) if sock else None)
-
-
-def run(argv: list[str]) -> int:
-    try:
-        cmd, explicit = _parse(argv)
-    except ValueError as e:
-        sys.stderr.write(f"sotd daemon: {e}\n{USAGE}\n")
-        return 2
-    environ = dict(os.environ)
-    sock = os.path.abspath(runtime.socket_path(environ, explicit))
-    if cmd == "run":
-        return _run(sock, environ)
-    if cmd == "start":
-        return _start(sock, environ)
-    if cmd == "stop":
-        return _stop(sock)
-    if cmd == "reload":
-        return _reload(sock, environ)
-    if cmd in ("install", "uninstall"):
-        from sotd.daemon import unit
-
-        if cmd == "uninstall":
-            return unit.uninstall(environ)
-        running = None
-        with contextlib.suppress(SotdError):
-            running = query(sock, environ, 2.0).get("pid")
-        return unit.install(sock, environ, running_pid=running)
-    return _status(sock, environ)
-
-
-def _run(sock: str, environ: dict[str, str]) -> int:
+def run_foreground(sock: str, environ: dict[str, str]) -> int:
+    """``sotd daemon run``: serve on ``sock`` in this process until SIGTERM/SIGINT; log on stderr."""
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
@@ -460,177 +410,4 @@ def _run(sock: str, environ: dict[str, str]) -> int:
         log.error("%s%s", e.message, f" ({e.hint})" if e.hint else "")
         sys.stderr.flush()
         return 1
-    return 0
-
-
-def query(sock: str, environ: dict[str, str], deadline_s: float = 5.0) -> dict[str, Any]:
-    """``version.query`` round trip; the ``daemon`` object. ``SotdError`` when nobody answers."""
-    from sotd.client import unix
-    from sotd.wire import messages
-
-    hello = messages.hello_payload(
-        host=runtime.self_host(environ) or "unknown",
-        os_user=messages.os_user_for_uid(os.geteuid()),
-        role="cli",
-        name="sotd-daemon-cli",
-    )
-    answer = unix.request(sock, "version.query", {}, hello, deadline_s=deadline_s)
-    daemon = answer.get("daemon")
-    if not isinstance(daemon, dict):
-        raise SotdError(f"the daemon at unix:{sock} answered version.query without a daemon object: {answer}")
-    return daemon
-
-
-def _start(sock: str, environ: dict[str, str]) -> int:
-    """Start one daemon for ``sock`` unless one answers there. Two starts at once (two commands that
-    each found no daemon: ``cli/autostart.py``) take turns on a lock file beside the socket, and the
-    second finds the first's daemon answering: one daemon per socket."""
-    import fcntl
-
-    folder = os.path.dirname(sock)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    lock_fd = os.open(sock + ".start.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)  # held at most one start's wait (START_WAIT_S) by another
-        return _start_locked(sock, environ)
-    finally:
-        os.close(lock_fd)
-
-
-def _start_locked(sock: str, environ: dict[str, str]) -> int:
-    import subprocess
-
-    logfile = runtime.log_path(sock)
-    with contextlib.suppress(SotdError):
-        info = query(sock, environ, 2.0)
-        sys.stderr.write(
-            f"sotd daemon: already running at {sock} (pid {info.get('pid')}); its log is {logfile}\n"
-        )
-        sys.stdout.write(sock + "\n")
-        return 0
-    fd = os.open(logfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-    try:
-        # a new session: no controlling terminal, not in the caller's process group; the caller exits
-        # right after, so the daemon is adopted by init (no zombie is left to anyone)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sotd.cli.main", "daemon", "run", "--socket", sock],
-            stdin=subprocess.DEVNULL,
-            stdout=fd,
-            stderr=fd,
-            env=environ,
-            start_new_session=True,
-            close_fds=True,
-            cwd="/",
-        )
-    finally:
-        os.close(fd)
-    deadline = time.monotonic() + START_WAIT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            sys.stderr.write(f"sotd daemon: it exited at start (status {proc.returncode}); see {logfile}\n")
-            sys.stderr.write(_tail(logfile))
-            return 1
-        try:
-            query(sock, environ, 1.0)
-        except SotdError:
-            time.sleep(0.1)
-            continue
-        sys.stderr.write(f"sotd daemon: started pid {proc.pid} at {sock}; its log is {logfile}\n")
-        sys.stdout.write(sock + "\n")
-        return 0
-    sys.stderr.write(f"sotd daemon: no answer at {sock} within {START_WAIT_S:g}s; see {logfile}\n")
-    return 1
-
-
-def _tail(path: str, n: int = 5) -> str:
-    try:
-        with open(path, "rb") as f:
-            lines = f.read()[-8192:].decode("utf-8", "replace").splitlines()[-n:]
-    except OSError:
-        return ""
-    return "".join(line + "\n" for line in lines)
-
-
-def _stop(sock: str) -> int:
-    path = runtime.status_path(sock)
-    doc = statusfile.read(path)
-    if doc is None:
-        sys.stderr.write(f"sotd daemon: no daemon runs at {sock} (no status file {path})\n")
-        return 1
-    pid = doc.get("pid")
-    if not statusfile.same_process(doc) or type(pid) is not int:
-        sys.stderr.write(
-            f"sotd daemon: the status file names pid {pid}, which no longer runs that daemon: nothing signalled\n"
-        )
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        return 1
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_WAIT_S
-    while time.monotonic() < deadline:
-        if not statusfile.same_process(doc):
-            sys.stdout.write(f"stopped sotd daemon pid {pid} at {sock}\n")
-            return 0
-        time.sleep(0.05)
-    sys.stderr.write(f"sotd daemon: pid {pid} did not stop within {STOP_WAIT_S:g}s of SIGTERM\n")
-    return 1
-
-
-def _status(sock: str, environ: dict[str, str]) -> int:
-    try:
-        info = query(sock, environ)
-    except SotdError as e:
-        sys.stderr.write(
-            f"sotd daemon: no daemon answered at {sock}: {e.message}\nstart it: sotd daemon start\n"
-        )
-        return 1
-    role = "hub" if info.get("hub") else "guest"
-    sys.stdout.write(
-        f"sotd daemon at {sock}: pid {info.get('pid')}, host {info.get('host')}, version {info.get('version')}, "
-        f"protocol {info.get('protocol')}, {role}\n"
-    )
-    for line in status_lines(info):
-        sys.stdout.write(line + "\n")
-    if info.get("restart_requested"):
-        sys.stdout.write(f"restart requested: {info['restart_requested']}\n")
-    return 0
-
-
-def status_lines(info: dict[str, Any]) -> list[str]:
-    """The link lines of ``sotd daemon status``: this box's link to its hub, and the boxes linked here. Pure."""
-    out: list[str] = []
-    link = info.get("link")
-    if isinstance(link, dict):
-        ep = link.get("endpoint")
-        if link.get("up"):
-            out.append(f"link to the hub at {ep}: up since {link.get('since')}")
-        else:
-            out.append(f"link to the hub at {ep}: down since {link.get('since')}: {link.get('error')}")
-    links = info.get("links")
-    if isinstance(links, list) and links:
-        out.append(f"links from: {', '.join(str(x) for x in links)}")
-    return out
-
-
-def _reload(sock: str, environ: dict[str, str]) -> int:
-    """``daemon.reload``: the daemon reads ``hosts.toml`` again; print what changed."""
-    from sotd.client import unix
-    from sotd.wire import messages
-
-    hello = messages.hello_payload(
-        host=runtime.self_host(environ) or "unknown",
-        os_user=messages.os_user_for_uid(os.geteuid()),
-        role="cli",
-        name="sotd-daemon-cli",
-    )
-    try:
-        answer = unix.request(sock, "daemon.reload", {}, hello, deadline_s=10.0)
-    except SotdError as e:
-        sys.stderr.write(f"sotd daemon: no daemon answered at {sock}: {e.message}\n")
-        return 1
-    if answer.get("ok") is not True:
-        sys.stderr.write(f"sotd daemon: reload refused: {answer.get('error', answer)}\n")
-        return 1
-    changes = answer.get("changes") or []
-    sys.stdout.write(f"reloaded {answer.get('path')}: {'; '.join(changes) if changes else 'no change'}\n")
     return 0

@@ -9,7 +9,7 @@ step is the real ``sotd ocx`` CLI, printed as typed.
 
 Part 2 (``Demo.session``): the seed's agent-session example as written (password, clone, checkout steps).
 B's clone gets the run's login and a loopback server of its own (the commands the node's refusals name),
-B runs ``sotd daemon run`` with a policy allowing sessions; the session is ``sotd.demo_agent`` (a scripted
+B runs ``sotd daemon run`` with a policy allowing sessions; the session is ``sotd.demo.scripted_agent`` (a scripted
 stand-in, woken by mail; it answers each post of ``inbox.jsonl`` through the outbox). A posts the run, a
 post from alice and then alice's stop; the demo fails unless the answer and ``ended stopped`` arrive.
 
@@ -271,9 +271,9 @@ class Demo:
         print(f"[b]$ fossil server --localhost --port {port} b.fossil")
         release = os.path.join(self.top, "release")
         os.mkdir(release, 0o755)
-        from sotd import demo_agent
+        from sotd.demo import scripted_agent
 
-        shutil.copy(demo_agent.__file__, os.path.join(release, "demo_agent.py"))
+        shutil.copy(scripted_agent.__file__, os.path.join(release, "scripted_agent.py"))
         with open(os.path.join(release, "reply.py"), "w") as f:
             f.write(REPLY_PY)
         with open(os.path.join(self.top, "ocx-policy.toml"), "w") as f:
@@ -312,7 +312,7 @@ class Demo:
             "limits": {"wall": "8h"},
             "process": {
                 "user": "agent-user",
-                "command": [py, "$$release$$/demo_agent.py", "--work", "0.3",
+                "command": [py, "$$release$$/scripted_agent.py", "--work", "0.3",
                             "--on-wake", f"{py} $$release$$/reply.py $$workspace$$ $$run$$"],
                 "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$", "TERM": "xterm-256color",
                         "LANG": "C.UTF-8"},
@@ -321,7 +321,7 @@ class Demo:
             },
         }  # fmt: skip
         print(
-            "# the agent is sotd.demo_agent (a scripted stand-in; tests/realagent runs the real Claude Code)"
+            "# the agent is sotd.demo.scripted_agent (a scripted stand-in; tests/realagent runs the real Claude Code)"
         )
         path = os.path.join(self.top, "session.json")
         with open(path, "w") as f:
