@@ -228,3 +228,19 @@ def test_appends_v3_no_line_reported_failed_was_filed(guest: Guest) -> None:
     is taken back out: docs/contract.md "A filing's deadline"), so a FAILED line is never in the inbox."""
     f = guest.point("appends_hub_v3")
     assert f["failed_but_filed"] == [], f["writers"]["B"]["failures"]
+
+
+def test_deadline_v3_tight_senders_through_the_hub_are_filed_iff_told_ok(guest: Guest) -> None:
+    """B's senders wait only 0.45-1.1 s, so the hub's deadline (the sender's, less two answer margins) falls
+    before, during or after its lock wait, write and sync on v3: whatever B was told, the inbox agrees —
+    every line told ok is there once, none told FAILED is (a sync past the deadline is taken back out)."""
+    f = guest.point("deadline_hub_v3")
+    assert f["hub_up"] and f["guest_up"] and f["guest_linked"], f["guest_log"]
+    a, b = f["writers"]["A"], f["writers"]["B"]
+    assert a["failed"] == 0, a
+    kinds = {"ok", "expired", "busy", "before the write", "taken back", "no reply", "sender gave up"}
+    assert set(b["kinds"]) <= kinds, b["others"]
+    assert f["failed_but_filed"] == [], b["failures"]
+    c = f["census"]
+    assert (c["torn"], c["unterminated_tail"], c["repeated"]) == (0, False, {"A": 0, "B": 0}), c
+    assert (c["missing"]["A"], c["missing"]["B"]) == (0, b["failed"]), (c, b["kinds"])
