@@ -556,7 +556,7 @@ POINTS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
     (
         "deadline_hub_v3",
         lambda: point_appends_v3_via_hub(
-            200, "deadline-hub-v3", ",".join(f"{0.45 + 0.05 * k:.2f}" for k in range(14))
+            100, "deadline-hub-v3", ",".join(f"{0.45 + 0.05 * k:.2f}" for k in range(14))
         ),
     ),
     ("killed_v4", lambda: point_killed_holder("v4", inbox_lock=True)),
