@@ -222,13 +222,25 @@ def test_appends_v3_host_a_itself_and_host_b_through_the_hub_are_1000_whole_line
     assert c["missing"]["B"] <= b["failed"], (c, b["failures"])
 
 
-@pytest.mark.xfail(
-    reason="finding of issue 15, half fixed: the guest now passes the sender's `expires` up the link "
-    "(test_daemon.py::test_a_guest_never_forwards_past_its_senders_deadline); left: the hub bounds only its "
-    "lock wait by the frame's `expires`, not the append after it, which on the emulated guest's NFS can "
-    "outlast the 0.25 s answer margin, so host B may still be told FAILED for a line that was filed",
-    strict=False,
-)
 def test_appends_v3_no_line_reported_failed_was_filed(guest: Guest) -> None:
+    """The finding of issue 15: B was told FAILED for lines the hub filed all the same. The guest now
+    forwards with its sender's deadline and the hub's whole filing honours it (a sync that ends past it
+    is taken back out: docs/contract.md "A filing's deadline"), so a FAILED line is never in the inbox."""
     f = guest.point("appends_hub_v3")
     assert f["failed_but_filed"] == [], f["writers"]["B"]["failures"]
+
+
+def test_deadline_v3_tight_senders_through_the_hub_are_filed_iff_told_ok(guest: Guest) -> None:
+    """B's senders wait only 0.45-1.1 s, so the hub's deadline (the sender's, less two answer margins) falls
+    before, during or after its lock wait, write and sync on v3: whatever B was told, the inbox agrees —
+    every line told ok is there once, none told FAILED is (a sync past the deadline is taken back out)."""
+    f = guest.point("deadline_hub_v3")
+    assert f["hub_up"] and f["guest_up"] and f["guest_linked"], f["guest_log"]
+    a, b = f["writers"]["A"], f["writers"]["B"]
+    assert a["failed"] == 0, a
+    kinds = {"ok", "expired", "busy", "before the write", "taken back", "no reply", "sender gave up"}
+    assert set(b["kinds"]) <= kinds, b["others"]
+    assert f["failed_but_filed"] == [], b["failures"]
+    c = f["census"]
+    assert (c["torn"], c["unterminated_tail"], c["repeated"]) == (0, False, {"A": 0, "B": 0}), c
+    assert (c["missing"]["A"], c["missing"]["B"]) == (0, b["failed"]), (c, b["kinds"])

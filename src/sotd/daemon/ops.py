@@ -95,6 +95,15 @@ def budget(expires: object, now: float, lock_wait: float) -> float | None:
     return min(lock_wait, left)
 
 
+def filing_deadline(expires: object, now: float, mono_now: float) -> float | None:
+    """The ``time.monotonic()`` moment a receiver's whole filing (lock wait, append, sync) must end by:
+    ``expires`` less the answer margin, on the clock ``mono_now`` reads at wall time ``now``; None for a
+    frame without ``expires`` (``inbox.deadline_action``, docs/contract.md "A filing's deadline")."""
+    if isinstance(expires, bool) or not isinstance(expires, int | float):
+        return None
+    return mono_now + (float(expires) - now - ANSWER_MARGIN_S)
+
+
 def registry_verdict(
     to: str, doc: dict[str, Any] | RegistryUnreadable | None, now: float
 ) -> dict[str, Any] | None:
@@ -216,11 +225,12 @@ def file_locally(
     text: str,
     broadcast: bool,
     bound: float | None = None,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
     """Steps 4-7 (blocking): fresh registry read, verdict, append under the lock, synced.
 
     ``bound``: the inbox-lock wait (default ``SOT_INBOX_LOCK_WAIT_SECS``), shorter for a frame whose sender
-    stops waiting sooner.
+    stops waiting sooner; ``deadline`` (``filing_deadline``): when the append must be synced by.
     """
     doc: dict[str, Any] | RegistryUnreadable | None
     try:
@@ -240,6 +250,7 @@ def file_locally(
             bound=inbox.inbox_wait(environ) if bound is None else bound,
             note=log.warning,
             daemon=True,
+            deadline=deadline,
         )
     except SotdError as e:
         log.warning("filing for @%s failed: %s", to, e.message)
@@ -348,6 +359,7 @@ class Ops:
             text=text,
             broadcast=broadcast,
             bound=bound,
+            deadline=filing_deadline(expires, time.time(), time.monotonic()),
         )
         if answer.get(UNLISTED) and self.is_hub and origin != OFFER and not broadcast:
             offer = {"from": frm, "to": to, "text": text, "broadcast": False}

@@ -2,7 +2,8 @@
 
 File: ``inbox/<h>.jsonl`` (0600), its lock ``inbox/<h>.lock`` (0600, opened read-write, never written).
 Spec: seed 000 "The inbox"; behaviour 6.4 "The append itself", 6.5 (reader's lock), 1.5/1.6 (poll, unread).
-Guarantee: after ``append`` returns, the line is whole, synced and after every line appended before it;
+Guarantee: after ``append`` returns, the line is whole, synced (before its deadline, when it has one) and
+after every line appended before it;
 when it raises, the inbox is byte-identical to how the append found it (after the cut of a dead writer's
 unterminated tail), except in the one case the error says so (the rollback itself failed). A reader holding
 the shared lock never sees a line in flight; an unlocked reader may, and the cursor's hash repairs that.
@@ -30,6 +31,13 @@ Failure wording decided here (the spec leaves it open):
   client cut off past its lease re-takes the expired lock by itself when the link heals, once the other
   host has released it, and its cached pages then write zeros over the other host's line. So past
   ``STALL_SECS`` no write is started at all, whatever the lock and the size say.
+- an append with a deadline (the daemon's, for a frame whose sender stops waiting at ``expires``;
+  ``deadline_action``, docs/contract.md "A filing's deadline"): past it before the write, ``the append
+  failed: the sender's deadline passed before the line was written to @<h>'s inbox; nothing was
+  appended``; past it once the sync returned, the line is cut off again under the still-held lock and
+  ``the append failed: the sender's deadline passed while the line was being synced, so it was taken back
+  out of @<h>'s inbox; nothing was appended`` (if that cut fails: ``…; taking it back failed (<why>), so
+  the line may still be in @<h>'s inbox``). A line is filed only if it was synced before the deadline.
 """
 
 from __future__ import annotations
@@ -243,6 +251,62 @@ def _release(lock_fd: int) -> None:
         pass
 
 
+# ----------------------------------------------------------------------------------------------- deadline
+
+# The points of an append at which its deadline is checked, and what it then does.
+BEFORE_LOCK = "before the lock"
+BEFORE_WRITE = "before the write"
+AFTER_SYNC = "after the sync"
+GO = "go on"
+GIVE_UP = "give up"  # nothing was written: fail, nothing appended
+TAKE_BACK = "take back"  # the line is written and synced: cut it off again, then fail
+
+
+def deadline_action(step: str, left: float | None) -> str:
+    """What an append does at ``step`` with ``left`` seconds to its deadline (None: it has none).
+
+    A line is filed only if its sync returned before the deadline, because past it the sender may have
+    stopped waiting and said FAILED. So with time left it goes on; with none left before the write it
+    gives up; with none left once the sync returned it takes the line back out (the lock is still held,
+    so the file ends with exactly that line) and fails. A positive ``left`` before the lock is also the
+    most the lock wait may take.
+    """
+    if left is None or left > 0:
+        return GO
+    return TAKE_BACK if step == AFTER_SYNC else GIVE_UP
+
+
+def deadline_before_write_text(handle: str) -> str:
+    return (
+        f"the append failed: the sender's deadline passed before the line was written to @{handle}'s inbox; "
+        "nothing was appended"
+    )
+
+
+def deadline_after_sync_text(handle: str) -> str:
+    return (
+        "the append failed: the sender's deadline passed while the line was being synced, so it was taken "
+        f"back out of @{handle}'s inbox; nothing was appended"
+    )
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else deadline - _monotonic()
+
+
+def _take_back(fd: int, before: int, handle: str) -> AppendFailed:
+    """Cut a synced line off again (the lock still held, the file ``before`` plus that line) and sync."""
+    try:
+        _ftruncate(fd, before)
+        _fsync(fd)
+    except OSError as e:
+        return AppendFailed(
+            "the append failed: the sender's deadline passed while the line was being synced; taking it "
+            f"back failed ({_why(e)}), so the line may still be in @{handle}'s inbox"
+        )
+    return AppendFailed(deadline_after_sync_text(handle))
+
+
 # ------------------------------------------------------------------------------------------------- append
 
 
@@ -324,15 +388,22 @@ def append(
     bound: float,
     note: Callable[[str], None] | None = None,
     daemon: bool = False,
+    deadline: float | None = None,
 ) -> None:
     """Append ``line`` (``\\n``-terminated; one is added if missing) to ``inbox/<h>.jsonl``: 6.4 steps 1-6.
 
     ``nfs``: the inbox's lock identity is ``nfs4 …`` (poll the lock); ``bound``: the lock wait in seconds.
     ``note`` receives the tail-cut note (the shell wording, or the daemon's when ``daemon``).
+    ``deadline``: a ``time.monotonic()`` moment the whole append must be synced by (``deadline_action``).
     Raises ``AppendFailed`` with the spec's sentence; on any failure nothing was appended.
     """
     if not line.endswith(b"\n"):
         line += b"\n"
+    left = _left(deadline)
+    if deadline_action(BEFORE_LOCK, left) != GO:
+        raise AppendFailed(deadline_before_write_text(handle))
+    if left is not None:
+        bound = min(bound, left)
     # 1. the lock
     try:
         lock_fd = _open_lock(layout.inbox_lock(handle))
@@ -355,6 +426,7 @@ def append(
             locked_at=locked_at,
             note=note,
             daemon=daemon,
+            deadline=deadline,
         )
     finally:
         _release(lock_fd)
@@ -422,6 +494,7 @@ def _append_locked(
     locked_at: float,
     note: Callable[[str], None] | None,
     daemon: bool,
+    deadline: float | None = None,
 ) -> None:
     path = layout.inbox(handle)
     # 2. the inbox, under the lock
@@ -443,6 +516,8 @@ def _append_locked(
         before = size
         if _monotonic() - locked_at > STALL_SECS:
             raise AppendFailed(stalled_before_write_text(handle))
+        if deadline_action(BEFORE_WRITE, _left(deadline)) != GO:
+            raise AppendFailed(deadline_before_write_text(handle))
         # 4. write whole, then sync
         try:
             _write_all(fd, line)
@@ -456,6 +531,8 @@ def _append_locked(
             # 5. the rollback
             stalled = _monotonic() - locked_at > STALL_SECS
             raise _rollback(fd, before, n=len(line), handle=handle, cause=e, stalled=stalled) from e
+        if deadline_action(AFTER_SYNC, _left(deadline)) == TAKE_BACK:
+            raise _take_back(fd, before, handle)
     finally:
         try:
             os.close(fd)

@@ -108,34 +108,63 @@ def verb_append(home: str, handle: str, who: str, n: str, mode: str, go: str) ->
     }
 
 
-def verb_file_via_daemon(sock: str, handle: str, who: str, n: str, go: str) -> dict[str, Any]:
+def answer_kind(answer: dict[str, Any]) -> str:
+    """Which of the filing's outcomes an answer is (docs/contract.md "A filing's deadline")."""
+    if answer.get("ok") is True:
+        return "ok"
+    text = str(answer.get("error", ""))
+    for kind, words in (
+        ("expired", "the frame arrived after its sender stopped waiting"),
+        ("busy", "was held for"),
+        ("before the write", "deadline passed before the line was written"),
+        ("taken back", "so it was taken back out of"),
+        ("no reply", "no reply to comm.file"),
+        ("sender gave up", "the daemon did not answer at"),  # the sender's own wait ran out first
+    ):
+        if words in text:
+            return kind
+    return "other"
+
+
+def verb_file_via_daemon(
+    sock: str, handle: str, who: str, n: str, go: str, waits_s: str = "5"
+) -> dict[str, Any]:
     """``n`` lines handed to this host's daemon at ``sock`` as ``comm.file`` (one connection each), once
-    ``go`` exists: how a host that does not take the inbox lock itself files (v3 host B)."""
+    ``go`` exists: how a host that does not take the inbox lock itself files (v3 host B). ``waits_s``: the
+    sender's wait for each, cycled through a comma-separated list (``sotd comm send`` waits 5 s)."""
     from sotd.client import unix
     from sotd.wire import messages
 
     hello = messages.hello_payload(host=socket.gethostname(), os_user=f"uid:{os.geteuid()}", role="cli")
+    waits = [float(x) for x in waits_s.split(",")]
     failures: list[str] = []
     failed_seq: list[int] = []
+    kinds: dict[str, int] = {}
+    others: list[str] = []
     if not wait_file(go, 60):
         return {"error": "no go"}
     t = time.monotonic()
     lat: list[float] = []
     for i in range(int(n)):
         t1 = time.monotonic()
-        # as ``sotd comm send`` does: ``expires`` 5 s from the dial, and it waits no longer for the verdict
+        wait = waits[i % len(waits)]
+        # as ``sotd comm send`` does: ``expires`` when it stops waiting, and it waits no longer for the verdict
         frame = {
             "from": who,
             "to": handle,
             "text": payload(who, i),
             "broadcast": False,
-            "expires": round(_clock.now() + 5.0, 3),
+            "expires": round(_clock.now() + wait, 3),
         }
         try:
-            answer = unix.request(sock, "comm.file", frame, hello, deadline_s=5.0)
+            answer = unix.request(sock, "comm.file", frame, hello, deadline_s=wait)
         except SotdError as e:
             answer = {"error": e.message}
-        if answer.get("ok") is not True:
+        kind = answer_kind(answer)
+        kinds[kind] = kinds.get(kind, 0) + 1
+        if kind == "other":
+            others.append(str(answer))
+        if kind != "ok":
             failures.append(str(answer))
             failed_seq.append(i)
         lat.append(time.monotonic() - t1)
@@ -147,6 +176,8 @@ def verb_file_via_daemon(sock: str, handle: str, who: str, n: str, go: str) -> d
         "failures": failures[:5],
         "failed": len(failures),
         "failed_seq": failed_seq,
+        "kinds": kinds,
+        "others": others[:5],
         "p50": lat[len(lat) // 2],
         "p99": lat[int(len(lat) * 0.99)],
     }

@@ -257,15 +257,15 @@ def point_appends(ver: str, mode: str, n: int) -> dict[str, Any]:
     }
 
 
-def point_appends_v3_via_hub(n: int) -> dict[str, Any]:
+def point_appends_v3_via_hub(n: int, name: str = "append-hub-v3", b_waits: str = "5") -> dict[str, Any]:
     """v3: host A appends ``n`` lines itself while host B hands ``n`` to its daemon, which forwards them up
-    its link to the hub on A, which files them: both at once, into one inbox."""
+    its link to the hub on A, which files them: both at once, into one inbox. ``b_waits``: how long B's
+    sender waits for each verdict (``helper.py file_via_daemon``'s ``waits_s``)."""
     from sotd import _clock
     from sotd.formats import registry
     from sotd.formats.layout import Layout
 
     a_mnt, b_mnt, _ = MOUNTS["v3"]
-    name = "append-hub-v3"
     home_a, home_b, work = f"{a_mnt}/{name}", f"{b_mnt}/{name}", f"/tmp/{name}"
     os.makedirs(work, exist_ok=True)
     os.makedirs(home_a, exist_ok=True)
@@ -298,7 +298,7 @@ def point_appends_v3_via_hub(n: int) -> dict[str, Any]:
         facts["guest_linked"] = f"link from {HOST_B} (" in hub.text()
         go = os.path.join(work, "go")
         pa = spawn([PY, HELPER, "append", home_a, "sink", "A", str(n), "sotd", go], host="a")
-        pb = spawn([PY, HELPER, "file_via_daemon", guest.sock, "sink", "B", str(n), go], host="b")
+        pb = spawn([PY, HELPER, "file_via_daemon", guest.sock, "sink", "B", str(n), go, b_waits], host="b")
         time.sleep(3)
         open(go, "w").close()
         outs = {}
@@ -551,6 +551,14 @@ POINTS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
     ("appends_plain_v4", lambda: point_appends("v4", "plain", 500)),
     ("appends_plain_v3", lambda: point_appends("v3", "plain", 500)),
     ("appends_hub_v3", lambda: point_appends_v3_via_hub(500)),
+    # the same with B's senders waiting 0.45-1.1 s: the hub's deadline then falls before, during and after
+    # its lock wait, write and sync (docs/contract.md "A filing's deadline")
+    (
+        "deadline_hub_v3",
+        lambda: point_appends_v3_via_hub(
+            100, "deadline-hub-v3", ",".join(f"{0.45 + 0.05 * k:.2f}" for k in range(14))
+        ),
+    ),
     ("killed_v4", lambda: point_killed_holder("v4", inbox_lock=True)),
     # v3: host B never takes the inbox lock (it hands lines to the daemon); the registry lock it does take
     ("killed_v3", lambda: point_killed_holder("v3", inbox_lock=False)),

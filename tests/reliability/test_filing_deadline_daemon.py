@@ -1,0 +1,183 @@
+"""A filing's deadline at a real daemon on ext4 (docs/contract.md "A filing's deadline"; issue 15's last point).
+
+The NFS tier saw host B told FAILED for lines the hub then filed: the hub bounded its lock wait by the
+frame's ``expires`` but not the append and sync after it, which on the guest's slow NFS outlasted the
+answer margin. Here the slow sync is real: ``strace`` attached to the running hub daemon delays the exit of
+every ``fsync`` it makes (``inject=fsync:delay_exit``), and in the forward case the inbox lock is also held
+by the test until just before the deadline. A line is in the inbox only when its sender was told ``ok`` in
+time; a filing whose sync ends past the deadline is taken back out and answered FAILED.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sotd.daemon import ops
+from tests.integration.test_daemon import (
+    Daemon,
+    folder,
+    hub_sock_path,
+    inbox_lines,
+    linked,
+    live,
+    put_agents,
+    start,
+    wait_for,
+    write_hosts,
+)
+
+STRACE = shutil.which("strace") or "/usr/bin/strace"
+
+pytestmark = [
+    pytest.mark.reliability,
+    pytest.mark.serial,
+    pytest.mark.root,
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (strace attaches to the daemon)"),
+    pytest.mark.skipif(not os.path.exists(STRACE), reason="no strace"),
+]
+
+TAKEN_BACK = (
+    "the append failed: the sender's deadline passed while the line was being synced, so it was taken back "
+    "out of @alpha's inbox; nothing was appended"
+)
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Daemon]]:
+    started: list[Daemon] = []
+    yield started
+    for d in started:
+        d.stop()
+
+
+def _traced_by(pid: int) -> set[int]:
+    """The tracer pid of each of ``pid``'s threads."""
+    out = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/status") as f:
+            for row in f:
+                if row.startswith("TracerPid:"):
+                    out.add(int(row.split()[1]))
+    return out
+
+
+@contextlib.contextmanager
+def slow_fsync(pid: int, secs: float) -> Iterator[None]:
+    """Every fsync of process ``pid`` (all its threads, and threads it starts) returns ``secs`` late."""
+    inject = f"inject=fsync:delay_exit={round(secs * 1_000_000)}"
+    args = [STRACE, "-f", "-qq", "-o", os.devnull, "-e", "trace=fsync", "-e", inject, "-p", str(pid)]
+    tracer = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def attached() -> bool:
+        if tracer.poll() is not None:
+            raise AssertionError(f"strace exited {tracer.returncode}: {tracer.communicate()[1]!r}")
+        return _traced_by(pid) == {tracer.pid}
+
+    try:
+        wait_for(attached, timeout=10, what="strace to attach")
+        yield
+    finally:
+        tracer.terminate()
+        try:
+            tracer.wait(10)
+        except subprocess.TimeoutExpired:
+            tracer.kill()
+            tracer.wait(5)
+
+
+def _lock_free(lay: Any) -> bool:
+    """The inbox lock for @alpha can be had at once (then it is let go again)."""
+    fd = os.open(lay.inbox_lock("alpha"), os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def test_a_sync_that_ends_past_the_deadline_is_taken_back_and_answered_failed(
+    tmp_path: Any, daemons: list[Daemon]
+) -> None:
+    work = str(tmp_path)
+    lay = folder(work, "comm")
+    put_agents(lay, alpha=live("boxa"))
+    hub = start(daemons, work, "hub", lay.home, "boxa")
+    with slow_fsync(hub.proc.pid, 1.0):
+        # 0.8 s to its sender's deadline: the lock is free, the write is at once, the sync ends 1 s later
+        t0 = time.time()
+        answer = hub.file("alpha", "late sync", expires=t0 + 0.8)
+        took = time.time() - t0
+        assert answer == {"error": TAKEN_BACK, "code": "file_failed"}, (answer, hub.logtext()[-2000:])
+        assert took > 1.0, "the answer came after the slow sync"
+        assert inbox_lines(lay, "alpha") == []
+        # the same slow sync with time to spare is filed, and answered before its sender gives up
+        t0 = time.time()
+        expires = t0 + 4.0
+        assert hub.file("alpha", "in time", expires=expires) == {"ok": True}
+        assert time.time() < expires - ops.ANSWER_MARGIN_S
+    assert [x["msg"] for x in inbox_lines(lay, "alpha")] == ["in time"]
+
+
+def test_a_guest_told_failed_never_finds_its_line_filed_by_the_hub(
+    tmp_path: Any, daemons: list[Daemon]
+) -> None:
+    """The NFS tier's case, on ext4: a guest forwards a send with the sender's deadline; the hub's inbox
+    lock is held by another process until just before that deadline, and the hub's sync is slow. The guest
+    says FAILED when its wait runs out; the hub, finishing its sync after that, must not leave the line."""
+    work = str(tmp_path)
+    write_hosts(work, hub_sock_path(work))
+    lay = folder(work, "a")
+    put_agents(lay, alpha=live("boxa"))
+    hub = start(daemons, work, "hub", lay.home, "boxa")
+    guest = start(
+        daemons, work, "guest", lay.home, "boxb", env={"SOT_COMM_TEST_LOCK_IDENTITY": "none@guestbox"}
+    )
+    wait_for(lambda: linked(hub, "boxb"), what="the guest's link")
+    with slow_fsync(hub.proc.pid, 1.0):
+        fd = os.open(lay.inbox_lock("alpha"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            expires = time.time() + 2.0
+            # the hub's deadline is expires less two answer margins (the guest's forward, then the hub)
+            release_at = expires - 2 * ops.ANSWER_MARGIN_S - 0.15
+            holder = _release_at(fd, release_at)
+            answer = guest.file("alpha", "held, then slow", expires=expires)
+            answered = time.time()
+        finally:
+            holder.join(10)
+            os.close(fd)
+        assert answer["code"] == "file_failed", answer
+        assert answered < expires, "the guest answered before its sender gave up"
+        # past the deadline, with the inbox lock free again, the hub's filing has ended one way or the other
+        wait_for(
+            lambda: time.time() > expires and _lock_free(lay), timeout=15, what="the hub's filing to end"
+        )
+    assert inbox_lines(lay, "alpha") == [], "the guest said FAILED, so the line must not be in the inbox"
+    assert TAKEN_BACK in hub.logtext(), hub.logtext()[-2000:]
+    assert guest.file("alpha", "after") == {"ok": True}
+    assert [x["msg"] for x in inbox_lines(lay, "alpha")] == ["after"]
+
+
+def _release_at(fd: int, at: float) -> Any:
+    """A thread that unlocks ``fd`` at wall time ``at`` (the holder lets go just before the deadline)."""
+    import threading
+
+    def run() -> None:
+        time.sleep(max(0.0, at - time.time()))
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
