@@ -60,7 +60,6 @@ SESSION = "sotd"
 RECORD = "row.json"
 PRUNE_BOUND = 10.0
 ACTIVATE_BOUND = 1.0
-WORKSPACE_OPS = ("workspace.create", "workspace.list", "workspace.destroy", "workspace.activate")
 
 
 def state_dir(environ: Mapping[str, str], socket_path: str) -> str:
