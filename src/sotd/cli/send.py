@@ -134,15 +134,14 @@ class _Sender:
 
         # ``expires``: when this send stops waiting (D6: 5 s from the dial), so a daemon that gets the
         # frame late refuses it rather than file mail this command already reported as FAILED
-        payload = {
-            "from": self.ctx.name,
-            "to": target,
-            "text": text,
-            "broadcast": broadcast,
-            "expires": round(_clock.now() + daemonlink.VERDICT_S, 3),
-        }
+        from sotd.wire import payloads
+
+        expires = round(_clock.now() + daemonlink.VERDICT_S, 3)
+        payload = payloads.comm_file_payload(
+            self.ctx.name, target, text, broadcast=broadcast, expires=expires
+        )
         try:
-            answer = daemonlink.call(self.ctx, endpoint, "comm.file", payload)
+            answer = daemonlink.call(self.ctx, endpoint, payloads.COMM_FILE, payload)
         except SotdError as e:
             return e.message
         if answer.get("ok") is True:
