@@ -83,8 +83,4 @@ def internal(error: BaseException) -> dict[str, Any]:
     return refusal(INTERNAL, f"internal error: {error}")
 
 
-def is_ok(answer: dict[str, Any]) -> bool:
-    return answer.get("ok") is True
-
-
-__all__ = ["CODES", "OK", "internal", "is_ok", "quoted", "refusal", "unknown_op"]
+__all__ = ["CODES", "OK", "internal", "quoted", "refusal", "unknown_op"]
