@@ -1,4 +1,4 @@
-"""The daemon's Unix socket: connections, hello, dispatch, and requests sent down link connections.
+"""The daemon's Unix socket: the I/O shell around the wire's connection machine, and link connections.
 
 Spec: behaviour 2.1 (framing, hello first, a refused hello is the answer), 2.2 (user isolation: a socket in
 a private folder, only this account's processes), 2.3 (``unknown op``), 2.4 (link-role connections).
@@ -6,8 +6,14 @@ Guarantee: one connection's bad bytes (not JSON, not UTF-8, a line past 1 MiB) c
 with its reason logged; every other connection keeps being served. A connection from another uid gets a
 refused hello and is closed before any op runs. An event is written without waiting: a peer that does not
 read its events is dropped, never waited on.
-What would break it: a read loop that shares one decoder between connections, or an ``await`` on a slow
+What would break it: a read loop that shares one ``ServerConnection`` between connections, a decision
+about the protocol made here instead of in ``sotd.wire.serverconn``'s table, or an ``await`` on a slow
 peer's drain inside the event fan-out.
+
+The protocol is ``sotd.wire.serverconn.ServerConnection``: this module reads bytes, feeds them to it, and
+performs the actions it returns in order (write an answer, record the peer, run a request and write
+``answer(env, payload)``, resolve a response, close, end). What needs a clock or a socket stays here: the
+peer's uid (``SO_PEERCRED``), the timers below, the connection cap, the link table and the event fan-out.
 
 Bounds on what one same-user client can hold (docs/daemon.md, "Connection bounds"): ``HELLO_WAIT_S`` of
 silence before hello, ``IDLE_WAIT_S`` of silence after it for a one-shot role with no request in flight,
