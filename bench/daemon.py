@@ -67,7 +67,9 @@ class Conn:
         return payload
 
     def file(self, text: str) -> dict[str, object]:
-        self._send("comm.file", {"from": "bench", "to": HANDLE, "text": text, "broadcast": False})
+        from sotd.wire import payloads
+
+        self._send(payloads.COMM_FILE, payloads.comm_file_payload("bench", HANDLE, text))
         return self._answer()
 
     def close(self) -> None:
@@ -88,7 +90,7 @@ def run(rounds: int, per_round: int, tput_each: int) -> dict[str, object]:
     from sotd import _clock
     from sotd.client import unix
     from sotd.formats import inbox, registry
-    from sotd.wire import messages
+    from sotd.wire import messages, payloads
 
     work = tempfile.mkdtemp(prefix="sotd-bd-", dir=common.bench_dir() or "/tmp")
     proc: subprocess.Popen[bytes] | None = None
@@ -147,7 +149,7 @@ def run(rounds: int, per_round: int, tput_each: int) -> dict[str, object]:
 
         def one_shot(tag: str) -> None:
             nonlocal sent
-            p = {"from": "bench", "to": HANDLE, "text": tag, "broadcast": False}
+            p = payloads.comm_file_payload("bench", HANDLE, tag)
             if unix.request(sock, "comm.file", p, hello, deadline_s=10) != {"ok": True}:
                 raise RuntimeError("one-shot comm.file refused")
             sent += 1

@@ -52,7 +52,7 @@ HOMES = {
     "agents_of": "formats/registry.py",
     # mail
     "is_directed": "handles.py",
-    "comm_file_payload": "wire/messages.py",
+    "comm_file_payload": "wire/payloads.py",
     "unlink_quiet": "fsprim.py",
     "_unlink_quiet": "fsprim.py",  # the private spelling of unlink_quiet, which each module once had
 }
@@ -60,7 +60,7 @@ HOMES = {
 # Names no module may define, whose rule lives in its home under another name.
 NOT_DEFINED_BY_NAME = {"self_host": "sysprobe.declared_host", "_unlink_quiet": "fsprim.unlink_quiet"}
 
-CONSTANT_HOMES = {"ROLES": "wire/messages.py", "PROTOCOL_VERSION": "__init__.py"}
+CONSTANT_HOMES = {"ROLES": "wire/hello.py", "PROTOCOL_VERSION": "__init__.py"}
 
 # A rename between two folders given by descriptors (``src_dir_fd=``) moves a file; it replaces nothing whole.
 MOVE_KEYWORD = "src_dir_fd"

@@ -356,7 +356,10 @@ def test_oneshot_answer_then_garbage_in_one_read_is_the_answer():
 
 def test_roles_one_home_the_specs_five_and_ours_among_them() -> None:
     # behaviour 2.2: roles fe | bridge | cli | agent, and link for hub links (0.7.0)
-    assert messages.ROLES == ("fe", "bridge", "cli", "agent", "link")
-    assert set(messages.CLIENT_ROLES) <= set(messages.ROLES)
+    from sotd.wire import hello
+
+    assert hello.ROLES == ("fe", "bridge", "cli", "agent", "link")
+    assert messages.ROLES is hello.ROLES
+    assert set(hello.CLIENT_ROLES) <= set(hello.ROLES)
     with pytest.raises(ValueError, match="hello role must be one of agent, cli, link"):
-        messages.hello_payload(host="boxa", os_user="uid:1000", role="fe")
+        hello.hello_payload(host="boxa", os_user="uid:1000", role="fe")

@@ -131,16 +131,16 @@ class _Sender:
 
     def _file(self, endpoint: str, target: str, text: str, broadcast: bool) -> str | None:
         from sotd.cli import daemonlink
-        from sotd.wire import messages
+        from sotd.wire import payloads
 
         # ``expires``: when this send stops waiting (D6: 5 s from the dial), so a daemon that gets the
         # frame late refuses it rather than file mail this command already reported as FAILED
         expires = round(_clock.now() + daemonlink.VERDICT_S, 3)
-        payload = messages.comm_file_payload(
+        payload = payloads.comm_file_payload(
             self.ctx.name, target, text, broadcast=broadcast, expires=expires
         )
         try:
-            answer = daemonlink.call(self.ctx, endpoint, "comm.file", payload)
+            answer = daemonlink.call(self.ctx, endpoint, payloads.COMM_FILE, payload)
         except SotdError as e:
             return e.message
         if answer.get("ok") is True:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from sotd import __version__
 from sotd.daemon.server import Channel
 from sotd.errors import WireError
-from sotd.wire import messages
+from sotd.wire import answers, messages
 from sotd.wire.framing import Decoder, Envelope
 
 if TYPE_CHECKING:
@@ -377,7 +377,7 @@ class Uplink:
             payload = await self.handler(env.op, env.payload, "offer")
         except Exception as e:
             log.exception("link: %s from the hub failed", env.op)
-            payload = {"error": f"internal error: {e}", "code": "internal"}
+            payload = answers.internal(e)
         try:
             await channel.send(Envelope(env.id, "res", env.op, payload))
         except (ConnectionError, TimeoutError) as e:

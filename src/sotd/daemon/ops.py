@@ -15,7 +15,6 @@ thin shell that reads files in a thread and asks the hub logic (``sotd.daemon.hu
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
@@ -24,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sotd import __version__, _clock, handles
 from sotd.errors import RegistryUnreadable, SotdError
 from sotd.formats import inbox, lockmanager, registry
-from sotd.wire import messages
+from sotd.wire import answers, hello, payloads
+from sotd.wire.answers import OK, quoted, refusal
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -33,31 +33,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sotd")
 
-NOT_HERE = "not_here"
-NO_LIVE = "no_live_session"
-BAD_HANDLE = "bad_handle"
-FILE_FAILED = "file_failed"
+# the codes are the wire's (``sotd.wire.answers``); named here for the hub logic that builds answers
+NOT_HERE = answers.NOT_HERE
+NO_LIVE = answers.NO_LIVE_SESSION
+BAD_HANDLE = answers.BAD_HANDLE
+FILE_FAILED = answers.FILE_FAILED
 
 # origins of a request: a local client; a guest's link up to this hub; an offer down our own link
 CLIENT = "client"
 LINK = "link"
 OFFER = "offer"
-
-
-def refusal(code: str, text: str) -> dict[str, Any]:
-    return {"error": text, "code": code}
-
-
-OK: dict[str, Any] = {"ok": True}
-
-
-def quoted(value: object) -> str:
-    """A value in double quotes with JSON escaping (``""`` for empty or missing)."""
-    if value is None:
-        value = ""
-    if not isinstance(value, str):
-        value = json.dumps(value, ensure_ascii=False)
-    return json.dumps(value, ensure_ascii=False)
 
 
 def not_here_text(to: str) -> str:
@@ -68,9 +53,10 @@ def not_here_text(to: str) -> str:
 
 
 def check_to(to: object, home_exists: bool) -> dict[str, Any] | None:
-    """Steps 1-2 of the verdict order: a bad handle, then no comm folder. None: go on."""
+    """Steps 1-2 of the verdict order: a bad handle (the wire's ``payloads.not_a_handle``), then no comm
+    folder. None: go on."""
     if not handles.is_valid(to):
-        return refusal(BAD_HANDLE, f"not a handle: {quoted(to)}")
+        return payloads.not_a_handle(to).answer()
     if not home_exists:
         return refusal(NOT_HERE, not_here_text(str(to)))
     return None
@@ -137,9 +123,9 @@ def join_verdict(workspace_id: object, handle: object, rows: Rows) -> dict[str, 
     assert isinstance(handle, str)
     if workspace_id == "" or workspace_id is None:
         holder = rows.holder_of(handle)
-        return OK if holder is None else refusal("held_by_row", f"@{handle} is held by row {holder}")
+        return OK if holder is None else refusal(answers.HELD_BY_ROW, f"@{handle} is held by row {holder}")
     if not isinstance(workspace_id, str) or not rows.exists(workspace_id):
-        return refusal("unknown_workspace", f"unknown workspace: {quoted(workspace_id)}")
+        return refusal(answers.UNKNOWN_WORKSPACE, f"unknown workspace: {quoted(workspace_id)}")
     return rows.declare(workspace_id, handle)
 
 
@@ -164,7 +150,7 @@ class NoRows:
         return False
 
     def declare(self, workspace_id: str, handle: str) -> dict[str, Any]:
-        return refusal("unknown_workspace", f"unknown workspace: {quoted(workspace_id)}")
+        return refusal(answers.UNKNOWN_WORKSPACE, f"unknown workspace: {quoted(workspace_id)}")
 
 
 # ---------------------------------------------------------------------------------------- blocking work
@@ -290,82 +276,71 @@ class Ops:
         self.reload = reload  # ``daemon.reload``: read hosts.toml again (a local client only)
 
     async def handle(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]:
-        if op == "comm.file":
+        """The answer to one request, by the wire's op names (``sotd.wire.payloads``)."""
+        if op == payloads.COMM_FILE:
             answer = await self.comm_file(payload, origin)
             answer.pop(UNLISTED, None)
             return answer
-        if op == "agent.join":
-            return join_verdict(payload.get("workspace_id", ""), payload.get("handle"), self.rows)
-        if op == "agent.send":
+        if op == payloads.AGENT_JOIN:
+            return join_verdict(*payloads.read_agent_join(payload), self.rows)
+        if op == payloads.AGENT_SEND:
             return self.agent_send(payload)
-        if op == "version.query":
+        if op == payloads.VERSION_QUERY:
             # ``debug.tasks``: the daemon's live asyncio tasks (tests check that a vanished client leaves none)
             version: dict[str, Any] = {
                 "daemon": self.version_info(),
                 "debug": {"tasks": len(asyncio.all_tasks())},
             }
-            if payload.get("comm_folder") is True:  # ours: asked by ``sotd doctor`` (docs/doctor.md)
+            if payloads.read_version_query(payload):  # ours: asked by ``sotd doctor`` (docs/doctor.md)
                 mark = await asyncio.to_thread(lockmanager.folder_mark, self.layout)
                 version["comm_folder"] = {"path": self.layout.home, "mark": mark}
             return version
-        if op == "daemon.reload" and self.reload is not None and origin == CLIENT:
+        if op == payloads.DAEMON_RELOAD and self.reload is not None and origin == CLIENT:
             return await self.reload()
-        if op.startswith("workspace.") and self.workspaces is not None:
+        if op.startswith(payloads.WORKSPACE_PREFIX) and self.workspaces is not None:
             return await self.workspaces(op, payload)
-        return refusal("unknown_op", f"unknown op: {op}")
+        return answers.unknown_op(op)
 
     def agent_send(self, payload: dict[str, Any]) -> dict[str, Any]:
-        to = payload.get("to")
-        if isinstance(to, str) and to:
+        to = payloads.read_agent_send_to(payload)
+        if to:
             return refusal(
-                "mail_requires_comm_file",
+                answers.MAIL_REQUIRES_COMM_FILE,
                 f"agent.send carries window notifications only; mail to @{to} goes through comm.file",
             )
         return OK
 
     async def comm_file(self, payload: dict[str, Any], origin: str) -> dict[str, Any]:
-        to = payload.get("to")
-        early = check_to(to, await asyncio.to_thread(os.path.isdir, self.layout.home))
+        early = check_to(payload.get("to"), await asyncio.to_thread(os.path.isdir, self.layout.home))
         if early is not None:
             return early
-        assert isinstance(to, str)
-        frm = payload.get("from")
-        text = payload.get("text")
-        frm = frm if isinstance(frm, str) else ""
-        text = text if isinstance(text, str) else ""
-        broadcast = payload.get("broadcast") is True
-        forwarded = payload.get("forwarded") is True
-        route = await asyncio.to_thread(route_now, self.layout, self.is_hub, forwarded, self.self_host)
+        req = payloads.read_comm_file(payload)  # ``to`` is a handle now, so this reads and never refuses
+        route = await asyncio.to_thread(route_now, self.layout, self.is_hub, req.forwarded, self.self_host)
         if route.where == lockmanager.REFUSE:
-            log.error("comm.file for @%s refused: %s", to, route.text)
+            log.error("comm.file for @%s refused: %s", req.to, route.text)
             return refusal(FILE_FAILED, route.text)
-        expires = payload.get("expires")
         if route.where == lockmanager.FORWARD:
-            frame: dict[str, Any] = {"from": frm, "to": to, "text": text, "broadcast": broadcast}
-            if expires is not None:
-                frame["expires"] = expires  # the sender's deadline caps the forward's (hub.Hub.forward)
-            return await self.forward(frame)
-        bound = budget(expires, time.time(), inbox.inbox_wait(self.environ))
+            # the sender's deadline caps the forward's (hub.Hub.forward)
+            return await self.forward(req.frame())
+        bound = budget(req.expires, time.time(), inbox.inbox_wait(self.environ))
         if bound is None:
-            log.warning("comm.file for @%s from %s: %s", to, origin, EXPIRED)
+            log.warning("comm.file for @%s from %s: %s", req.to, origin, EXPIRED)
             return refusal(FILE_FAILED, EXPIRED)
         answer = await asyncio.to_thread(
             file_locally,
             self.layout,
             self.environ,
             identity=route.identity,
-            frm=frm,
-            to=to,
-            text=text,
-            broadcast=broadcast,
+            frm=req.frm,
+            to=req.to,
+            text=req.text,
+            broadcast=req.broadcast,
             bound=bound,
-            deadline=filing_deadline(expires, time.time(), time.monotonic()),
+            deadline=filing_deadline(req.expires, time.time(), time.monotonic()),
         )
-        if answer.get(UNLISTED) and self.is_hub and origin != OFFER and not broadcast:
-            offer = {"from": frm, "to": to, "text": text, "broadcast": False}
-            if isinstance(expires, int | float) and not isinstance(expires, bool):
-                offer["expires"] = expires  # a forwarded frame's own deadline caps the offers it causes
-            offered = await self.offer(offer, origin)
+        if answer.get(UNLISTED) and self.is_hub and origin != OFFER and not req.broadcast:
+            # a forwarded frame's own deadline caps the offers it causes
+            offered = await self.offer(req.frame(broadcast=False), origin)
             if offered is not None:
                 return offered
         return answer
@@ -390,7 +365,7 @@ def version_payload(
         "host": host,
         "version": __version__,
         "pid": os.getpid(),
-        "protocol": messages.PROTOCOL,
+        "protocol": hello.PROTOCOL,
         "hub": is_hub,
         "restart_requested": restart,
         "up_s": up_s,
@@ -399,3 +374,32 @@ def version_payload(
         "link": link,
         "links": sorted(links or []),
     }
+
+
+__all__ = [  # OK, quoted and refusal are the wire's (sotd.wire.answers), named here for the hub and the rows
+    "ANSWER_MARGIN_S",
+    "BAD_HANDLE",
+    "CLIENT",
+    "EXPIRED",
+    "FILE_FAILED",
+    "LINK",
+    "NOT_HERE",
+    "NO_LIVE",
+    "OFFER",
+    "OK",
+    "UNLISTED",
+    "NoRows",
+    "Ops",
+    "Route",
+    "Rows",
+    "budget",
+    "check_to",
+    "file_locally",
+    "join_verdict",
+    "not_here_text",
+    "quoted",
+    "refusal",
+    "registry_verdict",
+    "route_now",
+    "version_payload",
+]

@@ -42,6 +42,7 @@ from sotd.errors import SotdError
 from sotd.formats import registry, selffile
 from sotd.terminal import prompt
 from sotd.terminal.tmux import Tmux, TmuxError, Window
+from sotd.wire import answers, payloads
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -60,7 +61,6 @@ SESSION = "sotd"
 RECORD = "row.json"
 PRUNE_BOUND = 10.0
 ACTIVATE_BOUND = 1.0
-WORKSPACE_OPS = ("workspace.create", "workspace.list", "workspace.destroy", "workspace.activate")
 
 
 def state_dir(environ: Mapping[str, str], socket_path: str) -> str:
@@ -471,15 +471,15 @@ class Rows:
     # ------------------------------------------------------------------------------ workspace ops
 
     async def workspace_op(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
-        if op == "workspace.list":
+        if op == payloads.WORKSPACE_LIST:
             return {"workspaces": [r.wire() for r in sorted(self.rows.values(), key=lambda r: r.created)]}
-        if op == "workspace.create":
+        if op == payloads.WORKSPACE_CREATE:
             return await self.create(payload)
-        if op == "workspace.destroy":
+        if op == payloads.WORKSPACE_DESTROY:
             return await self.destroy(payload)
-        if op == "workspace.activate":
+        if op == payloads.WORKSPACE_ACTIVATE:
             return await self.activate(payload)
-        return refusal("unknown_op", f"unknown op: {op}")
+        return answers.unknown_op(op)
 
     def _row_for(self, payload: dict[str, Any]) -> Row | dict[str, Any]:
         wid = payload.get("workspace_id")

@@ -5,7 +5,8 @@ One JSON envelope per line, UTF-8, ``\\n``-terminated, at most 1 MiB (newline ex
 When ``payload.blob.len`` is a non-negative integer, that many raw bytes follow the envelope's newline
 (not used by comm; the decoder skips them).
 
-Guarantee: ``Decoder.feed`` turns any bytes into envelopes or raises ``WireError`` — nothing else — and
+Guarantee: ``Decoder.feed`` turns any bytes into envelopes or raises ``RemoteProtocolError`` (a
+``WireError``: the peer's fault) — nothing else — and
 never buffers more than the bound: a line longer than 1 MiB is refused as soon as it has grown past it,
 even before its newline arrives. After an error the decoder stays failed (envelopes completed before the bad
 line in the same feed are still returned; the error comes with the next feed).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from sotd.errors import WireError
 from sotd.text import json_text, loads
+from sotd.wire.errors import RemoteProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,48 +80,56 @@ def _reject_constant(name: str) -> Any:
 
 
 def validate(obj: object) -> Envelope:
-    """An ``Envelope`` from a parsed JSON value, or ``WireError`` naming the first bad field."""
+    """An ``Envelope`` from a parsed JSON value, or ``RemoteProtocolError`` naming the first bad field."""
     if not isinstance(obj, dict):
-        raise WireError(f"envelope is not a JSON object (got {type(obj).__name__})")
+        raise RemoteProtocolError(f"envelope is not a JSON object (got {type(obj).__name__})")
     v = obj.get("v")
     if type(v) is not int or v != VERSION:
-        raise WireError(f"envelope field 'v' must be {VERSION} (got {v!r})")
+        raise RemoteProtocolError(f"envelope field 'v' must be {VERSION} (got {v!r})")
     if "id" not in obj or not _is_u64(obj["id"]):
-        raise WireError(f"envelope field 'id' must be an unsigned 64-bit integer (got {obj.get('id')!r})")
+        raise RemoteProtocolError(
+            f"envelope field 'id' must be an unsigned 64-bit integer (got {obj.get('id')!r})"
+        )
     kind = obj.get("kind")
     if kind not in KINDS:
-        raise WireError(f"envelope field 'kind' must be req, res or evt (got {kind!r})")
+        raise RemoteProtocolError(f"envelope field 'kind' must be req, res or evt (got {kind!r})")
     op = obj.get("op")
     if not isinstance(op, str) or not op:
-        raise WireError(f"envelope field 'op' must be a non-empty string (got {op!r})")
+        raise RemoteProtocolError(f"envelope field 'op' must be a non-empty string (got {op!r})")
     rev = obj.get("rev")
     if rev is not None and not _is_u64(rev):
-        raise WireError(f"envelope field 'rev' must be an unsigned 64-bit integer (got {rev!r})")
+        raise RemoteProtocolError(f"envelope field 'rev' must be an unsigned 64-bit integer (got {rev!r})")
     payload = obj.get("payload")
     if not isinstance(payload, dict):
-        raise WireError(f"envelope field 'payload' must be a JSON object (got {type(payload).__name__})")
+        raise RemoteProtocolError(
+            f"envelope field 'payload' must be a JSON object (got {type(payload).__name__})"
+        )
     return Envelope(obj["id"], kind, op, payload, rev=rev)
 
 
 def decode_line(line: bytes) -> Envelope:
     """One envelope from one line (without its newline)."""
     if len(line) > MAX_LINE:
-        raise WireError(f"envelope longer than {MAX_LINE} bytes")
+        raise RemoteProtocolError(f"envelope longer than {MAX_LINE} bytes")
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise WireError(f"envelope is not UTF-8 ({e.reason} at byte {e.start})") from None
+        raise RemoteProtocolError(f"envelope is not UTF-8 ({e.reason} at byte {e.start})") from None
     try:
         # through the one rule for text (docs/contract.md): a lone surrogate escape is read as U+FFFD
         obj = loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as e:
-        raise WireError(f"envelope is not JSON ({e})") from None
+        raise RemoteProtocolError(f"envelope is not JSON ({e})") from None
     return validate(obj)
 
 
 def encode(env: Envelope) -> bytes:
-    """The envelope's line, newline included. Refuses (``WireError``) what ``decode_line`` would refuse."""
-    validate(env.to_dict())
+    """The envelope's line, newline included. Refuses (``WireError``) what ``decode_line`` would refuse:
+    an envelope of ours that cannot be sent is not the peer's fault, so never a ``RemoteProtocolError``."""
+    try:
+        validate(env.to_dict())
+    except RemoteProtocolError as e:
+        raise WireError(e.message) from None
     try:
         line = json_text(env.to_dict()).encode("utf-8")
     except (ValueError, TypeError) as e:
@@ -139,7 +149,7 @@ def _blob_len(env: Envelope) -> int:
 
 
 class Decoder:
-    """Feed bytes, get envelopes. Blank lines are skipped; a bad line raises ``WireError`` (and sticks)."""
+    """Feed bytes, get envelopes. Blank lines are skipped; a bad line raises ``RemoteProtocolError`` (and sticks)."""
 
     __slots__ = ("_blob_left", "_buf", "_failed", "max_line")
 
@@ -147,9 +157,9 @@ class Decoder:
         self.max_line = max_line
         self._buf = bytearray()
         self._blob_left = 0
-        self._failed: WireError | None = None
+        self._failed: RemoteProtocolError | None = None
 
-    def _fail(self, err: WireError, out: list[Envelope]) -> list[Envelope]:
+    def _fail(self, err: RemoteProtocolError, out: list[Envelope]) -> list[Envelope]:
         self._failed = err
         self._buf.clear()
         if out:
@@ -157,17 +167,17 @@ class Decoder:
         raise err
 
     @property
-    def failed(self) -> WireError | None:
+    def failed(self) -> RemoteProtocolError | None:
         return self._failed
 
     def feed(self, data: bytes) -> list[Envelope]:
         """Envelopes completed by ``data``, in order.
 
-        A bad line raises ``WireError``; if envelopes were completed earlier in the same ``data`` they are
+        A bad line raises ``RemoteProtocolError``; if envelopes were completed earlier in the same ``data`` they are
         returned first and the error is raised by the next ``feed`` (``feed(b"")`` flushes it).
         """
         if self._failed is not None:
-            raise WireError(self._failed.message)
+            raise RemoteProtocolError(self._failed.message)
         out: list[Envelope] = []
         pos = 0
         n = len(data)
@@ -181,7 +191,7 @@ class Decoder:
             if nl < 0:
                 self._buf += data[pos:]
                 if len(self._buf) > self.max_line:
-                    err = WireError(f"envelope longer than {self.max_line} bytes (no newline yet)")
+                    err = RemoteProtocolError(f"envelope longer than {self.max_line} bytes (no newline yet)")
                     return self._fail(err, out)
                 break
             self._buf += data[pos:nl]
@@ -189,12 +199,12 @@ class Decoder:
             line = bytes(self._buf)
             self._buf.clear()
             if len(line) > self.max_line:
-                return self._fail(WireError(f"envelope longer than {self.max_line} bytes"), out)
+                return self._fail(RemoteProtocolError(f"envelope longer than {self.max_line} bytes"), out)
             if not line.strip():
                 continue
             try:
                 env = decode_line(line)
-            except WireError as e:
+            except RemoteProtocolError as e:
                 return self._fail(e, out)
             out.append(env)
             self._blob_left = _blob_len(env)

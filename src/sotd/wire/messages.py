@@ -1,9 +1,11 @@
-"""Hello and the client side of a one-shot request (behaviour 2.1, 2.3; D6). Pure: bytes in, bytes out.
+"""The client side of a one-shot request (behaviour 2.1, 2.3; D6). Pure: bytes in, bytes out.
 
 Every connection opens with a hello request; a refused hello (``payload.error``) is the answer, except
 ``protocol_mismatch``, which is decisive only if no reply ever comes. ``OneShot`` produces the two lines to
 send and consumes what comes back: it skips events and lines for other ops, and ends at the first response
 for its op (or at a decisive hello refusal). The transport (sockets, deadline) lives in ``sotd.client``.
+The hello's payload and the ops' payloads are ``sotd.wire.hello``'s and ``sotd.wire.payloads``' (named
+here too, so a client needs one import); the daemon's side of a connection is ``sotd.wire.serverconn``.
 
 What would break it: treating an event that carries the op's name as the answer, or ending the wait on a
 ``protocol_mismatch`` refusal while an answer may still come.
@@ -11,80 +13,23 @@ What would break it: treating an event that carries the op's name as the answer,
 
 from __future__ import annotations
 
-from sotd.errors import SotdError, WireError
+from sotd.errors import WireError
 from sotd.wire.framing import Decoder, Envelope, encode
+from sotd.wire.hello import (
+    APP_VERSION,
+    CLIENT_ID,
+    HELLO_OP,
+    PROTOCOL,
+    PROTOCOL_MISMATCH,
+    ROLES,
+    hello_payload,
+    os_user_for_uid,
+)
+from sotd.wire.payloads import comm_file_payload
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-PROTOCOL = 3
-CLIENT_ID = "sot-comm"
-APP_VERSION = "comm"
-HELLO_OP = "hello"
-ROLES = (
-    "fe",
-    "bridge",
-    "cli",
-    "agent",
-    "link",
-)  # every hello role a daemon accepts (behaviour 2.2; link: 0.7.0)
-CLIENT_ROLES = ("agent", "cli", "link")  # the roles this package's own clients say (``hello`` refuses others)
-PROTOCOL_MISMATCH = "protocol_mismatch"
-
-
-def os_user_for_uid(euid: int) -> str:
-    """The hello's ``os_user`` on a POSIX box: ``uid:<euid>``."""
-    return f"uid:{euid}"
-
-
-def hello_payload(
-    *,
-    host: str,
-    os_user: str,
-    role: str,
-    name: str = "",
-    client_id: str = CLIENT_ID,
-    last_seen_revision: int = 0,
-    app_version: str = APP_VERSION,
-    protocol: int = PROTOCOL,
-) -> dict[str, Any]:
-    """The hello the comm tools send. No hello at all without a host or an OS account (``SotdError``)."""
-    if not host:
-        raise SotdError("cannot say hello: this box's declared host could not be read", code="no_hello")
-    if not os_user:
-        raise SotdError("cannot say hello: this process's OS account could not be read", code="no_hello")
-    if role not in CLIENT_ROLES:
-        raise ValueError(f"hello role must be one of {', '.join(CLIENT_ROLES)} (got {role!r})")
-    return {
-        "client_id": client_id,
-        "last_seen_revision": last_seen_revision,
-        "protocol": protocol,
-        "app_version": app_version,
-        "host": host,
-        "os_user": os_user,
-        "role": role,
-        "name": name,
-    }
-
-
-def comm_file_payload(
-    frm: str,
-    to: str,
-    text: str,
-    *,
-    broadcast: bool = False,
-    forwarded: bool | None = None,
-    expires: float | None = None,
-) -> dict[str, Any]:
-    """``comm.file`` request payload; ``forwarded`` and ``expires`` (when the sender stops waiting, epoch
-    seconds) are omitted unless given (a plain send sends no ``forwarded`` key)."""
-    p: dict[str, Any] = {"from": frm, "to": to, "text": text, "broadcast": broadcast}
-    if forwarded is not None:
-        p["forwarded"] = forwarded
-    if expires is not None:
-        p["expires"] = expires
-    return p
 
 
 def request(id: int, op: str, payload: dict[str, Any]) -> bytes:
@@ -168,7 +113,10 @@ class OneShot:
 __all__ = [
     "APP_VERSION",
     "CLIENT_ID",
+    "HELLO_OP",
     "PROTOCOL",
+    "PROTOCOL_MISMATCH",
+    "ROLES",
     "OneShot",
     "WireError",
     "comm_file_payload",

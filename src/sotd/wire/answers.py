@@ -1,0 +1,86 @@
+"""Answers: ``{ok: true}``, a refusal ``{error, code}``, and every code the daemon answers with.
+
+Spec: behaviour 2.1 (a refused hello), 2.3 (``comm.file``'s codes ``not_here | no_live_session |
+bad_handle | file_failed``, ``agent.join``'s, ``agent.send``'s, ``unknown op``), D4, D5. Guarantee: each
+code is written once, here; a refusal always carries both ``error`` (the spec's sentence) and ``code``.
+What would break it: a caller spelling a code by hand (a typo is then a new code no client knows).
+
+Pure and a leaf of ``sotd.wire`` (stdlib only; ``json`` is imported by the one function that quotes).
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# the hello (behaviour 2.1, 2.2)
+PROTOCOL_MISMATCH = "protocol_mismatch"
+BAD_HELLO = "bad_hello"
+HELLO_REQUIRED = "hello_required"
+FORBIDDEN = "forbidden"
+# any op
+UNKNOWN_OP = "unknown_op"
+INTERNAL = "internal"
+BAD_REQUEST = "bad_request"
+# comm.file (behaviour 2.3)
+BAD_HANDLE = "bad_handle"
+NOT_HERE = "not_here"
+NO_LIVE_SESSION = "no_live_session"
+FILE_FAILED = "file_failed"
+# agent.join, agent.send, workspace.* (behaviour 2.3, D5)
+HELD_BY_ROW = "held_by_row"
+UNKNOWN_WORKSPACE = "unknown_workspace"
+PERSIST_FAILED = "persist_failed"
+MAIL_REQUIRES_COMM_FILE = "mail_requires_comm_file"
+START_FAILED = "start_failed"
+
+CODES = (
+    PROTOCOL_MISMATCH,
+    BAD_HELLO,
+    HELLO_REQUIRED,
+    FORBIDDEN,
+    UNKNOWN_OP,
+    INTERNAL,
+    BAD_REQUEST,
+    BAD_HANDLE,
+    NOT_HERE,
+    NO_LIVE_SESSION,
+    FILE_FAILED,
+    HELD_BY_ROW,
+    UNKNOWN_WORKSPACE,
+    PERSIST_FAILED,
+    MAIL_REQUIRES_COMM_FILE,
+    START_FAILED,
+)
+
+OK: dict[str, Any] = {"ok": True}  # never mutated: a caller that adds keys copies it first
+
+
+def refusal(code: str, text: str) -> dict[str, Any]:
+    """A refusal answer: the spec's sentence and its code."""
+    return {"error": text, "code": code}
+
+
+def quoted(value: object) -> str:
+    """A value in double quotes with JSON escaping (``""`` for empty or missing), as refusals quote it."""
+    import json
+
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        value = json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def unknown_op(op: str) -> dict[str, Any]:
+    """What a daemon answers for an op it does not serve (behaviour 2.3: an older daemon's answer)."""
+    return refusal(UNKNOWN_OP, f"unknown op: {op}")
+
+
+def internal(error: BaseException) -> dict[str, Any]:
+    """What a daemon answers when serving an op failed inside it (the failure is logged beside it)."""
+    return refusal(INTERNAL, f"internal error: {error}")
+
+
+__all__ = ["CODES", "OK", "internal", "quoted", "refusal", "unknown_op"]

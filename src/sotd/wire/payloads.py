@@ -1,0 +1,177 @@
+"""The ops: their names and each op's payload, as builders (what a client sends) and readers (what a
+daemon takes from a request).
+
+Spec: behaviour 2.3 (``comm.file {from, to, text, broadcast, forwarded}``, ``agent.join {workspace_id,
+handle}``, ``agent.send``, ``version.query``, ``workspace.*``), seed 000 "The wire"; ``expires`` (ours,
+docs/protocol.md): the sender's wall clock when it stops waiting.
+Guarantee: a reader never fails on a field the spec gives a default (``from`` and ``text`` not strings
+read as ``""``, ``broadcast`` and ``forwarded`` are true only when ``true``, an ``expires`` that is not a
+number is no deadline) and refuses what the verdict order refuses first (``comm.file`` to a value that is
+not a handle: ``bad_handle``, as a ``RemoteProtocolError`` that keeps the connection); a builder writes
+the keys in the order the 0.6.6 scripts do and leaves out an optional key that was not given.
+What would break it: a reader stricter than the spec's defaults (a 0.6.6 client's frame refused), or a
+daemon reading a payload field by hand beside the reader (the two then disagree on a default).
+
+Pure: a leaf of ``sotd.wire`` (imports ``sotd.handles``, ``sotd.wire.answers``, ``sotd.wire.errors``).
+"""
+
+from __future__ import annotations
+
+from sotd import handles
+from sotd.wire import answers
+from sotd.wire.errors import RemoteProtocolError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+COMM_FILE = "comm.file"
+AGENT_JOIN = "agent.join"
+AGENT_SEND = "agent.send"
+VERSION_QUERY = "version.query"
+DAEMON_RELOAD = "daemon.reload"  # ours: read hosts.toml again (a local client only)
+WORKSPACE_LIST = "workspace.list"
+WORKSPACE_CREATE = "workspace.create"
+WORKSPACE_DESTROY = "workspace.destroy"
+WORKSPACE_ACTIVATE = "workspace.activate"
+WORKSPACE_OPS = (WORKSPACE_CREATE, WORKSPACE_LIST, WORKSPACE_DESTROY, WORKSPACE_ACTIVATE)
+WORKSPACE_PREFIX = "workspace."
+WORKSPACE_CHANGED = "workspace.changed"  # an event, not an op
+OPS = (COMM_FILE, AGENT_JOIN, AGENT_SEND, VERSION_QUERY, DAEMON_RELOAD, *WORKSPACE_OPS)
+
+
+def is_deadline(value: object) -> bool:
+    """An ``expires`` that counts: a number (a JSON ``true`` is not one)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# ------------------------------------------------------------------------------------------ comm.file
+
+
+def comm_file_payload(
+    frm: str,
+    to: str,
+    text: str,
+    *,
+    broadcast: bool = False,
+    forwarded: bool | None = None,
+    expires: float | None = None,
+) -> dict[str, Any]:
+    """``comm.file`` request payload; ``forwarded`` and ``expires`` are omitted unless given (a plain send
+    sends neither key)."""
+    p: dict[str, Any] = {"from": frm, "to": to, "text": text, "broadcast": broadcast}
+    if forwarded is not None:
+        p["forwarded"] = forwarded
+    if expires is not None:
+        p["expires"] = expires
+    return p
+
+
+def not_a_handle(to: object) -> RemoteProtocolError:
+    """Step 1 of ``comm.file``'s verdict order: ``to`` is not a handle (the connection stays open)."""
+    return RemoteProtocolError(f"not a handle: {answers.quoted(to)}", code=answers.BAD_HANDLE, closes=False)
+
+
+class CommFile:
+    """A ``comm.file`` request as the daemon reads it (``read_comm_file``)."""
+
+    __slots__ = ("broadcast", "expires", "forwarded", "frm", "text", "to")
+
+    def __init__(
+        self, frm: str, to: str, text: str, *, broadcast: bool, forwarded: bool, expires: float | None
+    ) -> None:
+        self.frm = frm
+        self.to = to
+        self.text = text
+        self.broadcast = broadcast
+        self.forwarded = forwarded
+        self.expires = expires
+
+    def frame(self, *, broadcast: bool | None = None) -> dict[str, Any]:
+        """The frame to pass on (a forward to the hub, an offer to a linked box): from, to, text,
+        broadcast and the sender's deadline when it had one; ``forwarded`` is the passer's to add."""
+        return comm_file_payload(
+            self.frm,
+            self.to,
+            self.text,
+            broadcast=self.broadcast if broadcast is None else broadcast,
+            expires=self.expires,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CommFile):
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.frm, self.to, self.text, self.broadcast, self.forwarded, self.expires)
+
+    def __repr__(self) -> str:
+        return f"CommFile{self._key()!r}"
+
+
+def read_comm_file(payload: dict[str, Any]) -> CommFile:
+    """A ``comm.file`` request; ``RemoteProtocolError`` (``bad_handle``) when ``to`` is not a handle."""
+    to = payload.get("to")
+    if not handles.is_valid(to):
+        raise not_a_handle(to)
+    assert isinstance(to, str)
+    frm = payload.get("from")
+    text = payload.get("text")
+    expires = payload.get("expires")
+    return CommFile(
+        frm if isinstance(frm, str) else "",
+        to,
+        text if isinstance(text, str) else "",
+        broadcast=payload.get("broadcast") is True,
+        forwarded=payload.get("forwarded") is True,
+        expires=expires if is_deadline(expires) else None,
+    )
+
+
+# ----------------------------------------------------------------------------------- the other ops
+
+
+def agent_join_payload(workspace_id: str, handle: str) -> dict[str, Any]:
+    """``agent.join``: a row's declaration, or (``workspace_id`` empty) a question from outside any row."""
+    return {"workspace_id": workspace_id, "handle": handle}
+
+
+def read_agent_join(payload: dict[str, Any]) -> tuple[object, object]:
+    """``(workspace_id, handle)`` as sent (a missing ``workspace_id`` is ``""``); the verdict checks them."""
+    return payload.get("workspace_id", ""), payload.get("handle")
+
+
+def read_agent_send_to(payload: dict[str, Any]) -> str:
+    """The handle an ``agent.send`` names, ``""`` for none (a window notification)."""
+    to = payload.get("to")
+    return to if isinstance(to, str) else ""
+
+
+def version_query_payload(*, comm_folder: bool = False) -> dict[str, Any]:
+    """``version.query``; ``comm_folder`` (ours, ``sotd doctor``): also say which comm folder is served."""
+    return {"comm_folder": True} if comm_folder else {}
+
+
+def read_version_query(payload: dict[str, Any]) -> bool:
+    """Whether a ``version.query`` asks for the comm folder too."""
+    return payload.get("comm_folder") is True
+
+
+__all__ = [
+    "AGENT_JOIN",
+    "AGENT_SEND",
+    "COMM_FILE",
+    "DAEMON_RELOAD",
+    "OPS",
+    "VERSION_QUERY",
+    "WORKSPACE_OPS",
+    "CommFile",
+    "agent_join_payload",
+    "comm_file_payload",
+    "read_agent_join",
+    "read_comm_file",
+    "read_version_query",
+]

@@ -1,0 +1,110 @@
+"""Each op's payload (``sotd.wire.payloads``) and the answers (``sotd.wire.answers``), as tables: what a
+builder writes (as bytes on the wire) and what a reader takes from a request's bytes (behaviour 2.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sotd.wire import answers, payloads
+from sotd.wire.errors import RemoteProtocolError
+from sotd.wire.framing import Decoder, Envelope, encode
+
+pytestmark = pytest.mark.unit
+
+
+def request_bytes(payload_json: bytes) -> dict[str, Any]:
+    """The payload of one request line carrying ``payload_json`` (decoded as the daemon decodes it)."""
+    (env,) = Decoder().feed(b'{"v":1,"id":2,"kind":"req","op":"comm.file","payload":' + payload_json + b"}\n")
+    return env.payload
+
+
+@pytest.mark.parametrize(
+    ("args", "kw", "wire"),
+    [
+        (("a", "b", "hi"), {}, b'{"from":"a","to":"b","text":"hi","broadcast":false}'),
+        (("a", "", "all"), {"broadcast": True}, b'{"from":"a","to":"","text":"all","broadcast":true}'),
+        (("a", "b", "hi"), {"forwarded": True}, b'{"from":"a","to":"b","text":"hi","broadcast":false,"forwarded":true}'),
+        (("a", "b", "hi"), {"expires": 12.5}, b'{"from":"a","to":"b","text":"hi","broadcast":false,"expires":12.5}'),
+    ],
+)  # fmt: skip
+def test_comm_file_builder_bytes(args: tuple[str, str, str], kw: dict[str, Any], wire: bytes) -> None:
+    line = encode(Envelope(2, "req", payloads.COMM_FILE, payloads.comm_file_payload(*args, **kw)))
+    assert line == b'{"v":1,"id":2,"kind":"req","op":"comm.file","payload":' + wire + b"}\n"
+
+
+# (payload bytes, (from, to, text, broadcast, forwarded, expires)) -- the spec's defaults, never a refusal
+READS = [
+    (b'{"from":"a","to":"b","text":"hi"}', ("a", "b", "hi", False, False, None)),
+    (b'{"from":"a","to":"b","text":"hi","broadcast":true,"forwarded":true,"expires":7}', ("a", "b", "hi", True, True, 7)),
+    (b'{"to":"b"}', ("", "b", "", False, False, None)),
+    (b'{"from":3,"to":"b","text":null,"broadcast":"yes","forwarded":1}', ("", "b", "", False, False, None)),
+    (b'{"to":"b","expires":true}', ("", "b", "", False, False, None)),  # a bool is no deadline
+    (b'{"to":"b","expires":"soon"}', ("", "b", "", False, False, None)),
+    (b'{"to":"b","expires":1.25}', ("", "b", "", False, False, 1.25)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("wire", "want"), READS)
+def test_comm_file_reader(wire: bytes, want: tuple[object, ...]) -> None:
+    got = payloads.read_comm_file(request_bytes(wire))
+    assert (got.frm, got.to, got.text, got.broadcast, got.forwarded, got.expires) == want
+
+
+@pytest.mark.parametrize(
+    ("wire", "text"),
+    [
+        (b'{"to":"../x"}', 'not a handle: "../x"'),
+        (b'{"to":""}', 'not a handle: ""'),
+        (b"{}", 'not a handle: ""'),
+        (b'{"to":"a\\"b"}', 'not a handle: "a\\"b"'),
+        (b'{"to":7}', 'not a handle: "7"'),
+    ],
+)
+def test_comm_file_to_not_a_handle_is_the_peers_fault_and_keeps_the_connection(
+    wire: bytes, text: str
+) -> None:
+    with pytest.raises(RemoteProtocolError) as e:
+        payloads.read_comm_file(request_bytes(wire))
+    assert e.value.answer() == {"error": text, "code": "bad_handle"} and not e.value.closes
+
+
+def test_a_frame_passed_on_keeps_the_deadline_and_drops_forwarded() -> None:
+    req = payloads.read_comm_file(
+        request_bytes(b'{"from":"a","to":"b","text":"t","forwarded":true,"expires":9}')
+    )
+    assert req.frame() == {"from": "a", "to": "b", "text": "t", "broadcast": False, "expires": 9}
+    req = payloads.read_comm_file(request_bytes(b'{"from":"a","to":"b","text":"t","broadcast":true}'))
+    assert req.frame(broadcast=False) == {"from": "a", "to": "b", "text": "t", "broadcast": False}
+
+
+@pytest.mark.parametrize(
+    ("wire", "want"),
+    [(b'{"workspace_id":"w","handle":"h"}', ("w", "h")), (b'{"handle":"h"}', ("", "h")), (b"{}", ("", None))],
+)
+def test_agent_join_reader(wire: bytes, want: tuple[object, object]) -> None:
+    assert payloads.read_agent_join(request_bytes(wire)) == want
+    assert payloads.agent_join_payload("w", "h") == {"workspace_id": "w", "handle": "h"}
+
+
+@pytest.mark.parametrize(("wire", "want"), [(b'{"to":"a"}', "a"), (b"{}", ""), (b'{"to":5}', "")])
+def test_agent_send_reader(wire: bytes, want: str) -> None:
+    assert payloads.read_agent_send_to(request_bytes(wire)) == want
+
+
+@pytest.mark.parametrize(
+    ("wire", "want"), [(b'{"comm_folder":true}', True), (b"{}", False), (b'{"comm_folder":1}', False)]
+)
+def test_version_query_reader(wire: bytes, want: bool) -> None:
+    assert payloads.read_version_query(request_bytes(wire)) is want
+    assert payloads.version_query_payload(comm_folder=want) == ({"comm_folder": True} if want else {})
+
+
+def test_answers() -> None:
+    assert answers.refusal(answers.NOT_HERE, "t") == {"error": "t", "code": "not_here"}
+    assert answers.unknown_op("no.such") == {"error": "unknown op: no.such", "code": "unknown_op"}
+    assert answers.internal(ValueError("boom")) == {"error": "internal error: boom", "code": "internal"}
+    assert [answers.quoted(v) for v in (None, "", 'a"b', 7, "é")] == ['""', '""', '"a\\"b"', '"7"', '"é"']
+    assert len(set(answers.CODES)) == len(answers.CODES)
+    assert len(set(payloads.OPS)) == len(payloads.OPS)
