@@ -20,7 +20,7 @@ continuation, and stands down with ``SOT_COMM_NUDGES=off``. Tool calls are count
 
 from __future__ import annotations
 
-import json
+from sotd import fastjson as json  # json without re (the hot path)
 import os
 import sys
 

@@ -23,7 +23,7 @@ leaf with ``__`` (it would name a row and be refused).
 
 from __future__ import annotations
 
-import json
+from sotd import fastjson as json  # json without re (the hot path)
 import os
 import sys
 
