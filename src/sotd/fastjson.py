@@ -5,7 +5,9 @@ Spec: issue 17 target 1 (the hot verbs within 1.6x a bare interpreter start); do
 and ``re`` pulls in ``enum``, ``functools`` and ``collections``: most of what a CLI verb paid beyond the
 interpreter. The C scanner and encoder behind ``json`` (``_json``) need none of that, so this module drives
 them itself: the scanner for ``loads``, the C encoder for compact ``dumps``, and its own indenting writer for
-``dumps(indent=...)`` (the stdlib writes indented JSON in pure Python, inside ``json.encoder``).
+``dumps(indent=...)`` (the stdlib writes indented JSON in pure Python, inside ``json.encoder``). The scanner
+raises its syntax errors as ``json.decoder.JSONDecodeError`` looked up in ``sys.modules`` only, so an error
+there before ``json`` is imported comes out as a ``SystemError``: ``loads`` then asks ``json``.
 Guarantee: for every input, the result (a value, the text, or the exception raised) is the one ``json``
 would give. The fast paths take only what they can answer exactly (plain ``dict``/``list``/``str``/``int``/
 ``float``/``bool``/``None``, the keyword arguments listed); everything else, and every failure the stdlib
@@ -101,6 +103,10 @@ def loads(s: str | bytes | bytearray, **kw: Any) -> Any:
         obj, end = scan(text, start)
     except StopIteration:
         return _stdlib_loads(s, kw)  # "Expecting value": json words it
+    except SystemError:
+        # the scanner words its errors with json.decoder's JSONDecodeError, found only in sys.modules: when
+        # json was never imported it fails with no exception set, and json itself then gives the error
+        return _stdlib_loads(s, kw)
     if end != len(text) and text[end:].lstrip(_WS):
         return _stdlib_loads(s, kw)  # "Extra data"
     return obj

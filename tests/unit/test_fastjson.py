@@ -167,8 +167,42 @@ def test_a_nan_read_back_is_a_float() -> None:
     assert math.isnan(fastjson.loads("NaN"))
 
 
-def test_importing_it_imports_no_re() -> None:
-    code = "import sys; import sotd.fastjson as f; f.loads('[1]'); f.dumps({'a': [1]}, indent=2); print('re' in sys.modules)"
-    p = subprocess.run([sys.executable, "-S", "-c", "import sys; sys.path[:0] = " + repr(sys.path) + "; " + code],
-                       capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
-    assert p.stdout.strip() == "False"
+BAD = [
+    '{"a": 1',
+    "[1, 2",
+    '"abc',
+    '{"a" 1}',
+    "[1,]",
+    '"a\tb"',
+    "nul",
+    "[1] x",
+    "",
+    "  ",
+    '{"a": "\\x"}',
+    "\ufeff[]",
+]
+
+FRESH = """
+import sys
+import sotd.fastjson as f
+f.loads('[1]'); f.dumps({'a': [1]}, indent=2); f.dumps([1.5, None], separators=(',', ':'))
+print('re' in sys.modules or 'json' in sys.modules)
+def outcome(fn, s):
+    try:
+        return ('ok', fn(s))
+    except Exception as e:
+        return ('raised', type(e).__name__, str(e))
+got = [outcome(f.loads, s) for s in BAD] + [outcome(f.loads, s.encode()) for s in BAD]
+import json
+want = [outcome(json.loads, s) for s in BAD] + [outcome(json.loads, s.encode()) for s in BAD]
+print(got == want or (got, want))
+"""
+
+
+def test_in_a_process_without_json_it_imports_no_re_and_fails_as_json_does() -> None:
+    """The scanner's errors need json.decoder, which a hot-path process has not imported."""
+    code = f"import sys; sys.path[:0] = {sys.path!r}; BAD = {BAD!r}\n" + FRESH
+    p = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert p.stdout.splitlines() == ["False", "True"], p.stdout

@@ -576,7 +576,10 @@ def test_touch_at_the_bound_writes_and_inside_it_does_not(lay: Layout) -> None:
         at = _clock.stamp(T - registry.TOUCH_EVERY_S)
         registry.update_locked(lay, add("a", {"root": "/r", "last_seen": at}))  # type: ignore[arg-type]
         assert registry.touch(lay, "testhost", "a") is True
-        assert registry.agents_of(registry.read(lay) or {})["a"] == {"root": "/r", "last_seen": _clock.stamp(T)}
+        assert registry.agents_of(registry.read(lay) or {})["a"] == {
+            "root": "/r",
+            "last_seen": _clock.stamp(T),
+        }
         before = snapshot(lay)
         assert registry.touch(lay, "testhost", "nobody") is False
         assert snapshot(lay) == before

@@ -20,11 +20,11 @@ continuation, and stands down with ``SOT_COMM_NUDGES=off``. Tool calls are count
 
 from __future__ import annotations
 
-from sotd import fastjson as json  # json without re (the hot path)
 import os
 import sys
 
 from sotd import _clock
+from sotd import fastjson as json  # json without re (the hot path)
 from sotd.cli.common import Context, err
 from sotd.errors import InboxBusy, RegistryUnreadable, SotdError
 from sotd.formats.layout import safe_component
@@ -186,22 +186,6 @@ def _registry_row(ctx: Context) -> tuple[dict[str, object] | None, bool]:
     return (row if isinstance(row, dict) else None), False
 
 
-def _set_stop_at(ctx: Context) -> None:
-    from sotd.formats import registry
-
-    def change(doc: dict[str, object]) -> tuple[bool, None]:
-        agents = doc["agents"]
-        if isinstance(agents, dict) and isinstance(agents.get(ctx.name), dict):
-            agents[ctx.name]["stop_at"] = _clock.stamp()
-            return True, None
-        return False, None
-
-    try:
-        registry.update(ctx.layout, ctx.host, change, bound=1.0)
-    except (SotdError, OSError):
-        pass
-
-
 def _status(verb: str, text: str | None = None, extra_env: dict[str, str] | None = None) -> None:
     """Run a work-state event in this process (the same code as ``sotd comm status``)."""
     from sotd.cli import status
@@ -337,27 +321,24 @@ def stop(environ: Mapping[str, str]) -> int:
         _status("stop")
         return 0
     key = session_key(environ, hook)
-    if row is not None:
-        _set_stop_at(ctx)
+    from sotd.cli import turnend  # the hook decides first, then writes the registry once (issue 17)
+
     reason = mail_gate(ctx, key, bool(hook.get("stop_hook_active")))
     if reason:
+        turnend.write(ctx, [], mark=row is not None)
         _block(reason)
         _record_feedback(ctx, key, reason)
         return 0
     marker = sitrep(last_assistant_text(hook))
-    if marker:
-        verb, text = marker
-        if verb == "done":
-            _status("done", text or None)
-        elif text:
-            _status(verb, text)
+    nudge = None
     if row is not None and nudges_on(environ, ctx.layout, bool(hook.get("stop_hook_active"))):
         nudge = _nudge(ctx, key, row, marker, hook)
-        if nudge:
-            _block(nudge)
-            _record_feedback(ctx, key, nudge)
-            return 0
-    _status("stop")
+    turnend.write(
+        ctx, turnend.plan(marker, held=nudge is not None), mark=row is not None and nudge is not None
+    )
+    if nudge:
+        _block(nudge)
+        _record_feedback(ctx, key, nudge)
     return 0
 
 
