@@ -116,10 +116,10 @@ def loads(data: str | bytes, **kwargs: Any) -> Any:
     """JSON read through the rule: the text carried, and each ``\\u`` escape of a lone surrogate read as
     U+FFFD, so no string in the result holds a code point UTF-8 cannot encode. ``kwargs`` go to
     ``json.loads``; errors are its own (``ValueError``, ``RecursionError``)."""
-    import json
+    from sotd import fastjson as json  # json's own results, without importing re (sotd/fastjson.py)
 
     text = carry(data)
-    if "\\u" in text:
+    if "\\ud" in text or "\\uD" in text:  # only a \\uD... escape can be a surrogate's
         import re
 
         text = re.sub(_SURROGATE_ESCAPE, _lone_escape_to_fffd, text)
@@ -131,7 +131,7 @@ def json_text(obj: Any, *, indent: int | None = None) -> str:
 
     A string holding a surrogate is written with U+FFFD in its place, so the result always encodes as UTF-8.
     """
-    import json
+    from sotd import fastjson as json
 
     if indent is None:
         text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -246,7 +246,7 @@ def test_19_a_stop_hook_that_fails_still_runs_the_mail_gate(
     the fault and still holds the turn for the waiting mail."""
     from sotd.cli.hooks import stop as stop_hook
 
-    monkeypatch.setattr(stop_hook, "_set_stop_at", _boom)
+    monkeypatch.setattr(stop_hook, "_registry_row", _boom)
     r = box.cli("alpha", "hook", "stop", stdin=b"{}", SOT_COMM_NUDGES="off")
     assert r.code == 0 and r.tb is None, r
     assert b"sot-comm hook stop: RuntimeError: an injected fault" in r.err
@@ -256,7 +256,7 @@ def test_19_a_stop_hook_that_fails_still_runs_the_mail_gate(
 def test_19_a_stop_hook_that_cannot_check_mail_says_why(box: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from sotd.cli.hooks import stop as stop_hook
 
-    monkeypatch.setattr(stop_hook, "_set_stop_at", _boom)
+    monkeypatch.setattr(stop_hook, "_registry_row", _boom)
     monkeypatch.setattr(stop_hook, "mail_gate", _boom)
     r = box.cli("alpha", "hook", "stop", stdin=b"{}", SOT_COMM_NUDGES="off")
     assert r.code == 0 and r.tb is None, r

@@ -1,12 +1,17 @@
 """The hot path stays light (docs/design.md "The hot path").
 
 ``sotd comm send|poll|unread|join`` run with ``PYTHONPROFILEIMPORTTIME=1`` through the console script in a
-private comm folder; none of the heavy modules below may be imported. On a failure the message names the
-import chain that pulled the module in (read from the nesting of the importtime report).
+private comm folder, and the same verbs and the Stop hook through the wrappers ``sotd comm install`` wrote
+(issue 17); none of the heavy modules below may be imported (``re``, and ``json`` which imports it, cost
+most of a verb's start: ``sotd.fastjson`` reaches the same C code without them), and a wrapper starts the
+interpreter without ``site``. On a failure the message names the import chain that pulled the module in
+(read from the nesting of the importtime report).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 
 import pytest
@@ -16,7 +21,20 @@ from tests.conftest import SOTD, Comm
 pytestmark = pytest.mark.unit
 
 FORBIDDEN = frozenset(
-    ("asyncio", "subprocess", "logging", "dataclasses", "click", "typer", "rich", "pydantic", "argparse")
+    (
+        *(
+            "asyncio",
+            "subprocess",
+            "logging",
+            "dataclasses",
+            "click",
+            "typer",
+            "rich",
+            "pydantic",
+            "argparse",
+        ),
+        *("re", "json", "enum", "typing", "pathlib"),
+    )
 )
 
 
@@ -85,6 +103,48 @@ def test_no_heavy_imports(joined, args: tuple[str, ...]) -> None:
     rows = imported(p.stderr)
     names = {n for _, n in rows}
     assert "sotd.cli.main" in names, "the import report was not read"
+    bad = chains(rows)
+    assert not bad, "\n".join(f"{m}: " + " -> ".join(c) for m, c in bad.items())
+
+
+STOP = {"session_id": "hot-1", "hook_event_name": "Stop", "stop_hook_active": False}
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "stdin"),
+    [
+        ("comm-send.sh", ("@beta", "hi"), ""),
+        ("comm-poll.sh", (), ""),
+        ("comm-join.sh", ("--name", "alpha"), ""),
+        ("comm-status-idle.sh", (), json.dumps(STOP)),
+        ("comm-status-idle.sh", (), json.dumps({**STOP, "last_assistant_message": "SITREP: done [it] {x}"})),
+        ("comm-status-prompt.sh", (), json.dumps({"session_id": "hot-1", "prompt": "go"})),
+    ],
+    ids=["send", "poll", "join", "stop-hook", "stop-hook-sitrep", "prompt-hook"],
+)
+def test_wrappers_as_installed_start_without_site_or_heavy_imports(
+    joined, script: str, args, stdin: str
+) -> None:
+    comm, a = joined
+    path = os.path.join(comm.layout.bin_dir, script)
+    with open(path) as f:
+        assert ' -S "$entry" ' in f.read()  # the direct entry (sotd/__main__.py), not the console script
+    env = dict(a.env, PYTHONPROFILEIMPORTTIME="1")
+    p = subprocess.run(
+        [path, *args],
+        check=False,
+        cwd=a.root,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = imported(p.stderr)
+    names = {n for _, n in rows}
+    assert "sotd.cli.main" in names, "the import report was not read"
+    assert "site" not in names
     bad = chains(rows)
     assert not bad, "\n".join(f"{m}: " + " -> ".join(c) for m, c in bad.items())
 

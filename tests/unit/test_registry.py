@@ -563,3 +563,71 @@ def test_6_2_update_failure_releases_the_lock(lay: Layout, monkeypatch: pytest.M
     with pytest.raises(RegistryWriteFailed):
         registry.update(lay, "testhost", add("a"), bound=1)  # type: ignore[arg-type]
     assert not os.path.exists(lay.reglock)
+
+
+# ------------------------------------------------------------------------------- the touch's bound (issue 17)
+
+T = 1_800_000_000.0  # a fixed "now"
+
+
+@pytest.mark.parametrize(
+    ("last_seen", "due"),
+    [
+        (_clock.stamp(T), False),  # stamped this second
+        (_clock.stamp(T - 1), False),
+        (_clock.stamp(T - registry.TOUCH_EVERY_S + 1), False),  # the last second inside the bound
+        (_clock.stamp(T - registry.TOUCH_EVERY_S), True),  # at the bound: rewritten
+        (_clock.stamp(T - 300), True),
+        (_clock.stamp(T - 601), True),  # no longer live
+        (_clock.stamp(T + 1), True),  # a stamp from the future is put right, as every touch did
+        ("2026-01-01 00:00:00Z", True),  # not a stamp's shape
+        ("", True),
+        (None, True),
+        (12, True),
+    ],
+)
+def test_touch_due(last_seen: object, due: bool) -> None:
+    assert registry.touch_due(last_seen, T) is due
+
+
+def test_the_touch_bound_keeps_a_skipped_row_live() -> None:
+    """The rule's reason: a row a touch leaves alone is live for at least LIVE - TOUCH_EVERY_S seconds more."""
+    assert registry.TOUCH_EVERY_S * 5 <= _clock.LIVE_SECS  # well inside the window
+    newest_skipped = _clock.stamp(T - registry.TOUCH_EVERY_S + 1)
+    assert not registry.touch_due(newest_skipped, T)
+    assert _clock.is_fresh(newest_skipped, T + _clock.LIVE_SECS - registry.TOUCH_EVERY_S)
+
+
+def test_touch_at_the_bound_writes_and_inside_it_does_not(lay: Layout) -> None:
+    registry.ensure(lay)
+    _clock.set_clock(lambda: T)
+    try:
+        inside = _clock.stamp(T - registry.TOUCH_EVERY_S + 1)
+        registry.update_locked(lay, add("a", {"root": "/r", "last_seen": inside}))  # type: ignore[arg-type]
+        before = snapshot(lay)
+        assert registry.touch(lay, "testhost", "a") is True
+        assert snapshot(lay) == before  # fresh enough: no lock, no write
+        assert not os.path.exists(lay.reglock)
+        at = _clock.stamp(T - registry.TOUCH_EVERY_S)
+        registry.update_locked(lay, add("a", {"root": "/r", "last_seen": at}))  # type: ignore[arg-type]
+        assert registry.touch(lay, "testhost", "a") is True
+        assert registry.agents_of(registry.read(lay) or {})["a"] == {
+            "root": "/r",
+            "last_seen": _clock.stamp(T),
+        }
+        before = snapshot(lay)
+        assert registry.touch(lay, "testhost", "nobody") is False
+        assert snapshot(lay) == before
+    finally:
+        _clock.set_clock(None)
+
+
+def test_touch_decides_again_on_the_locked_read(lay: Layout) -> None:
+    """The caller's registry said "due", but another process stamped the row since: nothing is written."""
+    registry.ensure(lay)
+    fresh = _clock.stamp()
+    registry.update_locked(lay, add("a", {"root": "/r", "last_seen": fresh}))  # type: ignore[arg-type]
+    before = snapshot(lay)
+    stale = {"a": {"root": "/r", "last_seen": _clock.stamp(_clock.now() - 300)}}
+    assert registry.touch(lay, "testhost", "a", agents=stale) is True  # type: ignore[arg-type]
+    assert snapshot(lay) == before

@@ -124,20 +124,41 @@ def gone_text(sotd: str) -> str:
     )
 
 
+def direct_entry(sotd: str) -> tuple[str, str] | None:
+    """(interpreter, ``sotd/__main__.py``) when ``sotd`` is this installation's own console script, so a
+    wrapper can start the interpreter with ``-S`` on the entry itself (issue 17: no ``site``); None for any
+    other ``sotd`` (``--sotd=PATH``), which the wrapper then runs as it is."""
+    own = os.path.join(os.path.dirname(sys.executable), "sotd")
+    if os.path.realpath(sotd) != os.path.realpath(own):
+        return None
+    import sotd as package
+
+    entry = os.path.join(os.path.dirname(os.path.abspath(package.__file__ or "")), "__main__.py")
+    return (sys.executable, entry) if os.path.isfile(entry) else None
+
+
 def wrapper_text(sotd: str, name: str, argv: str, *, hook: bool = False) -> str:
-    """A wrapper: exec the recorded ``sotd``; when it is gone, say so (a hook: as a ``systemMessage`` on
-    stdout and exit 0, so the agent is never failed; a command: on stderr and exit 1)."""
+    """A wrapper: exec the recorded ``sotd`` (this installation's own: its interpreter with ``-S`` on the
+    package's entry, ``direct_entry``); when it is gone, say so (a hook: as a ``systemMessage`` on stdout
+    and exit 0, so the agent is never failed; a command: on stderr and exit 1)."""
     gone = gone_text(sotd)
     if hook:
         said = f"printf '%s\\n' {_q(json.dumps({'systemMessage': gone}, ensure_ascii=False))}; exit 0"
     else:
         said = f"printf '%s\\n' {_q(name + ': ' + gone)} >&2; exit 1"
-    return (
+    head = (
         "#!/bin/sh\n"
         f"# sot-comm {__version__}: {name} is `sotd {argv}`; installed by `sotd comm install`.\n"
         f"sotd={_q(sotd)}\n"
-        f'[ -x "$sotd" ] || {{ {said}; }}\n'
-        f'SOT_COMM_PROG={name} exec "$sotd" {argv} "$@"\n'
+    )
+    direct = direct_entry(sotd)
+    if direct is None:
+        return head + f'[ -x "$sotd" ] || {{ {said}; }}\nSOT_COMM_PROG={name} exec "$sotd" {argv} "$@"\n'
+    python, entry = direct
+    return head + (
+        f"python={_q(python)} entry={_q(entry)}\n"
+        f'[ -x "$sotd" ] && [ -x "$python" ] && [ -f "$entry" ] || {{ {said}; }}\n'
+        f'SOT_COMM_PROG={name} exec "$python" -S "$entry" {argv} "$@"\n'
     )
 
 

@@ -23,9 +23,10 @@ leaf with ``__`` (it would name a row and be refused).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+from sotd import fastjson as json  # json without re (the hot path)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -335,9 +335,55 @@ def set_last_seen(doc: dict[str, object], handle: str, stamp: str | None = None)
     return True
 
 
-def touch(layout: Layout, host: str, handle: str, *, bound: float = 1.0) -> bool:
-    """Stamp ``last_seen`` of ``handle`` if its row exists (the best-effort touch of a send or a poll)."""
-    _doc, touched = update(layout, host, lambda d: (t := set_last_seen(d, handle), t), bound=bound)
+# A send's or a poll's touch rewrites ``last_seen`` only when the stamp there is older than this (like
+# relatime); docs/contract.md, "Liveness and the last_seen touch", says why liveness stays true.
+TOUCH_EVERY_S = 60
+
+
+def touch_due(last_seen: object, t: float) -> bool:
+    """Whether a touch at ``t`` must rewrite ``last_seen``: unless it is a well-shaped stamp within the last
+    ``TOUCH_EVERY_S`` seconds, not after ``t`` (a future stamp is rewritten, as every touch did). Pure."""
+    if not _clock.is_stamp(last_seen):
+        return True
+    s = str(last_seen)
+    return not (_clock.stamp(t - TOUCH_EVERY_S) < s <= _clock.stamp(t))
+
+
+def touch(
+    layout: Layout,
+    host: str,
+    handle: str,
+    *,
+    bound: float = 1.0,
+    agents: dict[str, object] | None = None,
+) -> bool:
+    """Stamp ``last_seen`` of ``handle`` if its row exists (the best-effort touch of a send or a poll), only
+    when ``touch_due``: True if the row exists. ``agents``: the registry as the caller read it, else it is
+    read here (unlocked); a row that is missing or fresh there is left alone without taking the lock, and
+    the locked write decides again on its own fresh read."""
+    t = _clock.now()
+    if agents is None:
+        try:
+            doc = read(layout)
+            agents = agents_of(doc) if doc is not None else None
+        except RegistryUnreadable:
+            agents = None
+    if agents is not None:
+        entry = agents.get(handle)
+        if not isinstance(entry, dict):
+            return False
+        if not touch_due(entry.get("last_seen"), t):
+            return True
+
+    def change(doc: dict[str, object]) -> tuple[bool, bool]:
+        entry = agents_of(doc).get(handle)
+        if not isinstance(entry, dict):
+            return False, False
+        if not touch_due(entry.get("last_seen"), t):
+            return False, True
+        return set_last_seen(doc, handle, _clock.stamp(t)), True
+
+    _doc, touched = update(layout, host, change, bound=bound)
     return touched
 
 
@@ -386,6 +432,7 @@ __all__ = [
     "NOT_LIVE",
     "PROTOCOL_VERSION",
     "READ_OR_UPDATE_FAILED",
+    "TOUCH_EVERY_S",
     "UNLISTED",
     "VERDICTS",
     "AgentRow",
@@ -401,6 +448,7 @@ __all__ = [
     "set_last_seen",
     "skeleton",
     "touch",
+    "touch_due",
     "update",
     "update_locked",
     "write_locked",

@@ -11,10 +11,10 @@ not reach its mail gate).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
+from sotd import fastjson as json  # json without re (the hot path)
 from sotd.cli.common import err
 from sotd.errors import SotdError
 from sotd.formats.layout import safe_component
@@ -68,7 +68,8 @@ def parse_hook_input(data: bytes, *, whole: bool) -> tuple[dict[str, object], st
         return {}, f"the hook input is larger than {HOOK_INPUT_MAX} bytes"
     if not data.strip():
         return {}, None
-    if json_depth(data) > HOOK_DEPTH_MAX:
+    # nesting is never deeper than the count of openers, so only an input with that many needs the scan
+    if data.count(b"[") + data.count(b"{") > HOOK_DEPTH_MAX and json_depth(data) > HOOK_DEPTH_MAX:
         return {}, f"the hook input nests arrays or objects deeper than {HOOK_DEPTH_MAX} levels"
     from sotd.text import loads
 

@@ -23,10 +23,10 @@ turn would be held at every end), or a fault before the mail gate that lets a tu
 
 from __future__ import annotations
 
-import json
 import os
 
 from sotd import _clock
+from sotd import fastjson as json  # json without re (the hot path)
 from sotd.cli.common import Context, err
 from sotd.cli.hooks.shared import (
     block,
@@ -65,22 +65,6 @@ def _registry_row(ctx: Context) -> tuple[dict[str, object] | None, bool]:
     agents = registry.agents_of(doc) if doc else None
     row = agents.get(ctx.name) if isinstance(agents, dict) and ctx.name else None
     return (row if isinstance(row, dict) else None), False
-
-
-def _set_stop_at(ctx: Context) -> None:
-    from sotd.formats import registry
-
-    def change(doc: dict[str, object]) -> tuple[bool, None]:
-        row = registry.agents_of(doc).get(ctx.name)
-        if isinstance(row, dict):
-            row["stop_at"] = _clock.stamp()
-            return True, None
-        return False, None
-
-    try:
-        registry.update(ctx.layout, ctx.host, change, bound=1.0)
-    except (SotdError, OSError):
-        pass
 
 
 def mail_gate(ctx: Context, key: str, stop_hook_active: bool) -> str | None:
@@ -202,27 +186,24 @@ def run(environ: Mapping[str, str]) -> int:
         status_event("stop")
         return 0
     key = session_key(environ, hook)
-    if row is not None:
-        _set_stop_at(ctx)
+    from sotd.cli import turnend  # the hook decides first, then writes the registry once (issue 17)
+
     reason = mail_gate(ctx, key, bool(hook.get("stop_hook_active")))
     if reason:
+        turnend.write(ctx, [], mark=row is not None)
         block(reason)
         _record_feedback(ctx, key, reason)
         return 0
     marker = sitrep(last_assistant_text(hook))
-    if marker:
-        verb, text = marker
-        if verb == "done":
-            status_event("done", text or None)
-        elif text:
-            status_event(verb, text)
+    nudge = None
     if row is not None and nudges_on(environ, ctx.layout, bool(hook.get("stop_hook_active"))):
         nudge = _nudge(ctx, key, row, marker, hook)
-        if nudge:
-            block(nudge)
-            _record_feedback(ctx, key, nudge)
-            return 0
-    status_event("stop")
+    turnend.write(
+        ctx, turnend.plan(marker, held=nudge is not None), mark=row is not None and nudge is not None
+    )
+    if nudge:
+        block(nudge)
+        _record_feedback(ctx, key, nudge)
     return 0
 
 
