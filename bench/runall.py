@@ -37,6 +37,7 @@ ALL = (
     "growth",
     "peers",
     "append",
+    "contention",
     "daemon",
     "wake",
     "realwake",
