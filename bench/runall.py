@@ -38,6 +38,7 @@ ALL = (
     "peers",
     "append",
     "contention",
+    "scale",
     "daemon",
     "wake",
     "realwake",
