@@ -74,6 +74,7 @@ def run(rounds: int) -> dict[str, object]:
     if ver is None or find_spec("mcp_agent_mail") is None:  # not imported here: it takes seconds
         return {"not_run": "mcp-agent-mail is not installed in this environment; pip install -e '.[bench]'"}
     work = tempfile.mkdtemp(prefix="sotd-bench-mam-", dir=common.bench_dir())
+    facts = common.machine(work)
     port = _free_port()
     url = f"http://127.0.0.1:{port}/mcp/"
     env = common.clean_env()
@@ -161,7 +162,9 @@ def run(rounds: int) -> dict[str, object]:
             server.wait(5)
         log.close()
         shutil.rmtree(work, ignore_errors=True)
+    facts["load_avg_end"] = common.load_avg()
     return {
+        "machine": facts,
         "peer": f"mcp-agent-mail {ver}",
         "server": "python -m mcp_agent_mail.cli serve-http on 127.0.0.1 (streamable HTTP, JSON answers)",
         "server_up_s": round(server_up_s, 1),
