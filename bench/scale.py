@@ -16,7 +16,7 @@
 
 Usage: ``python -m bench.scale [--quick | --full]``; writes ``bench/results/scale.json``; ``python -m
 bench.scale --plot`` draws ``docs/benchmarks/scale.png`` from it. ``scripts/bench`` runs the default: 500
-handles, 16 senders for 10 s (about two minutes with the boxes' set-up); ``--full`` is the issue's 100
+handles, 16 senders for 10 s (about 30 s with the boxes' set-up); ``--full`` is the issue's 100
 senders for 60 s (not in ``scripts/bench``: on two cores it is a load test of the scheduler).
 """
 
