@@ -346,3 +346,38 @@ def test_contended_calls_one_after_another_share_one_helper_thread(
     ]
     assert len(new_helpers) <= 1
     assert inbox.read_all(lay, H) == b"".join(b'{"n":%d}\n' % i for i in range(50))
+
+
+def test_a_forked_child_does_not_reuse_its_parents_helpers(lay: Layout) -> None:
+    """The parent keeps an idle helper; a child forked after that (the daemon's workers, multiprocessing)
+    has no such thread, so its contended append must start its own rather than wait on a dead one."""
+    import threading
+
+    holder = _hold(lay, "ex")
+    t = threading.Thread(target=inbox.append, args=(lay, H, b'{"n":1}\n'), kwargs={"nfs": False, "bound": 10})
+    t.start()
+    deadline = time.monotonic() + 10
+    while inbox._waiters.started == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    _release(holder)
+    t.join(10)
+    assert not t.is_alive()
+    while not inbox._waiters.idle and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert inbox._waiters.idle  # the parent now has an idle helper
+    pid = os.fork()
+    if pid == 0:  # the child: hold the lock on another open file for 0.3 s, then append
+        code = 1
+        try:
+            fd = os.open(lay.inbox_lock(H), os.O_RDWR)
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            threading.Timer(0.3, os.close, args=(fd,)).start()
+            inbox.append(lay, H, b'{"n":2}\n', nfs=False, bound=5)
+            code = 0 if inbox._waiters.started == 1 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert inbox.read_all(lay, H) == b'{"n":1}\n{"n":2}\n'
