@@ -26,6 +26,10 @@ Two passes, so that no reader's cost leaks into the throughput of another kind:
   SQLite: ``SELECT ... WHERE id > last``; JSON array: parse the file whenever its inode or size changed);
   the time from the start of a delivery to the first look that shows it.
 
+Per verb, cold processes (``bench/peers_mcp.py``, in the same run, after the above): sotd's ``send`` and
+``poll`` beside MCP Agent Mail's ``send_message`` and ``fetch_inbox`` through its server on loopback, with
+the ``python -c pass`` floor (``result["per_verb"]``).
+
 The wake's peer (plain ``tmux send-keys`` into the agent's pane) is measured by ``bench/wake.py`` in the
 same run as sotd's own wake, into the same scripted agent, so the two sit in one table.
 
@@ -41,6 +45,7 @@ import multiprocessing as mp
 import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -421,7 +426,14 @@ def main(argv: list[str] | None = None) -> int:
     ms, readable = {1: 250, 4: 64, 16: 16}, 64
     if a.quick:
         a.rounds, ms, readable = 1, {1: 60, 4: 16, 16: 4}, 32
-    return common.finish("peers", run(a.rounds, ms, readable), a.no_write, a.quick)
+    result = run(a.rounds, ms, readable)
+    from bench import peers_mcp
+
+    try:
+        result["per_verb"] = peers_mcp.run(5 if a.quick else 20)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:  # recorded, not fatal to the rest
+        result["per_verb"] = {"not_run": f"the MCP Agent Mail run failed: {type(e).__name__}: {e}"}
+    return common.finish("peers", result, a.no_write, a.quick)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ OUT = os.path.join(common.ROOT, "docs", "benchmarks")
 REL = "benchmarks"  # how docs/benchmarks.md names the folder
 _out = OUT  # where this call of make_all writes (a temp folder for a trial report)
 
-_PLOTTED = ("commands", "fanin", "crossbox", "crash", "registry", "growth", "peers")
+_PLOTTED = ("commands", "fanin", "crossbox", "crash", "registry", "growth", "peers", "scale")
 
 
 def _pyplot():  # type: ignore[no-untyped-def]
@@ -316,6 +316,35 @@ def w5_registry(plt, r: dict) -> tuple[str, str]:  # type: ignore[no-untyped-def
     return "W5 registry lock-wait distribution", _save(plt, fig, "w5.png")
 
 
+def scale(plt, r: dict) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    """Registry bytes, one read, one write (touch) and one local send against the number of handles."""
+    rows = r["growth"]["sizes"]
+    xs = [x["handles"] for x in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    ax = axes[0]
+    ax.plot(xs, [x["registry_bytes"] / 1024 for x in rows], marker="o", label="registry.json, KiB")
+    ax.set_xlabel("handles in the registry")
+    ax.set_ylabel("KiB")
+    ax.set_ylim(bottom=0)
+    ax.set_title("registry size")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    for key, label in (
+        ("read_ms", "read + parse (in process)"),
+        ("write_ms", "one registry write: touch (in process)"),
+        ("send_ms", "sotd comm send (process)"),
+        ("floor_ms", "floor: python -c pass"),
+    ):
+        ax.plot(xs, [x[key]["median"] for x in rows], marker="o", label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("handles in the registry")
+    ax.set_ylabel("ms (median), log")
+    ax.set_title("cost per operation")
+    ax.legend(fontsize=8)
+    fig.suptitle("Scale: registry size and cost from 50 to 500 handles")
+    return "Scale: registry size and cost from 50 to 500 handles", _save(plt, fig, "scale.png")
+
+
 _DRAW = {
     "commands": w1_commands,
     "fanin": w2_fanin,
@@ -324,6 +353,7 @@ _DRAW = {
     "registry": w5_registry,
     "growth": w6_growth,
     "peers": peers,
+    "scale": scale,
 }
 
 

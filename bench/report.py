@@ -721,6 +721,103 @@ def _nfs(r: dict[str, object]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _row_ms(name: str, w: dict) -> str:  # type: ignore[type-arg]
+    return f"| {name} | {w['n']} | {w['median']:.0f} | {w['p95']:.0f} | {w['p99']:.0f} | {w['max']:.0f} |"
+
+
+def _contention(r: dict[str, object]) -> str:
+    lib: dict = r["lib"]  # type: ignore[assignment]
+    cli: dict = r["cli"]  # type: ignore[assignment]
+    send, ck, t = cli["send"], cli["send"]["checks"], cli["targets"]
+    out = [
+        "## Contention: 16 senders to one inbox (`bench/contention.py`, issue 17 target 2)\n",
+        _machine(r["machine"]) + "  ",  # type: ignore[arg-type]
+        f"In process: {lib['writers']} forked processes x {lib['lines_per_writer']} `inbox.append` calls into "
+        f"one inbox, {lib['rounds']} rounds alternating with the floor ({lib['floor']}). CLI: "
+        f"{r['params']['cli_secs']:.0f} s of 16 threads running `sotd comm send` back to back, between two "  # type: ignore[index]
+        "phases of the same threads running `python -c pass`.\n",
+        "| 16 writers, one inbox | lines/s (median of rounds) | per-append ms (med / p95 / p99) |",
+        "|---|---:|---|",
+    ]
+    for label, k in (
+        ("floor: open + flock + write + fsync + close, per line", "floor"),
+        ("sotd `inbox.append`", "sotd"),
+    ):
+        lat = lib[f"{k}_latency_ms"]
+        out.append(
+            f"| {label} | {lib[f'{k}_per_s']['median']:.0f} | {lat['median']:.1f} / {lat['p95']:.1f} / {lat['p99']:.1f} |"
+        )
+    out += [
+        "",
+        f"Ratio (median of per-round ratios): **{lib['ratio']:.2f}x**; target >= {lib['target']}x: "
+        f"{_f(lib['pass'])}; helper threads per process at most {lib['helper_threads_per_process_max']}.\n",
+        "| 16 at once | runs | wall ms median | p95 | p99 | max |",
+        "|---|---:|---:|---:|---:|---:|",
+        _row_ms("floor `python -c pass`, before", cli["floor_before"]["wall_ms"]),
+        _row_ms("`sotd comm send`", send["wall_ms"]),
+        _row_ms("floor `python -c pass`, after", cli["floor_after"]["wall_ms"]),
+        "",
+        f"Sends {ck['successes']} filed, {ck['failures']} FAILED, {ck['missing']} lost, "
+        f"{send['over_500ms']} over 500 ms: lost/FAILED {_f(t['pass_lost_failed'])}, p99 <= 150 ms "
+        f"{_f(t['pass_p99'])}, max <= 500 ms {_f(t['pass_max'])}.\n",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def _scale(r: dict[str, object]) -> str:
+    g: dict = r["growth"]  # type: ignore[assignment]
+    b: dict = r["boxes"]  # type: ignore[assignment]
+    out = [
+        "## Scale: 50 to 500 handles, and three boxes (`bench/scale.py`, issue 17 target 3)\n",
+        _machine(r["machine"]) + "  ",  # type: ignore[arg-type]
+        "Registry grown with copies of a real joined row; read, one registry write (`registry.touch`) in "
+        "process, and a local `sotd comm send` against `python -c pass`, medians.\n",
+        "| handles | registry bytes | read + parse ms | one registry write ms (med / p95) | send ms | floor ms | send / floor |",
+        "|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for x in g["sizes"]:
+        out.append(
+            f"| {x['handles']} | {x['registry_bytes']:,} | {x['read_ms']['median']:.2f} | "
+            f"{x['write_ms']['median']:.1f} / {x['write_ms']['p95']:.1f} | {x['send_ms']['median']:.0f} | "
+            f"{x['floor_ms']['median']:.0f} | {x['send_to_floor']:.2f}x |"
+        )
+    out.append("")
+    if "not_run" in b:
+        out.append(f"Three boxes: not run ({b['not_run']}).\n")
+    else:
+        out += [
+            f"Three boxes: {b['handles']} handles ({b['handles_per_box']} per box), {b['senders']} senders for "
+            f"{b['secs']:.0f} s; FAILED: {b['failed']}, filed but missing: {b['filed_but_missing']}.\n",
+            "| sends | n | wall ms median | p95 | p99 | max |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for label, k in (("local (same box)", "local_ms"), ("cross-box (guest -> hub)", "cross_ms")):
+            if b.get(k):
+                out.append(_row_ms(label, b[k]))
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def _peers_mcp(r: dict[str, object]) -> str:
+    out = ["## Per verb: MCP Agent Mail beside sotd (`bench/peers_mcp.py`, issue 17 target 4)\n"]
+    if "not_run" in r:
+        return "\n".join(out) + f"\nNot run: {r['not_run']}\n"
+    if "machine" in r:
+        out.append(_machine(r["machine"]) + "  ")  # type: ignore[arg-type]
+    out += [
+        f"{r['peer']}; server: {r['server']}; client: {r['client']}; {r['rounds']} rounds, cold processes.\n",
+        "| per call | wall ms median | p95 | p99 | CPU ms | / `python -c pass` |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for k, v in r["cases"].items():  # type: ignore[attr-defined]
+        w = v["wall_ms"]
+        out.append(
+            f"| {k} | {w['median']:.1f} | {w['p95']:.1f} | {w['p99']:.1f} | {v['cpu_ms']['median']:.1f} | "
+            f"{r['to_floor'][k]:.2f}x |"  # type: ignore[index]
+        )
+    return "\n".join(out) + "\n"
+
+
 RENDER = {
     "commands": _commands,
     "fanin": _fanin,
@@ -730,7 +827,10 @@ RENDER = {
     "registry": _registry,
     "growth": _growth,
     "peers": _peers,
+    "peers_mcp": _peers_mcp,
     "append": _append,
+    "contention": _contention,
+    "scale": _scale,
     "daemon": _daemon,
     "wake": _wake,
     "realwake": _realwake,
@@ -880,6 +980,31 @@ def _headline(results: dict[str, dict]) -> str:
             f"| issue 11 | wake of an idle real Claude Code row, filed to the line submitted (median of "
             f"{rw['real']['latency_s']['n']}) | {med:.2f} s | <= {rw['params']['target_median_s']} s "
             f"| {_f(rw['pass_median'])} |"
+        )
+    ct = results.get("contention")
+    if ct:
+        lib, cli = ct["lib"], ct["cli"]
+        t, fl = cli["targets"], cli["floor_before"]["wall_ms"]
+        rows.append(
+            f"| issue 17 | 16 in-process writers, `inbox.append` / open+flock+write+fsync | {lib['ratio']:.2f}x "
+            f"| >= {lib['target']}x | {_f(lib['pass'])} |"
+        )
+        rows.append(
+            f"| issue 17 | 16 CLI senders for {ct['params']['cli_secs']:.0f} s: lost, FAILED "
+            f"({cli['send']['runs']} sends) | {t['lost']}, {t['failed']} | 0, 0 | {_f(t['pass_lost_failed'])} |"
+        )
+        rows.append(
+            f"| issue 17 | 16 CLI senders: send p99 / max (floor `python -c pass` p99 {fl['p99']:.0f} ms) "
+            f"| {t['p99_ms']:.0f} / {t['max_ms']:.0f} ms | <= 150 / 500 ms | {_f(t['pass_p99'] and t['pass_max'])} |"
+        )
+    sc = results.get("scale")
+    if sc and "not_run" not in sc["boxes"]:
+        b = sc["boxes"]
+        n = sum(b["filed"].values()) + sum(b["failed"].values())
+        rows.append(
+            f"| issue 17 | three boxes, {b['handles']} handles, {b['senders']} senders for {b['secs']:.0f} s: "
+            f"FAILED, filed but missing ({n} sends) | {sum(b['failed'].values())}, {b['filed_but_missing']} "
+            f"| 0 (bounded lock answers counted) | {_f(b['filed_but_missing'] == 0)} |"
         )
     return "\n".join(rows) + "\n"
 

@@ -37,6 +37,8 @@ ALL = (
     "growth",
     "peers",
     "append",
+    "contention",
+    "scale",
     "daemon",
     "wake",
     "realwake",

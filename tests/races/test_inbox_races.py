@@ -36,21 +36,36 @@ def _line(n: int) -> bytes:
 
 @pytest.fixture
 def waiter_started(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Set when some caller's lock attempt found the lock held and started blocking in a helper."""
+    """Set when some caller's lock attempt found the lock held and handed it to a helper to block on."""
     ev = threading.Event()
-    real = inbox._Waiter
+    real = inbox._Waiter.wait
 
-    class Spy(real):  # type: ignore[misc,valid-type]
-        def __init__(self, fd: int, op: int) -> None:
-            super().__init__(fd, op)
-            ev.set()
+    def spy(self: inbox._Waiter, fd: int, op: int, bound: float) -> bool:
+        ev.set()
+        return real(self, fd, op, bound)
 
-    monkeypatch.setattr(inbox, "_Waiter", Spy)
+    monkeypatch.setattr(inbox._Waiter, "wait", spy)
     return ev
 
 
 def _helpers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "sotd-inbox-flock"]
+
+
+def _wait_free(path: str) -> None:
+    """Until nobody holds the lock on ``path`` (an abandoned helper drops it once it gets it), bounded."""
+    probe = os.open(path, os.O_RDWR)
+    try:
+        for _ in range(WAIT * 100):
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(probe, fcntl.LOCK_UN)
+                return
+            except BlockingIOError:
+                threading.Event().wait(0.01)
+        raise AssertionError(f"{path} still locked after {WAIT} s")
+    finally:
+        os.close(probe)
 
 
 class PausedWriter:
@@ -247,25 +262,18 @@ def test_busy_bound_then_abandoned_helper_releases(lay: Layout, nfs: bool) -> No
         assert inbox.read_all(lay, H) is None  # the inbox was never even opened
     finally:
         os.close(holder)  # releases
-    for t in _helpers():
-        t.join(WAIT)  # the abandoned helper takes the lock and drops it at once
-        assert not t.is_alive()
-    probe = os.open(lay.inbox_lock(H), os.O_RDWR)
-    try:
-        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody holds it now
-    finally:
-        os.close(probe)
+    _wait_free(lay.inbox_lock(H))  # the abandoned helper takes the lock and drops it at once
     inbox.append(lay, H, _line(2), nfs=nfs, bound=1)
     assert _read(lay) == _line(2)
 
 
-def test_bound_zero_is_one_try(lay: Layout) -> None:
+def test_bound_zero_is_one_try(lay: Layout, waiter_started: threading.Event) -> None:
     holder = os.open(lay.inbox_lock(H), os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(holder, fcntl.LOCK_SH)  # a reader holds it
     try:
         with pytest.raises(AppendFailed, match="was held for 0s — nothing was appended"):
             inbox.append(lay, H, _line(1), nfs=False, bound=0)
-        assert _helpers() == []
+        assert not waiter_started.is_set()  # no helper was asked to wait
         # readers share
         with inbox.ReadLock(lay, H, nfs=False, bound=0, warn=lambda _s: None) as rl:
             assert rl.locked

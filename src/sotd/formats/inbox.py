@@ -15,9 +15,14 @@ tries only under an nfs4 lock manager). The kernel has no flock with a timeout, 
 application, not to a library, and polling with LOCK_NB is unfair: a blocking waiter (the daemon, the 0.6.6
 shell's ``flock -w``) is woken by the kernel the moment the lock is released, so a poller can lose every
 race until its bound runs out. So the wait is: one LOCK_NB try (the uncontended case: no thread), then a
-helper thread that blocks in flock while the caller waits on an event with the bound. If the caller gives up
+helper thread that blocks in flock while the caller waits on a signal with the bound. If the caller gives up
 first, it hands the descriptor to the helper, which releases the lock and closes the descriptor the moment
-it gets it (the same design as the reference daemon).
+it gets it (the same design as the reference daemon). Helpers are kept and reused (``_Waiters``): a process
+starts one the first time a call meets a held lock, and another only while every helper it has is busy with
+a call, so their number is the most calls it ever had contended at one moment (one for the CLI, at most
+the daemon's worker threads), never one per call. Starting a thread per contended call cost 0.3x of a
+flocked floor's rate with 16 contending processes (docs/benchmarks.md, "Contention"); the bound is still the
+caller's own timed wait, from the moment it finds the lock held.
 
 Failure wording decided here (the spec leaves it open):
 - the rollback itself failed: ``the append failed: <why>; the rollback failed too (<why>), so the line may
@@ -42,6 +47,7 @@ Failure wording decided here (the spec leaves it open):
 
 from __future__ import annotations
 
+import _thread
 import errno
 import fcntl
 import os
@@ -156,49 +162,100 @@ def _lock_nfs(fd: int, op: int, bound: float) -> None:
 
 
 class _Waiter:
-    """A helper thread blocked in flock for a caller that waits with a bound (see the module header)."""
+    """A helper thread that blocks in flock for a caller waiting with a bound; kept and reused.
 
-    __slots__ = ("done", "err", "fd", "gave_up", "mu", "op")
+    One request at a time: the caller fills ``fd``/``op`` and releases ``go``; the thread blocks in flock,
+    then, under ``mu``, either answers (``got``, ``err``, ``done`` released) or, when the caller has given
+    up, closes the descriptor (which drops the lock it just got) and goes back to the idle list itself.
+    ``go`` and ``done`` are plain locks used as one-shot signals (cheaper than an Event's condition).
+    """
 
-    def __init__(self, fd: int, op: int) -> None:
+    __slots__ = ("done", "err", "fd", "gave_up", "go", "got", "mu", "op")
+
+    def __init__(self) -> None:
         import threading
 
-        self.fd = fd
-        self.op = op
-        self.mu = threading.Lock()
-        self.done = threading.Event()
-        self.gave_up = False
+        self.fd = -1
+        self.op = 0
         self.err: OSError | None = None
+        self.gave_up = False
+        self.got = False
+        self.mu = _thread.allocate_lock()
+        self.go = _thread.allocate_lock()
+        self.go.acquire()
+        self.done = _thread.allocate_lock()
+        self.done.acquire()
         threading.Thread(target=self._run, name="sotd-inbox-flock", daemon=True).start()
 
     def _run(self) -> None:
-        err: OSError | None = None
-        try:
-            fcntl.flock(self.fd, self.op)
-        except OSError as e:
-            err = e
-        with self.mu:
-            if self.gave_up:
+        while True:
+            self.go.acquire()
+            err: OSError | None = None
+            try:
+                fcntl.flock(self.fd, self.op)
+            except OSError as e:
+                err = e
+            with self.mu:
+                if not self.gave_up:
+                    self.err = err
+                    self.got = True
+                    self.done.release()
+                    continue
                 # The caller left; the descriptor is ours: closing it releases the lock we just got.
                 try:
                     os.close(self.fd)
                 except OSError:
                     pass
-                return
-            self.err = err
-            self.done.set()
+                self.fd = -1
+            _waiters.put_back(self)
 
-    def wait(self, bound: float) -> bool:
+    def wait(self, fd: int, op: int, bound: float) -> bool:
         """True when the lock was taken (or failed: see ``err``); False when the caller gave up.
 
         After False the descriptor belongs to the helper: the caller must not close it.
         """
-        self.done.wait(max(bound, 0.0))
+        self.fd, self.op, self.err, self.gave_up, self.got = fd, op, None, False, False
+        self.go.release()
+        if self.done.acquire(timeout=max(bound, 0.0)):
+            return True
         with self.mu:
-            if self.done.is_set():
+            if self.got:  # answered between the timeout and here: the lock is the caller's
+                self.done.acquire()
                 return True
             self.gave_up = True
             return False
+
+
+class _Waiters:
+    """This process's idle helpers (see the module header): at most one per call contended at once."""
+
+    __slots__ = ("idle", "mu", "started")
+
+    def __init__(self) -> None:
+        self.idle: list[_Waiter] = []
+        self.mu = _thread.allocate_lock()
+        self.started = 0  # helpers this process has started (a test reads it)
+
+    def take(self) -> _Waiter:
+        with self.mu:
+            if self.idle:
+                return self.idle.pop()
+            self.started += 1
+        return _Waiter()
+
+    def put_back(self, w: _Waiter) -> None:
+        with self.mu:
+            self.idle.append(w)
+
+    def forget(self) -> None:
+        """In a forked child: the parent's helper threads do not exist here."""
+        self.idle = []
+        self.mu = _thread.allocate_lock()
+        self.started = 0
+
+
+_waiters = _Waiters()
+os.register_at_fork(after_in_child=_waiters.forget)
 
 
 def _lock_blocking(fd: int, op: int, bound: float) -> bool:
@@ -210,11 +267,13 @@ def _lock_blocking(fd: int, op: int, bound: float) -> bool:
         pass
     if bound <= 0:
         raise _Busy
-    waiter = _Waiter(fd, op)
-    if not waiter.wait(bound):
+    waiter = _waiters.take()
+    if not waiter.wait(fd, op, bound):
         return False
-    if waiter.err is not None:
-        raise waiter.err
+    err = waiter.err
+    _waiters.put_back(waiter)
+    if err is not None:
+        raise err
     return True
 
 
