@@ -14,7 +14,7 @@ from sotd.ocx import envelope as ev
 from sotd.ocx import fossil as fx
 from sotd.ocx.config import NodeConfig, load_config
 from sotd.ocx.errors import DuplicateServerCode, InvalidMessage, NotFossil
-from sotd.ocx.node import Delivery, Node
+from sotd.ocx.node import Delivery, NodeClones
 from tests.ocx.fossilkit import (
     USERS,
     base_env,
@@ -42,7 +42,7 @@ def home(tmp_path: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def hub_node(home: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
+def hub_node(home: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[NodeClones]:
     """A node serving one hub clone (no url): the repository others would push to."""
     repo = os.path.join(home, "hub.fossil")
     make_hub(repo, USERS)
@@ -51,7 +51,7 @@ def hub_node(home: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
         cfg, os.path.join(home, "index.sqlite"), [{"name": "hub", "repository": repo, "login": "alice"}]
     )
     monkeypatch.setenv("SOT_OCX_CONFIG", cfg)
-    node = Node(load_config(os.environ))
+    node = NodeClones(load_config(os.environ))
     try:
         yield node
     finally:
@@ -65,7 +65,7 @@ def raw_add(repo: str, name: str, data: bytes, home: str) -> None:
     fossil("uv", "add", p, "--as", name, "-R", repo, "--user", "admin")
 
 
-def test_post_indexes_with_sender_to_and_hash(hub_node: Node) -> None:
+def test_post_indexes_with_sender_to_and_hash(hub_node: NodeClones) -> None:
     data = ev.encode("review", {"checkin": "x"}, to="bob")
     res = hub_node.post("hub", data)
     assert res.delivered and res.hash == hashlib.sha3_256(data).hexdigest()
@@ -79,14 +79,14 @@ def test_post_indexes_with_sender_to_and_hash(hub_node: Node) -> None:
     assert stored is not None and stored.data == ev.encode_answer(res.hash, "reviewed", {"verdict": "pass"})
 
 
-def test_post_refuses_invalid_and_huge(hub_node: Node) -> None:
+def test_post_refuses_invalid_and_huge(hub_node: NodeClones) -> None:
     with pytest.raises(InvalidMessage, match="2 content keys"):
         hub_node.post("hub", b'{"ocx": 2, "to": "u", "a": 1, "b": 2}')
     with pytest.raises(InvalidMessage, match="too large"):
         hub_node.post("hub", b'{"ocx": 2, "to": "u", "a": "' + b"x" * (10 * 1024 * 1024) + b'"}')
 
 
-def test_bad_files_are_indexed_with_their_reason(hub_node: Node, home: str) -> None:
+def test_bad_files_are_indexed_with_their_reason(hub_node: NodeClones, home: str) -> None:
     repo = hub_node.config.clones[0].repository
     bad = {
         "not json": b"this is not json",
@@ -114,7 +114,9 @@ def test_bad_files_are_indexed_with_their_reason(hub_node: Node, home: str) -> N
     assert rows[ev.message_name("0" * 64)]["hash"] == hashlib.sha3_256(misnamed).hexdigest()
 
 
-def test_readers_get_each_valid_message_once_and_rebuild_is_identical(hub_node: Node, home: str) -> None:
+def test_readers_get_each_valid_message_once_and_rebuild_is_identical(
+    hub_node: NodeClones, home: str
+) -> None:
     got: list[tuple[str, str, bool]] = []
 
     def reader(d: Delivery) -> None:
@@ -162,7 +164,7 @@ def test_not_fossil_and_duplicate_server_code(home: str, monkeypatch: pytest.Mon
         ],
     )
     monkeypatch.setenv("SOT_OCX_CONFIG", cfg)
-    node = Node(load_config(os.environ))
+    node = NodeClones(load_config(os.environ))
     try:
         (rep,) = node.sync_once()
         assert rep.error == f"ocx: {notf} is not a Fossil repository (not an SQLite database)"
@@ -180,7 +182,7 @@ def test_not_fossil_and_duplicate_server_code(home: str, monkeypatch: pytest.Mon
             {"name": "copy", "repository": copy, "login": "alice"},
         ],
     )
-    node = Node(load_config(os.environ))
+    node = NodeClones(load_config(os.environ))
     try:
         with pytest.raises(DuplicateServerCode) as e:
             node.server_codes()
@@ -232,7 +234,7 @@ def test_unreachable_remote_is_reported_and_poll_loop_stops(
         [{"name": "leaf", "repository": repo, "login": "alice", "url": url}],
     )
     monkeypatch.setenv("SOT_OCX_CONFIG", cfg)
-    node = Node(load_config(os.environ))
+    node = NodeClones(load_config(os.environ))
     try:
         (rep,) = node.sync_once()
         assert rep.error is not None and rep.error.startswith("ocx: fossil uv sync")
@@ -246,12 +248,12 @@ def test_unreachable_remote_is_reported_and_poll_loop_stops(
         node.close()
 
 
-def leaf_node(home: str, name: str, clones: list[dict[str, object]]) -> Node:
+def leaf_node(home: str, name: str, clones: list[dict[str, object]]) -> NodeClones:
     """A node whose configuration ``NAME.toml`` lists ``clones`` (each made with fx.clone first)."""
     cfg = os.path.join(home, f"{name}.toml")
     write_config(cfg, os.path.join(home, f"{name}.sqlite"), clones)
     config: NodeConfig = load_config({"SOT_OCX_CONFIG": cfg})
-    return Node(config)
+    return NodeClones(config)
 
 
 def test_sha1_repository_post_scan_and_names_end_to_end(home: str) -> None:

@@ -20,7 +20,7 @@ from sotd.jobs import runner
 from sotd.jobs.nodepolicy import DEFAULT_MAXIMA
 from sotd.jobs.spec import output_name
 from sotd.ocx.config import load_config
-from sotd.ocx.node import Node
+from sotd.ocx.node import NodeClones
 from sotd.ocxrun import Runs, load_settings, log_name
 from tests.ocx import runkit as rk
 from tests.ocx.fossilkit import base_env, free_port, need_fossil, wait_port
@@ -199,7 +199,7 @@ def test_run_accepted_but_never_started_ends_lost_after_restart(lab: rk.Lab) -> 
     """In process: the node takes a run, dies before the process starts; the next node ends it lost."""
     code_b = lab.server_code("b")
     h = rk.post_run(lab, "a", rk.run_body(code_b, ["true"]))
-    node = Node(load_config(lab.envs["b"]))
+    node = NodeClones(load_config(lab.envs["b"]))
     try:
         runs = Runs(node, load_settings(node.config, lab.envs["b"]))
         runs.attach()

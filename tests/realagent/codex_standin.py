@@ -29,9 +29,9 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tests.realagent import standin
-from tests.realagent.standin import Request, Step, bash, sleep, text
+from tests.realagent.standin import Request, ScriptStep, bash, sleep, text
 
-__all__ = ["CodexRequest", "CodexStandIn", "Step", "bash", "sleep", "text"]
+__all__ = ["CodexRequest", "CodexStandIn", "ScriptStep", "bash", "sleep", "text"]
 
 MODEL = "gpt-5.5"
 
@@ -140,7 +140,7 @@ class CodexStandIn(standin.StandIn):
                 "content": [{"type": "output_text", "text": value, "annotations": []}]}  # fmt: skip
 
     @staticmethod
-    def _call(seq: int, step: Step) -> dict[str, Any]:
+    def _call(seq: int, step: ScriptStep) -> dict[str, Any]:
         args: dict[str, Any] = {"cmd": step.value}
         if step.value.startswith("sleep "):
             # keep the call (and so the turn) open for the whole sleep: the tool yields after at most 30 s

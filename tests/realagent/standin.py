@@ -3,6 +3,16 @@
 
 from __future__ import annotations
 
-from sotd.demo.scripted_model import MODEL, Request, StandIn, Step, bash, newest_user_text, sleep, text, tool
+from sotd.demo.scripted_model import (
+    MODEL,
+    Request,
+    ScriptStep,
+    StandIn,
+    bash,
+    newest_user_text,
+    sleep,
+    text,
+    tool,
+)
 
-__all__ = ["MODEL", "Request", "StandIn", "Step", "bash", "newest_user_text", "sleep", "text", "tool"]
+__all__ = ["MODEL", "Request", "ScriptStep", "StandIn", "bash", "newest_user_text", "sleep", "text", "tool"]

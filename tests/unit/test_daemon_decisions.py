@@ -235,7 +235,7 @@ class _Rows:
         ("row-7", "free", _Rows(), {"ok": True}),
     ],
 )
-def test_join(ws: str, h: str, rows: ops.Rows, want: dict[str, Any]) -> None:
+def test_join(ws: str, h: str, rows: ops.JoinRows, want: dict[str, Any]) -> None:
     assert ops.join_verdict(ws, h, rows) == want
 
 

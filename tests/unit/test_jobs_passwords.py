@@ -15,7 +15,7 @@ from tests.unit.test_jobs_spec import BASE, agent_run, build_run
 R1, R2, R3 = "1" * 64, "2" * 64, "3" * 64
 
 
-def _run(body: dict[str, object]) -> spec.Run:
+def _run(body: dict[str, object]) -> spec.RunSpec:
     return placeholders.resolve(spec.parse_run(body), BASE)[0]
 
 

@@ -362,7 +362,7 @@ POLICY_TOML = {
 }
 
 
-def resolved(body: dict[str, Any]) -> tuple[spec.Run, dict[str, str]]:
+def resolved(body: dict[str, Any]) -> tuple[spec.RunSpec, dict[str, str]]:
     return placeholders.resolve(spec.parse_run(body), BASE)
 
 

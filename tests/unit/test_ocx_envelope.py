@@ -10,7 +10,7 @@ import os
 import pytest
 
 from sotd.ocx import envelope as ev
-from sotd.ocx.envelope import Envelope, Invalid
+from sotd.ocx.envelope import Invalid, OcxEnvelope
 
 pytestmark = pytest.mark.unit
 
@@ -24,13 +24,13 @@ def seed(name: str) -> bytes:
         return f.read()
 
 
-CASES: list[tuple[str, bytes, Envelope | Invalid]] = [
-    ("to", b'{"ocx": 2, "to": "lab-user", "run": {}}', Envelope("run", "lab-user", None)),
-    ("re 64", b'{"ocx": 2, "re": "' + H64.encode() + b'", "stop": {}}', Envelope("stop", None, H64)),
-    ("re 40", b'{"ocx": 2, "re": "' + H40.encode() + b'", "ended": 1}', Envelope("ended", None, H40)),
-    ("key order free", b'{"run": [], "to": "u", "ocx": 2}', Envelope("run", "u", None)),
-    ("unknown kind", b'{"ocx":2,"to":"r","review":{"x":1}}', Envelope("review", "r", None)),
-    ("content never read", b'{"ocx": 2, "to": "u", "run": {"a": 1, "a": 2}}', Envelope("run", "u", None)),
+CASES: list[tuple[str, bytes, OcxEnvelope | Invalid]] = [
+    ("to", b'{"ocx": 2, "to": "lab-user", "run": {}}', OcxEnvelope("run", "lab-user", None)),
+    ("re 64", b'{"ocx": 2, "re": "' + H64.encode() + b'", "stop": {}}', OcxEnvelope("stop", None, H64)),
+    ("re 40", b'{"ocx": 2, "re": "' + H40.encode() + b'", "ended": 1}', OcxEnvelope("ended", None, H40)),
+    ("key order free", b'{"run": [], "to": "u", "ocx": 2}', OcxEnvelope("run", "u", None)),
+    ("unknown kind", b'{"ocx":2,"to":"r","review":{"x":1}}', OcxEnvelope("review", "r", None)),
+    ("content never read", b'{"ocx": 2, "to": "u", "run": {"a": 1, "a": 2}}', OcxEnvelope("run", "u", None)),
     ("not json", b"hello", Invalid("not JSON: Expecting value at line 1 column 1")),
     ("empty", b"", Invalid("not JSON: Expecting value at line 1 column 1")),
     ("not utf-8", b'{"ocx": 2, "to": "\xff", "run": 1}', Invalid("not UTF-8: invalid byte at offset 18")),
@@ -90,7 +90,7 @@ CASES: list[tuple[str, bytes, Envelope | Invalid]] = [
 
 
 @pytest.mark.parametrize(("label", "data", "want"), CASES, ids=[c[0] for c in CASES])
-def test_read_envelope_table(label: str, data: bytes, want: Envelope | Invalid) -> None:
+def test_read_envelope_table(label: str, data: bytes, want: OcxEnvelope | Invalid) -> None:
     assert ev.read_envelope(data) == want
 
 
@@ -123,12 +123,12 @@ def test_seed_fixtures_match_the_seed_file() -> None:
 @pytest.mark.parametrize(
     ("name", "want"),
     [
-        ("run-build", Envelope("run", "LAB-USER", None)),
-        ("run-session", Envelope("run", "AGENT-CLONE-USER", None)),
-        ("review", Envelope("review", "REVIEWER-USER", None)),
+        ("run-build", OcxEnvelope("run", "LAB-USER", None)),
+        ("run-session", OcxEnvelope("run", "AGENT-CLONE-USER", None)),
+        ("review", OcxEnvelope("review", "REVIEWER-USER", None)),
     ],
 )
-def test_seed_requests(name: str, want: Envelope) -> None:
+def test_seed_requests(name: str, want: OcxEnvelope) -> None:
     data = seed(name)
     assert ev.read_envelope(data) == want
     h = ev.message_hash(data)
@@ -154,7 +154,7 @@ def test_seed_answers_byte_for_byte(name: str, request_name: str, kind: str, bod
     re = ev.message_hash(seed(request_name))
     real = line.replace(placeholder, re.encode())
     assert ev.encode_answer(re, kind, body) == real
-    assert ev.read_envelope(real) == Envelope(kind, None, re)
+    assert ev.read_envelope(real) == OcxEnvelope(kind, None, re)
     sha1_re = ev.message_hash(seed(request_name), "0")
     assert len(sha1_re) == 40
     assert ev.encode_answer(sha1_re, kind, body) == line.replace(placeholder, sha1_re.encode())
@@ -194,7 +194,7 @@ def test_judge_hash_of_a_misnamed_file_is_the_policy_hash() -> None:
     assert isinstance(verdict, Invalid)
     h, verdict = ev.judge(ev.message_name(hashlib.sha1(data).hexdigest()), data, "2")
     assert h == hashlib.sha1(data).hexdigest()
-    assert verdict == Envelope("run", "u", None)
+    assert verdict == OcxEnvelope("run", "u", None)
 
 
 def test_encode_is_json_dumps_without_newline() -> None:

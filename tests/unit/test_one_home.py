@@ -208,3 +208,24 @@ def test_the_walk_finds_a_planted_copy(tmp_path) -> None:
         ("copy.py:8", '["agents"]'),
         ("copy.py:8", 'a "stat" path part'),
     ], got
+
+
+def class_names_used_twice(root: str) -> dict[str, list[str]]:
+    """Class names defined in more than one module of the package (issue 16 point 5: a name says which
+    thing it is, so two classes never share one)."""
+    where: dict[str, list[str]] = {}
+    for rel, tree in _modules(root):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(rel)
+    return {name: rels for name, rels in where.items() if len(rels) > 1}
+
+
+def test_no_two_classes_of_the_package_share_a_name() -> None:
+    assert class_names_used_twice(ROOT) == {}
+
+
+def test_the_class_name_walk_finds_a_planted_twin(tmp_path) -> None:
+    (tmp_path / "a.py").write_text("class Row:\n    pass\n")
+    (tmp_path / "b.py").write_text("class Row:\n    pass\nclass Other:\n    pass\n")
+    assert class_names_used_twice(str(tmp_path)) == {"Row": ["a.py", "b.py"]}

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from sotd.daemon import rows as rows_mod
-from sotd.daemon.rows import ENDED, READY, STARTING, TERMINAL, Row, Rows, gone_phase
+from sotd.daemon.rows import ENDED, READY, STARTING, TERMINAL, DaemonRows, RowRecord, gone_phase
 from sotd.formats.layout import Layout
 
 pytestmark = pytest.mark.unit
@@ -21,9 +21,9 @@ def test_gone_phase(before: str, after: str) -> None:
     assert gone_phase(before) == after
 
 
-def make(tmp_path: object) -> Rows:
+def make(tmp_path: object) -> DaemonRows:
     d = os.fspath(tmp_path)  # type: ignore[arg-type]
-    return Rows(
+    return DaemonRows(
         state=os.path.join(d, "state"),
         layout=Layout(os.path.join(d, "comm")),
         host="h",
@@ -37,9 +37,9 @@ def test_apply_decides_on_the_phase_at_apply_time(tmp_path: object) -> None:
     rows = make(tmp_path)
     changed: list[str] = []
     rows.on_change = changed.append
-    rows.rows["ws-a"] = Row(id="ws-a", label="a", slug="a", project_root="/a", phase=READY)
-    rows.rows["ws-b"] = Row(id="ws-b", label="b", slug="b", project_root="/b", phase=STARTING)
-    rows.rows["ws-c"] = Row(id="ws-c", label="c", slug="c", project_root="/c", phase=TERMINAL)
+    rows.rows["ws-a"] = RowRecord(id="ws-a", label="a", slug="a", project_root="/a", phase=READY)
+    rows.rows["ws-b"] = RowRecord(id="ws-b", label="b", slug="b", project_root="/b", phase=STARTING)
+    rows.rows["ws-c"] = RowRecord(id="ws-c", label="c", slug="c", project_root="/c", phase=TERMINAL)
     rows.apply([("ws-a", TERMINAL), ("ws-b", TERMINAL), ("ws-c", ENDED), ("ws-gone", ENDED)])
     assert [rows.rows[i].phase for i in ("ws-a", "ws-b", "ws-c")] == [ENDED, TERMINAL, TERMINAL]
     assert changed == ["ws-a", "ws-b"]
@@ -56,7 +56,11 @@ def test_a_row_whose_window_is_being_made_is_never_judged_gone(tmp_path: object)
     meanwhile); a tick in that moment sees no pane. It must not end the row (it did: the row read as gone
     and became ``terminal`` while its agent started)."""
     rows = make(tmp_path)
-    rows.rows["ws-new"] = Row(id="ws-new", label="n", slug="n", project_root="/n", phase=STARTING)  # pane ""
-    rows.rows["ws-old"] = Row(id="ws-old", label="o", slug="o", project_root="/o", phase=READY, pane="%9")
+    rows.rows["ws-new"] = RowRecord(
+        id="ws-new", label="n", slug="n", project_root="/n", phase=STARTING
+    )  # pane ""
+    rows.rows["ws-old"] = RowRecord(
+        id="ws-old", label="o", slug="o", project_root="/o", phase=READY, pane="%9"
+    )
     # no tmux server runs at the rows' socket: every window with a pane is gone
     assert rows.refresh_plan() == [("ws-old", ENDED)]

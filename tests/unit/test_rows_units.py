@@ -18,8 +18,8 @@ from sotd.formats.layout import Layout, ensure_home
 pytestmark = pytest.mark.unit
 
 
-def row(rid: str, handle: str = "", joined: str = "", **kw: Any) -> rows.Row:
-    return rows.Row(
+def row(rid: str, handle: str = "", joined: str = "", **kw: Any) -> rows.RowRecord:
+    return rows.RowRecord(
         id=rid, label=rid, slug=rid, project_root=f"/p/{rid}", handle=handle, joined_at=joined, **kw
     )
 
@@ -88,9 +88,9 @@ def test_row_record_round_trip_and_rejects() -> None:
     r = row("ws-1", "h", argv=["a"], phase=rows.READY)
     from dataclasses import asdict
 
-    assert rows.Row.from_json(asdict(r)) == r
-    assert rows.Row.from_json({"id": "x"}) is None
-    assert rows.Row.from_json([1]) is None
+    assert rows.RowRecord.from_json(asdict(r)) == r
+    assert rows.RowRecord.from_json({"id": "x"}) is None
+    assert rows.RowRecord.from_json([1]) is None
     assert r.wire()["phase"] == "ready"
 
 

@@ -184,7 +184,7 @@ def test_the_end_inside_an_envelope_is_malformed() -> None:
 def test_answer_bytes_and_local_misuse() -> None:
     m = opened()
     (run,) = m.receive_data(line(2, "comm.file", {"to": "a"}) + line(0, "hello", HELLO, kind="evt"))
-    assert isinstance(run, sc.Run)
+    assert isinstance(run, sc.ServeRequest)
     assert (
         m.answer(run.env, {"ok": True})
         == b'{"v":1,"id":2,"kind":"res","op":"comm.file","payload":{"ok":true}}\n'

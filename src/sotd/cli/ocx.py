@@ -15,8 +15,8 @@ from sotd.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from sotd.ocx.index import Row
-    from sotd.ocx.node import Node, PostResult
+    from sotd.ocx.index import IndexRow
+    from sotd.ocx.node import NodeClones, PostResult
 
 USAGE = cmdtable.usages("ocx") + "\n"  # made from the command table (sotd.cmdtable)
 
@@ -58,11 +58,11 @@ def _json(obj: object) -> None:
     _out(json.dumps(obj, indent=None, sort_keys=True))
 
 
-def _node() -> Node:
+def _node() -> NodeClones:
     from sotd.ocx.config import load_config
-    from sotd.ocx.node import Node
+    from sotd.ocx.node import NodeClones
 
-    return Node(load_config(os.environ))
+    return NodeClones(load_config(os.environ))
 
 
 def _when(t: object) -> str:
@@ -71,7 +71,7 @@ def _when(t: object) -> str:
     return _clock.stamp(float(t)) if isinstance(t, int | float) else "-"
 
 
-def _line(r: Row) -> str:
+def _line(r: IndexRow) -> str:
     addr = (
         f"to={r['to_login']}" if r["to_login"] is not None else f"re={r['re_hash']}" if r["re_hash"] else ""
     )
@@ -90,7 +90,7 @@ def _line(r: Row) -> str:
     return head
 
 
-def _print_rows(rows: list[Row], as_json: bool, empty: str) -> None:
+def _print_rows(rows: list[IndexRow], as_json: bool, empty: str) -> None:
     if as_json:
         _json([dict(r) for r in rows])
         return

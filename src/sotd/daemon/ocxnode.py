@@ -29,8 +29,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Mapping
 
-    from sotd.daemon.rows import Rows
-    from sotd.ocx.node import Node
+    from sotd.daemon.rows import DaemonRows
+    from sotd.ocx.node import NodeClones
     from sotd.ocxrun import Runs
 
 log = logging.getLogger("sotd")
@@ -43,7 +43,7 @@ REGISTRY_BOUND_S = 5.0
 class RowSessions:
     """The ``sotd.ocxrun.SessionHost`` of a daemon: sessions as rows (see the module docstring)."""
 
-    def __init__(self, rows: Rows, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, rows: DaemonRows, loop: asyncio.AbstractEventLoop) -> None:
         self.rows = rows
         self.loop = loop
         self.handles: dict[str, str] = {}  # row id -> handle
@@ -132,7 +132,7 @@ class RowSessions:
 class OcxNode:
     """The node, its readers, and the thread that runs them."""
 
-    def __init__(self, node: Node, runs: Runs) -> None:
+    def __init__(self, node: NodeClones, runs: Runs) -> None:
         self.node = node
         self.runs = runs
         self.stopping = threading.Event()
@@ -157,7 +157,7 @@ class OcxNode:
 
 
 def start(
-    environ: Mapping[str, str], rows: Rows | None = None, loop: asyncio.AbstractEventLoop | None = None
+    environ: Mapping[str, str], rows: DaemonRows | None = None, loop: asyncio.AbstractEventLoop | None = None
 ) -> OcxNode | None:
     """The running node when ``environ`` names an OCX configuration that exists, else ``None``. With
     ``rows`` and the daemon's ``loop``, the node runs sessions in those rows."""
@@ -167,12 +167,12 @@ def start(
     if not os.path.exists(path):
         return None
     try:
-        from sotd.ocx.node import Node
+        from sotd.ocx.node import NodeClones
         from sotd.ocxrun import Runs, load_settings
 
         config = load_config(environ)
         settings = load_settings(config, environ)
-        node = Node(config)
+        node = NodeClones(config)
         host = RowSessions(rows, loop) if rows is not None and loop is not None else None
         svc = OcxNode(node, Runs(node, settings, sessions=host).attach())
     except (SotdError, OSError) as e:

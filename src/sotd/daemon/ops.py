@@ -116,7 +116,7 @@ def registry_verdict(
     return None
 
 
-def join_verdict(workspace_id: object, handle: object, rows: Rows) -> dict[str, Any]:
+def join_verdict(workspace_id: object, handle: object, rows: JoinRows) -> dict[str, Any]:
     """``agent.join``: a bad handle; a question from outside any row (D5); a row's declaration."""
     if not handles.is_valid(handle):
         return refusal(BAD_HANDLE, f"invalid handle: {quoted(handle)}")
@@ -132,7 +132,7 @@ def join_verdict(workspace_id: object, handle: object, rows: Rows) -> dict[str, 
 # ----------------------------------------------------------------------------------------------- rows
 
 
-class Rows(Protocol):
+class JoinRows(Protocol):
     """What ``agent.join`` needs of the rows the daemon runs (the rows themselves come with a later issue)."""
 
     def holder_of(self, handle: str) -> str | None: ...
@@ -260,7 +260,7 @@ class Ops:
         forward: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
         offer: Callable[[dict[str, Any], str], Awaitable[dict[str, Any] | None]],
         version_info: Callable[[], dict[str, Any]],
-        rows: Rows | None = None,
+        rows: JoinRows | None = None,
         workspaces: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
         reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
@@ -271,7 +271,7 @@ class Ops:
         self.forward = forward
         self.offer = offer
         self.version_info = version_info
-        self.rows: Rows = rows if rows is not None else NoRows()
+        self.rows: JoinRows = rows if rows is not None else NoRows()
         self.workspaces = workspaces  # the ``workspace.*`` ops, when this daemon runs rows
         self.reload = reload  # ``daemon.reload``: read hosts.toml again (a local client only)
 
@@ -388,10 +388,10 @@ __all__ = [  # OK, quoted and refusal are the wire's (sotd.wire.answers), named 
     "OFFER",
     "OK",
     "UNLISTED",
+    "JoinRows",
     "NoRows",
     "Ops",
     "Route",
-    "Rows",
     "budget",
     "check_to",
     "file_locally",

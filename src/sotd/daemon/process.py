@@ -153,7 +153,7 @@ class Daemon:
             )
 
         uplink_ep = topology.relay_endpoint(topo, self.host) if topo is not None else None
-        self.rows = rows = rows_mod.Rows(
+        self.rows = rows = rows_mod.DaemonRows(
             state=rows_mod.state_dir(self.environ, self.socket_path),
             layout=self.layout,
             host=self.host,
@@ -243,7 +243,7 @@ class Daemon:
         if self.server is not None:
             self.server.publish(op, payload)
 
-    async def _run_rows(self, rows: rows_mod.Rows) -> None:
+    async def _run_rows(self, rows: rows_mod.DaemonRows) -> None:
         """The 2 s tick of the rows: phases, the heartbeat (2.5) and the wake (3.1-3.3)."""
         tick = _float_env(self.environ, "SOTD_TEST_TICK_SECS", TICK_S)
         beat = heartbeat_mod.Heartbeat(

@@ -72,7 +72,7 @@ def state_dir(environ: Mapping[str, str], socket_path: str) -> str:
 
 
 @dataclass(slots=True)
-class Row:
+class RowRecord:
     """One row record (``row.json``)."""
 
     id: str
@@ -91,7 +91,7 @@ class Row:
     joined_at: str = ""
 
     @classmethod
-    def from_json(cls, doc: object) -> Row | None:
+    def from_json(cls, doc: object) -> RowRecord | None:
         if not isinstance(doc, dict):
             return None
         known = {f.name for f in fields(cls)}
@@ -126,11 +126,11 @@ class Row:
 # ------------------------------------------------------------------------------------------ pure rules
 
 
-def dedupe_handles(rows: list[Row], last_joiner: Mapping[str, str]) -> list[tuple[str, str]]:
+def dedupe_handles(rows: list[RowRecord], last_joiner: Mapping[str, str]) -> list[tuple[str, str]]:
     """Boot rule (2.6): a handle several rows declare stays only on the row the registry names as its last
     joiner (``last_joiner[handle]`` = that entry's ``workspace_id``); when the registry names none of them,
     the row that joined last keeps it. Clears the others in place; returns ``(row id, handle)`` cleared."""
-    by_handle: dict[str, list[Row]] = {}
+    by_handle: dict[str, list[RowRecord]] = {}
     for r in rows:
         if r.handle:
             by_handle.setdefault(r.handle, []).append(r)
@@ -153,7 +153,7 @@ def gone_phase(phase: str) -> str:
     return TERMINAL if phase == STARTING else ENDED
 
 
-def prune_change(row: Row, host: str) -> Callable[[dict[str, object]], tuple[bool, list[str]]]:
+def prune_change(row: RowRecord, host: str) -> Callable[[dict[str, object]], tuple[bool, list[str]]]:
     """``workspace.destroy``'s registry prune (2.6): entries on this host (ASCII case ignored; a hostless
     entry never) whose handle is the row's agent name or declared handle (with no or the same
     ``workspace_id``), or whose ``workspace_id`` is the row's."""
@@ -231,7 +231,7 @@ def capsule_exe() -> str | None:
 # --------------------------------------------------------------------------------------------- rows
 
 
-class Rows:
+class DaemonRows:
     """The rows of this daemon: records, the tmux server, and the ops on them (``ops.Rows`` and more)."""
 
     def __init__(
@@ -250,7 +250,7 @@ class Rows:
         self.socket_path = socket_path
         self.environ = environ
         self.publish = publish
-        self.rows: dict[str, Row] = {}
+        self.rows: dict[str, RowRecord] = {}
         tmux_dir = os.path.join(state, "tmux")
         self.tmux = Tmux(os.path.join(tmux_dir, "tmux.sock"), session=SESSION)
         self.on_change: Callable[[str], None] | None = None  # row id whose handle or phase changed
@@ -266,17 +266,17 @@ class Rows:
             with contextlib.suppress(OSError):
                 os.chmod(d, 0o700)
 
-    def save(self, row: Row) -> None:
+    def save(self, row: RowRecord) -> None:
         """Write the record (blocking; small). ``OSError`` when it cannot be written."""
         d = self.ws_dir(row.id)
         os.makedirs(d, mode=0o700, exist_ok=True)
         data = (json.dumps(asdict(row), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
         fsprim.write_atomic(os.path.join(d, RECORD), data)
 
-    def load(self) -> list[Row]:
+    def load(self) -> list[RowRecord]:
         """Every readable record (blocking); an unreadable one is logged and skipped."""
         base = os.path.join(self.state, "workspaces")
-        out: list[Row] = []
+        out: list[RowRecord] = []
         try:
             names = sorted(os.listdir(base))
         except FileNotFoundError:
@@ -285,7 +285,7 @@ class Rows:
             path = os.path.join(base, name, RECORD)
             try:
                 with open(path, "rb") as f:
-                    row = Row.from_json(json.loads(f.read().decode("utf-8")))
+                    row = RowRecord.from_json(json.loads(f.read().decode("utf-8")))
             except FileNotFoundError:
                 continue
             except (OSError, ValueError) as e:
@@ -481,7 +481,7 @@ class Rows:
             return await self.activate(payload)
         return answers.unknown_op(op)
 
-    def _row_for(self, payload: dict[str, Any]) -> Row | dict[str, Any]:
+    def _row_for(self, payload: dict[str, Any]) -> RowRecord | dict[str, Any]:
         wid = payload.get("workspace_id")
         row = self.rows.get(wid) if isinstance(wid, str) else None
         if row is None:
@@ -535,7 +535,7 @@ class Rows:
         while slug in taken:
             slug, n = f"{base}-{n}", n + 1
         row_id = "ws-" + os.urandom(6).hex()
-        row = Row(
+        row = RowRecord(
             id=row_id,
             label=label,
             slug=slug,
@@ -560,7 +560,7 @@ class Rows:
         self._changed(row_id, "created")
         return {"ok": True, "workspace": row.wire(), "attach": self.tmux.attach_command(), **row.wire()}
 
-    def row_env(self, row: Row) -> dict[str, str]:
+    def row_env(self, row: RowRecord) -> dict[str, str]:
         env = {
             "SOT_COMM_HOME": self.layout.home,
             "SOT_SELF_HOST": self.host,
@@ -575,7 +575,7 @@ class Rows:
             env["SOT_COMM_NAME"] = row.agent_name
         return env
 
-    def _start(self, row: Row) -> None:
+    def _start(self, row: RowRecord) -> None:
         self._mkdirs()
         os.makedirs(self.ws_dir(row.id), mode=0o700, exist_ok=True)
         self.save(row)

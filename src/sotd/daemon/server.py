@@ -47,7 +47,7 @@ from sotd.wire.hello import (
     Peer,
     hello_verdict,  # noqa: F401 -- the hello's rule is the wire's; named here too
 )
-from sotd.wire.serverconn import Accepted, Answer, Close, End, Resolve, Run, ServerConnection
+from sotd.wire.serverconn import Accepted, Answer, Close, End, Resolve, ServerConnection, ServeRequest
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -177,7 +177,7 @@ class Conn:
         return f"connection {self.n} ({who})"
 
 
-class Handler(Protocol):
+class OpHandler(Protocol):
     async def __call__(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]: ...
 
 
@@ -212,7 +212,7 @@ def prepare_folder(path: str) -> None:
 class Server:
     """The listener, its connections, and the link-role connections by the peer's declared host."""
 
-    def __init__(self, path: str, host: str, handler: Handler) -> None:
+    def __init__(self, path: str, host: str, handler: OpHandler) -> None:
         self.path = path
         self.host = host
         self.handler = handler
@@ -303,7 +303,7 @@ class Server:
                         origin = self._accepted(conn, act.peer)
                     elif isinstance(act, Resolve):
                         conn.channel.resolve(act.env)
-                    elif isinstance(act, Run):
+                    elif isinstance(act, ServeRequest):
                         if conn.role == hello.LINK_ROLE and act.env.op == payloads.VERSION_QUERY:
                             conn.pings += 1
                         tg.create_task(self._request(conn, act.env, origin))

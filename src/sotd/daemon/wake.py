@@ -31,7 +31,7 @@ from sotd.formats import cursor, readhint, registry
 from sotd.terminal import wake as attempt
 
 if TYPE_CHECKING:
-    from sotd.daemon.rows import Rows
+    from sotd.daemon.rows import DaemonRows
     from sotd.formats.layout import Layout
 
 log = logging.getLogger("sotd")
@@ -147,7 +147,7 @@ def read_facts(layout: Layout, handle: str, woken_line: int | None) -> Facts | N
 class Waker:
     """The wake's memory (per row, in memory only), its refusal streaks, and its running checks."""
 
-    def __init__(self, rows: Rows, layout: Layout, *, hold: float = attempt.HOLD_SECS) -> None:
+    def __init__(self, rows: DaemonRows, layout: Layout, *, hold: float = attempt.HOLD_SECS) -> None:
         self.rows = rows
         self.layout = layout
         self.hold = hold

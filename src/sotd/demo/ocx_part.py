@@ -106,7 +106,7 @@ def _missing() -> str | None:
     return None
 
 
-class Demo:
+class OcxDemo:
     def __init__(self) -> None:
         self.top = tempfile.mkdtemp(prefix="sotd-demo-ocx-", dir="/tmp")
         os.chmod(self.top, 0o755)  # noqa: S103 -- the sandbox uid searches its way to its workspace
@@ -393,7 +393,7 @@ def main() -> int:
     if why:
         print(why)
         return 1
-    demo = Demo()
+    demo = OcxDemo()
     started = time.monotonic()
     try:
         status = demo.run()

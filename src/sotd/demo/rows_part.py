@@ -64,7 +64,7 @@ def _events(log: str) -> list[dict[str, str]]:
         return []
 
 
-class Demo:
+class RowsDemo:
     def __init__(self) -> None:
         self.work = tempfile.mkdtemp(prefix="sotd-demo-", dir="/tmp")
         self.home = os.path.join(self.work, "comm")
@@ -341,7 +341,7 @@ def main() -> int:
     if shutil.which("tmux") is None:
         print("the rows demo needs tmux (apt-get install tmux); run python -m sotd.demo --quick for the rest")
         return 1
-    demo = Demo()
+    demo = RowsDemo()
     started = time.monotonic()
     try:
         status = demo.run()

@@ -41,7 +41,7 @@ MODEL = "claude-sonnet-4-5"
 
 
 @dataclass(frozen=True)
-class Step:
+class ScriptStep:
     """One scripted answer: ``kind`` is ``text`` or ``bash``; ``when`` a substring the newest user content
     must hold before this step is used; ``delay`` seconds the server waits before it answers."""
 
@@ -53,23 +53,23 @@ class Step:
     tool_input: tuple[tuple[str, Any], ...] = ()
 
 
-def text(value: str, *, when: str | None = None, delay: float = 0.0) -> Step:
-    return Step("text", value, when, delay)
+def text(value: str, *, when: str | None = None, delay: float = 0.0) -> ScriptStep:
+    return ScriptStep("text", value, when, delay)
 
 
-def bash(command: str, *, when: str | None = None, delay: float = 0.0, description: str = "") -> Step:
-    return Step("bash", command, when, delay, description or f"Run {command.split(maxsplit=1)[0]}")
+def bash(command: str, *, when: str | None = None, delay: float = 0.0, description: str = "") -> ScriptStep:
+    return ScriptStep("bash", command, when, delay, description or f"Run {command.split(maxsplit=1)[0]}")
 
 
-def sleep(seconds: float, *, when: str | None = None, delay: float = 0.0) -> Step:
+def sleep(seconds: float, *, when: str | None = None, delay: float = 0.0) -> ScriptStep:
     """A tool call that keeps the turn busy for ``seconds`` (Bash ``sleep``; needs an allow rule), after
     the model "thinks" for ``delay`` seconds."""
-    return Step("bash", f"sleep {seconds:g}", when, delay, "Wait")
+    return ScriptStep("bash", f"sleep {seconds:g}", when, delay, "Wait")
 
 
-def tool(name: str, tool_input: dict[str, Any], *, when: str | None = None) -> Step:
+def tool(name: str, tool_input: dict[str, Any], *, when: str | None = None) -> ScriptStep:
     """A call of any tool by name (``AskUserQuestion`` with its ``questions``, …)."""
-    return Step("tool", name, when, 0.0, "", tuple(tool_input.items()))
+    return ScriptStep("tool", name, when, 0.0, "", tuple(tool_input.items()))
 
 
 @dataclass
@@ -81,7 +81,7 @@ class Request:
     body: dict[str, Any]
     kind: str
     at: float
-    step: Step | None = None
+    step: ScriptStep | None = None
 
     @property
     def newest_user_text(self) -> str:
@@ -127,7 +127,7 @@ def _kind(path: str, body: dict[str, Any]) -> str:
 class StandIn:
     """The server: ``start()`` binds 127.0.0.1 on a free port; ``url`` is what ``ANTHROPIC_BASE_URL`` gets."""
 
-    script: list[Step] = field(default_factory=list)
+    script: list[ScriptStep] = field(default_factory=list)
     in_order: bool = True
     idle_text: str = "Done."
     side_text: str = "Mail session"
@@ -178,7 +178,7 @@ class StandIn:
             self._server.server_close()
             self._server = None
 
-    def add(self, *steps: Step) -> None:
+    def add(self, *steps: ScriptStep) -> None:
         """Append steps to the script (a test may feed the next turn's answers as it goes)."""
         with self._cond:
             self.script.extend(steps)
@@ -187,7 +187,7 @@ class StandIn:
         with self._lock:
             return [r for r in self.requests if r.kind == "main"]
 
-    def answered(self) -> list[Step]:
+    def answered(self) -> list[ScriptStep]:
         """The script steps used so far, in order."""
         with self._lock:
             return [r.step for r in self.requests if r.step is not None]
@@ -226,10 +226,10 @@ class StandIn:
 
     # ---------------------------------------------------------------------------------------- serving
 
-    def _take(self, req: Request) -> Step | None:
+    def _take(self, req: Request) -> ScriptStep | None:
         with self._cond:
             self.requests.append(req)
-            step: Step | None = None
+            step: ScriptStep | None = None
             if req.kind == "main" and self.script:
                 text = req.newest_user_text
                 heads = self.script[:1] if self.in_order else self.script

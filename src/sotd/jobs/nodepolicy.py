@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from sotd.jobs.errors import PolicyError, Refused
 from sotd.jobs.placeholders import expand, inside
-from sotd.jobs.spec import LIMIT_NAMES, MAX_ID, Limits, Run, parse_capability, parse_limits
+from sotd.jobs.spec import LIMIT_NAMES, MAX_ID, Limits, RunSpec, parse_capability, parse_limits
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def _allowed(path: str, prefixes: tuple[str, ...], values: Mapping[str, str]) ->
     return False
 
 
-def check(run: Run, policy: Policy, values: Mapping[str, str] | None = None) -> str | None:
+def check(run: RunSpec, policy: Policy, values: Mapping[str, str] | None = None) -> str | None:
     """Why ``policy`` refuses the resolved ``run``, or ``None`` when it allows it.
 
     ``values`` (from ``resolve``) expand placeholders in the policy's paths.
@@ -193,7 +193,7 @@ def check(run: Run, policy: Policy, values: Mapping[str, str] | None = None) -> 
     return None
 
 
-def foreign_root_bind(run: Run, values: Mapping[str, str]) -> str | None:
+def foreign_root_bind(run: RunSpec, values: Mapping[str, str]) -> str | None:
     """Why a bind of ``run`` reaches into ``$$root$$`` beyond the run's own workspace (where other runs'
     workspaces live), or ``None``. A bind that holds ``$$root$$`` (``/``, say) counts too."""
     root, ws = values.get("root"), values.get("workspace")

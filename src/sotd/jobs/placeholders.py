@@ -19,7 +19,7 @@ import re
 from dataclasses import replace
 
 from sotd.jobs.errors import Refused
-from sotd.jobs.spec import CreatedFile, Output, Run, Step, is_login
+from sotd.jobs.spec import CreatedFile, Output, RunSpec, Step, is_login
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def _expand_path(template: str, values: Mapping[str, str], what: str) -> str:
     return os.path.normpath(p)
 
 
-def resolve(run: Run, base: Mapping[str, str]) -> tuple[Run, dict[str, str]]:
+def resolve(run: RunSpec, base: Mapping[str, str]) -> tuple[RunSpec, dict[str, str]]:
     """Expand every placeholder of ``run``; return the resolved run and the values (``started.values``).
 
     ``base`` gives ``root``, ``repository_name``, ``run`` and optionally ``release``; ``process_user`` is

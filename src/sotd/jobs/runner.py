@@ -94,7 +94,7 @@ class Ended:
 
 
 @dataclass(frozen=True)
-class Node:
+class JobNode:
     """What the node supplies to every run: ``$$root$$``, ``$$release$$``, its policy, its Fossil carrier,
     the state folder, and (for tests) the host facts it would otherwise read."""
 
@@ -237,7 +237,7 @@ def read_exit(status_path: str) -> int | None:
             code = obj["exit-code"]
 
 
-class Run:
+class JobRun:
     """One run on this node. See the module docstring for the life cycle."""
 
     def __init__(
@@ -247,7 +247,7 @@ class Run:
         run_hash: str,
         repository_name: str,
         target: stp.Target,
-        node: Node,
+        node: JobNode,
         hash_name: str = "sha3_256",
     ) -> None:
         self.body = body
@@ -258,7 +258,7 @@ class Run:
         self.hash_name = hash_name
         self.dir = os.path.join(node.state_dir, run_hash)
         self.result: Ended | None = None
-        self.run: spec.Run | None = None
+        self.run: spec.RunSpec | None = None
         self.values: dict[str, str] = {}
         self.limits = spec.Limits()
         self.plan: lim.Plan | None = None
@@ -275,7 +275,7 @@ class Run:
 
     # -------------------------------------------------------------------------------------- preparation
 
-    def _decide(self) -> spec.Run:
+    def _decide(self) -> spec.RunSpec:
         run = spec.parse_run(self.body)
         base = {"root": self.node.root, "repository_name": self.repository_name, "run": self.run_hash}
         if self.node.release:
@@ -290,12 +290,12 @@ class Run:
         self.plan = lim.plan(self.limits, facts, resolved.sandbox.uid)
         return resolved
 
-    def _refuse_kind(self, run: spec.Run) -> None:
+    def _refuse_kind(self, run: spec.RunSpec) -> None:
         """After the policy allowed ``run``: ``Refused`` when this executor cannot run its kind."""
         if run.process.session:
             raise Refused("session runs are started by the daemon's terminal, not by the jobs executor")
 
-    def _check_sources(self, run: spec.Run, *, before_steps: bool) -> None:
+    def _check_sources(self, run: spec.RunSpec, *, before_steps: bool) -> None:
         """Every bind source opened without following a symlink (``paths.open_nofollow``) and reachable
         by the sandbox uid. Before the steps, paths the steps make (below the workspace) wait; after them
         the descriptors are kept in ``bind_fds`` for bwrap's ``--bind-fd``/``--ro-bind-fd``."""
@@ -386,7 +386,7 @@ class Run:
             started["checkins"] = list(self.checkins)
         return started
 
-    def _spawn(self, run: spec.Run) -> None:
+    def _spawn(self, run: spec.RunSpec) -> None:
         assert self.plan is not None
         os.makedirs(self.dir, mode=0o700, exist_ok=False)
         cg = lim.Cgroups(self.plan, "sotd-job-" + self.run_hash[:16])
@@ -444,7 +444,7 @@ class Run:
         self.start_time = _starttime(self.pid)
         self._save_state(run)
 
-    def _save_state(self, run: spec.Run) -> None:
+    def _save_state(self, run: spec.RunSpec) -> None:
         assert self.plan is not None and self.cgroups is not None
         _write_json(
             os.path.join(self.dir, "state.json"),
@@ -656,7 +656,7 @@ def unfinished(state_dir: str) -> list[str]:
     ]
 
 
-def adopt(state_dir: str, run_hash: str, node: Node | None = None) -> Run | Ended:
+def adopt(state_dir: str, run_hash: str, node: JobNode | None = None) -> JobRun | Ended:
     """After a node restart: a ``Run`` to ``wait()`` on when the run's processes still live, else the
     ``Ended`` (``lost``, now recorded). A run that already ended gives its recorded ``Ended``."""
     d = os.path.join(state_dir, run_hash)
@@ -673,8 +673,10 @@ def adopt(state_dir: str, run_hash: str, node: Node | None = None) -> Run | Ende
         os.makedirs(d, mode=0o700, exist_ok=True)
         _write_json(os.path.join(d, "ended.json"), lost.to_json())
         return lost
-    n = node or Node(root="/", policy=nodepolicy.Policy(), carrier=stp.FossilCarrier(), state_dir=state_dir)
-    r = Run(
+    n = node or JobNode(
+        root="/", policy=nodepolicy.Policy(), carrier=stp.FossilCarrier(), state_dir=state_dir
+    )
+    r = JobRun(
         st["body"],
         run_hash=run_hash,
         repository_name=st["repository_name"],

@@ -171,7 +171,7 @@ class Process:
 
 
 @dataclass(frozen=True)
-class Run:
+class RunSpec:
     """A whole ``run`` body. After ``resolve`` every string holds no placeholder."""
 
     clone: str
@@ -483,14 +483,14 @@ def parse_process(v: object) -> Process:
     )
 
 
-def parse_run(body: object) -> Run:
+def parse_run(body: object) -> RunSpec:
     """The whole ``run`` body, or ``Refused`` naming the first bad field."""
     d = _obj(body, "run", ("clone", "objective", "workspace", "sandbox", "limits", "process"),
              ("clone", "objective", "workspace", "sandbox", "process"))  # fmt: skip
     clone = d["clone"]
     if not isinstance(clone, str) or not _HEX40.fullmatch(clone):
         raise Refused("run.clone must be a server-code (40 lower-case hex digits)")
-    return Run(
+    return RunSpec(
         clone=clone,
         objective=_str(d["objective"], "run.objective", empty=True),
         workspace=parse_steps(d["workspace"]),

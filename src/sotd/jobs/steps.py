@@ -47,7 +47,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sotd.jobs.spec import Run
+    from sotd.jobs.spec import RunSpec
 
 FOSSIL_TIMEOUT = 600.0
 
@@ -117,7 +117,7 @@ def steps_refusal(kinds: tuple[str, ...], user: str, target: Target, has_login: 
     return None
 
 
-def check_steps(run: Run, target: Target) -> None:
+def check_steps(run: RunSpec, target: Target) -> None:
     """``Refused`` with ``steps_refusal``'s reason, asking the clone's user table only when it matters."""
     kinds = tuple(s.kind for s in run.workspace)
     user = run.process.user
@@ -127,7 +127,7 @@ def check_steps(run: Run, target: Target) -> None:
         raise Refused(why)
 
 
-def claim_password(claims: PasswordClaims, run: Run, repository: str, run_hash: str) -> None:
+def claim_password(claims: PasswordClaims, run: RunSpec, repository: str, run_hash: str) -> None:
     """Before the steps: take the claim a ``password`` step needs, or ``Refused`` naming its holder."""
     if not any(s.kind == "password" for s in run.workspace):
         return
@@ -361,7 +361,7 @@ def chown_tree(top: str, uid: int, gid: int) -> None:
     paths.chown_tree_fd(top, uid, gid, "the workspace")
 
 
-def run_steps(run: Run, root: str, target: Target, carrier: Carrier) -> Prepared:
+def run_steps(run: RunSpec, root: str, target: Target, carrier: Carrier) -> Prepared:
     """Run the resolved ``run.workspace`` in order; ``root`` is ``$$root$$``. See the module docstring."""
     sb, login = run.sandbox, run.process.user
     ids = (sb.uid, sb.gid)

@@ -35,7 +35,7 @@ _HEX = frozenset("0123456789abcdef")
 SHA1_POLICIES = frozenset({"0", "1", "sha1", "auto", ""})
 
 
-class Envelope:
+class OcxEnvelope:
     """A valid envelope: exactly one of ``to`` / ``re`` is set; ``kind`` names the content key."""
 
     __slots__ = ("kind", "re", "to")
@@ -46,7 +46,7 @@ class Envelope:
         self.re = re
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Envelope) and (self.kind, self.to, self.re) == (
+        return isinstance(other, OcxEnvelope) and (self.kind, self.to, self.re) == (
             other.kind,
             other.to,
             other.re,
@@ -114,7 +114,7 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
-def read_envelope(data: bytes) -> Envelope | Invalid:
+def read_envelope(data: bytes) -> OcxEnvelope | Invalid:
     """The envelope of ``data``, or why it is not one. Never raises; never reads the content."""
     if len(data) > MAX_MESSAGE_BYTES:
         return Invalid(f"too large: {len(data)} bytes; the limit is {MAX_MESSAGE_BYTES} bytes")
@@ -162,7 +162,7 @@ def read_envelope(data: bytes) -> Envelope | Invalid:
     kind = kinds[0]
     if not kind:
         return Invalid("the content key is empty")
-    return Envelope(kind, to if has_to else None, re if has_re else None)
+    return OcxEnvelope(kind, to if has_to else None, re if has_re else None)
 
 
 def _json_type(v: object) -> str:
@@ -252,7 +252,7 @@ def encode_answer(re: str, kind: str, body: object) -> bytes:
     return encode(kind, body, re=re)
 
 
-def judge(name: str, data: bytes, policy: str | None) -> tuple[str, Envelope | Invalid]:
+def judge(name: str, data: bytes, policy: str | None) -> tuple[str, OcxEnvelope | Invalid]:
     """A received file's hash and verdict: the name must be its hash, then the envelope must be valid.
 
     The hash is the one the name claims when the name is right, else the repository policy's hash.

@@ -71,7 +71,7 @@ LEFT JOIN provenance p ON p.repo = m.repo AND p.hash = m.hash
 LEFT JOIN posts s ON s.repo = m.repo AND s.hash = m.hash"""
 
 
-class Row(dict[str, object]):
+class IndexRow(dict[str, object]):
     """One message as the index knows it (keys: ``COLUMNS``)."""
 
 
@@ -171,7 +171,7 @@ class Index:
 
     # --- hand-off ------------------------------------------------------------------------------------
 
-    def to_hand(self, repo: str, kind: str, reader: str) -> list[Row]:
+    def to_hand(self, repo: str, kind: str, reader: str) -> list[IndexRow]:
         """Valid messages of ``kind`` in ``repo`` with a known sender that ``reader`` has not been handed."""
         return self._rows(  # constant SQL, values bound
             _SELECT  # noqa: S608
@@ -202,20 +202,20 @@ class Index:
 
     # --- queries -------------------------------------------------------------------------------------
 
-    def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[Row]:
-        return [Row(zip(COLUMNS, r, strict=True)) for r in self.db.execute(sql, args).fetchall()]
+    def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[IndexRow]:
+        return [IndexRow(zip(COLUMNS, r, strict=True)) for r in self.db.execute(sql, args).fetchall()]
 
-    def show(self, h: str) -> list[Row]:
+    def show(self, h: str) -> list[IndexRow]:
         """Every row of the message whose hash is ``h`` (one per clone holding it)."""
         return self._rows(_SELECT + " WHERE m.hash = ? ORDER BY m.repo", (h,))
 
-    def answers(self, h: str) -> list[Row]:
+    def answers(self, h: str) -> list[IndexRow]:
         """Every valid answer to ``h``, in the order received."""
         return self._rows(
             _SELECT + " WHERE m.re_hash = ? AND m.valid = 1 ORDER BY m.received_at, m.uvid, m.repo", (h,)
         )
 
-    def addressed(self, login: str) -> list[Row]:
+    def addressed(self, login: str) -> list[IndexRow]:
         """Everything addressed to ``login``."""
         return self.query(to=login)
 
@@ -226,7 +226,7 @@ class Index:
         re: str | None = None,
         kind: str | None = None,
         repo: str | None = None,
-    ) -> list[Row]:
+    ) -> list[IndexRow]:
         where: list[str] = []
         args: list[object] = []
         for col, v in (("m.to_login", to), ("m.re_hash", re), ("m.kind", kind), ("m.repo", repo)):

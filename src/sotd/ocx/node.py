@@ -14,7 +14,7 @@ import urllib.parse
 from sotd.ocx import envelope, fossil
 from sotd.ocx.config import check_server_codes
 from sotd.ocx.errors import InvalidMessage, NotDelivered, OcxError
-from sotd.ocx.index import Index, Row
+from sotd.ocx.index import Index, IndexRow
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,14 +28,14 @@ class Delivery:
 
     __slots__ = ("clone", "data", "envelope", "hash", "row", "sender", "server_code")
 
-    def __init__(self, clone: CloneConfig, server_code: str, row: Row, data: bytes) -> None:
+    def __init__(self, clone: CloneConfig, server_code: str, row: IndexRow, data: bytes) -> None:
         self.clone = clone
         self.server_code = server_code
         self.row = row
         self.data = data
         self.hash = str(row["hash"])
         self.sender = str(row["sender_login"])
-        self.envelope = envelope.Envelope(
+        self.envelope = envelope.OcxEnvelope(
             str(row["kind"]),
             None if row["to_login"] is None else str(row["to_login"]),
             None if row["re_hash"] is None else str(row["re_hash"]),
@@ -68,7 +68,7 @@ class CloneReport:
         self.error: str | None = None
 
 
-class Node:
+class NodeClones:
     """The clones of one configuration, their index, and the readers registered by kind."""
 
     def __init__(self, config: NodeConfig, index: Index | None = None) -> None:
@@ -151,7 +151,7 @@ class Node:
         top = after
         for r in rows:
             h, verdict = envelope.judge(r.name, r.data, info.hash_policy)
-            if isinstance(verdict, envelope.Envelope):
+            if isinstance(verdict, envelope.OcxEnvelope):
                 fields: tuple[object, ...] = (verdict.kind, verdict.to, verdict.re, 1, None)
             else:
                 fields = (None, None, None, 0, verdict.reason)

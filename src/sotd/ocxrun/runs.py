@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from sotd.ocx.config import CloneConfig
-    from sotd.ocx.node import Delivery, Node
+    from sotd.ocx.node import Delivery, NodeClones
     from sotd.ocxrun.sessions import SessionHost
     from sotd.ocxrun.settings import RunSettings
 
@@ -100,7 +100,7 @@ class Active:
         self.repo = repo
         self.to = to
         self.sender = sender
-        self.run: runner.Run | None = None
+        self.run: runner.JobRun | None = None
         self.thread: threading.Thread | None = None
         self.stop_asked = False
         self.stopped = threading.Event()  # set with stop_asked; a session's loop waits on it
@@ -111,7 +111,7 @@ class Runs:
 
     def __init__(
         self,
-        node: Node,
+        node: NodeClones,
         settings: RunSettings,
         *,
         carrier: stp.Carrier | None = None,
@@ -122,7 +122,7 @@ class Runs:
         self.sessions = sessions
         self.jobs_dir = os.path.join(settings.state, "jobs")
         self.answers_dir = os.path.join(settings.state, "answers")
-        self.jobs = runner.Node(
+        self.jobs = runner.JobNode(
             root=settings.root,
             policy=settings.policy,
             carrier=carrier if carrier is not None else stp.FossilCarrier(),
@@ -245,10 +245,10 @@ class Runs:
         a.thread = t
         t.start()
 
-    def _new_run(self, a: Active, body: object) -> runner.Run:
+    def _new_run(self, a: Active, body: object) -> runner.JobRun:
         clone = self.node.config.clone(a.repo)
         info = fossil.repo_info(clone.repository)
-        kind = SessionRun if asks_session(body) else runner.Run
+        kind = SessionRun if asks_session(body) else runner.JobRun
         return kind(
             body,
             run_hash=a.run_hash,
@@ -304,7 +304,7 @@ class Runs:
         self.record(a, "started")
         self.finish(a, r.wait(), "started")
 
-    def hold_password(self, a: Active, run: spec.Run | None) -> None:
+    def hold_password(self, a: Active, run: spec.RunSpec | None) -> None:
         """An adopted run takes again the password claim its ``password`` step made (``PasswordClaims``)."""
         if run is None:
             return
@@ -314,7 +314,7 @@ class Runs:
         except (OcxError, Refused) as e:
             log.warning("ocx: run %s: password claim not taken again: %s", a.run_hash[:12], e.message)
 
-    def adopted(self, a: Active, r: runner.Run) -> None:
+    def adopted(self, a: Active, r: runner.JobRun) -> None:
         """``r`` is the executor of ``a`` again (a session taken up after a restart: ``Session.adopt``)."""
         with self._lock:
             a.run = r

@@ -98,14 +98,14 @@ def session_handle(run_hash: str) -> str:
     return "ocx-" + run_hash[:16]
 
 
-class SessionRun(runner.Run):
+class SessionRun(runner.JobRun):
     """The executor's preparation of a ``session: true`` run (policy, steps, homes, sandbox), without its
     process: ``argv`` is what the session's row runs. ``hosted`` is False on a node without terminal rows
     (``sotd ocx node``): the run is refused after the policy says it may run."""
 
     hosted = False
 
-    def _refuse_kind(self, run: spec.Run) -> None:
+    def _refuse_kind(self, run: spec.RunSpec) -> None:
         if not self.hosted:
             raise Refused(
                 "this node runs sessions only inside the daemon (sotd daemon run), in its terminal rows"
@@ -115,7 +115,7 @@ class SessionRun(runner.Run):
         if "workspace" not in self.values:
             raise Refused("a session needs a directory step: its inbox and outbox live in $$workspace$$")
 
-    def _spawn(self, run: spec.Run) -> None:
+    def _spawn(self, run: spec.RunSpec) -> None:
         """Prepare the session's folders, its cgroups and its argv (the row starts it; see ``Session``)."""
         os.makedirs(self.dir, mode=0o700, exist_ok=False)
         ws = self.values["workspace"]

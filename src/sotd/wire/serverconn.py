@@ -110,7 +110,7 @@ class Accepted:
         self.peer = peer
 
 
-class Run:
+class ServeRequest:
     """A request to serve; its answer's bytes come from ``ServerConnection.answer``."""
 
     __slots__ = ("env",)
@@ -146,7 +146,7 @@ class End:
 
 
 if TYPE_CHECKING:
-    Action = Answer | Accepted | Run | Resolve | Close | End
+    Action = Answer | Accepted | ServeRequest | Resolve | Close | End
 
 
 def _describe(action: object) -> tuple[object, ...]:
@@ -156,7 +156,7 @@ def _describe(action: object) -> tuple[object, ...]:
     if isinstance(action, Accepted):
         p = action.peer
         return ("accepted", p.role, p.host, p.name, p.client_id)
-    if isinstance(action, Run | Resolve):
+    if isinstance(action, ServeRequest | Resolve):
         return (type(action).__name__.lower(), action.env.id, action.env.op)
     if isinstance(action, Close):
         return ("close", action.error.code, action.log, action.level)
@@ -244,7 +244,7 @@ class ServerConnection:
     def _envelope(self, action: str, env: Envelope, out: list[Action]) -> None:
         if action == RUN:
             self._handed[env.id] = self._handed.get(env.id, 0) + 1
-            out.append(Run(env))
+            out.append(ServeRequest(env))
         elif action == RESOLVE:
             out.append(Resolve(env))
         elif action == ACCEPT:
@@ -295,7 +295,7 @@ __all__ = [
     "Close",
     "End",
     "Resolve",
-    "Run",
+    "ServeRequest",
     "ServerConnection",
     "classify",
     "describe",
