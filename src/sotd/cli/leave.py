@@ -27,9 +27,7 @@ def run(argv: list[str]) -> int:
     elif argv:
         err(f"usage: {me} [--name <handle>]")
         return 1
-    ctx = enter(me)
-    if ctx is None:
-        return 1
+    ctx = enter(me)  # an identity refusal is raised
     from sotd import handles
     from sotd.formats import registry, reglock
 

@@ -59,9 +59,7 @@ def render(path: str, agents: dict[str, object], me: str, now: float, window: in
 
 def run(argv: list[str]) -> int:
     me = prog("comm-list.sh", "list")
-    ctx = enter(me)
-    if ctx is None:
-        return 1
+    ctx = enter(me)  # an identity refusal is raised
     from sotd.formats import registry
 
     registry.ensure(ctx.layout)
