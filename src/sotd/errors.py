@@ -238,8 +238,8 @@ class SendFailed(SotdError):
 
 
 class SpawnFailed(SotdError):
-    """A spawn that asked its daemon and did not get a ready row (behaviour 1.10); a provisional registry
-    row it wrote is rolled back, and the rollback is reported after the error."""
+    """A spawn that did not get a ready row (behaviour 1.10): its sender unverifiable, a name taken, the
+    daemon silent or refusing; a provisional registry row it wrote is rolled back, reported after it."""
 
     code = "spawn_failed"
     sentence = "ERROR: <what the daemon did or said>; nothing was spawned"
