@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sotd import errors
-from sotd.cli import despawn, hints, send, spawn
+from sotd.cli import despawn, hints, join, send, spawn
 
 pytestmark = pytest.mark.unit
 
@@ -266,3 +266,34 @@ def test_despawn_unresolved(listed: bool, bare: bool, hint: str) -> None:
         "FAILED: comm-despawn could not resolve 'h' to a workspace via unix:/s: why; nothing was despawned.",
         hint,
     )
+
+
+@pytest.mark.parametrize(
+    ("named", "env", "slot", "want"),
+    [
+        ("a", {"SOT_COMM_NAME": "b"}, "c", "a"),
+        (None, {"SOT_COMM_NAME": "b"}, "c", "b"),
+        (None, {"SOT_COMM_NAME": ""}, "c", "c"),
+        (None, {}, "", None),
+        ("", {"SOT_COMM_NAME": "b"}, "c", "c"),  # an empty NAME is no name: the slot's own
+    ],
+)
+def test_join_chosen_name(named: str | None, env: dict[str, str], slot: str, want: str | None) -> None:
+    assert join.chosen_name(named, env, slot) == want
+
+
+def test_join_expertise_and_refusals() -> None:
+    assert join.expertise_of(" a, ,b ,") == ["a", "b"]
+    assert join.expertise_of("") == []
+    e = join.slot_refused("the slot names proj-x", "me", "proj", "")
+    assert (e.code, e.exit_status, e.reason) == ("slot_refused", 3, "the slot names proj-x")
+    assert e.message.startswith(
+        "me: REFUSING to put a 'proj' identity in that slot — it is keyed by this shell's"
+    )
+    assert "$SOT_WORKSPACE_ID ('unset')" in e.message and e.message.endswith("re-run with --repin.")
+    assert join.tier1_warning("p-h", "p").splitlines() == [
+        "*** WARNING: joined as '@p-h', but '@p' (this project's bare handle) is held by a live session of "
+        "another project.",
+        "*** Mail sent to @p will not reach you. If '@p' should be yours, recover it with:",
+        "***   comm-leave.sh --name p-h; comm-join.sh --name p",
+    ]
