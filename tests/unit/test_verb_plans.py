@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from sotd import errors
+from sotd import cmdtable, errors
 from sotd.cli import despawn, hints, join, send, spawn
 
 pytestmark = pytest.mark.unit
@@ -229,6 +229,7 @@ DESPAWN_USAGE = (
         ([""], DESPAWN_USAGE),
         (["a", "b"], DESPAWN_USAGE),
         (["a", "--endpoint"], DESPAWN_USAGE),  # a dangling --endpoint is a second word
+        (["--endpoint"], DESPAWN_USAGE),  # (before the one parser it was taken for the row's name)
     ],
 )
 def test_despawn_parse(argv: list[str], want: object) -> None:
@@ -297,3 +298,42 @@ def test_join_expertise_and_refusals() -> None:
         "*** Mail sent to @p will not reach you. If '@p' should be yours, recover it with:",
         "***   comm-leave.sh --name p-h; comm-join.sh --name p",
     ]
+
+
+@pytest.mark.parametrize(
+    ("path", "argv", "opts", "words", "missing"),
+    [
+        ("comm spawn", ["/r", "--name", "n", "--task=do it"], {"name": "n", "task": "do it"}, ["/r"], ""),
+        ("comm spawn", ["--name", "--agent"], {"name": "--agent"}, [], ""),  # a value is the next word
+        ("comm spawn", ["/r", "--agent"], {}, ["/r"], "--agent"),
+        ("comm spawn", ["--name=a", "--name=b"], {"name": "b"}, [], ""),  # the later one wins
+        ("comm join", ["x", "--repin", "-h"], {"repin": "", "help": ""}, ["x"], ""),
+        ("comm join", ["--repin=1", "-"], {}, ["--repin=1", "-"], ""),  # a switch takes no value
+        ("comm despawn", ["w", "--endpoint", "ssh:f"], {"endpoint": "ssh:f"}, ["w"], ""),
+        ("comm despawn", ["--", "--endpoint"], {}, ["--"], "--endpoint"),
+    ],
+)
+def test_the_one_parser(
+    path: str, argv: list[str], opts: dict[str, str], words: list[str], missing: str
+) -> None:
+    parsed = cmdtable.parse(path, argv)
+    assert (parsed.opts, parsed.words, parsed.missing) == (opts, words, missing)
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["a", "--name", "b"], ("b", False)),
+        (["--name", "b", "a"], ("usage", 2, "me: unexpected argument 'a' (see --help)", None)),
+        (["a", "b"], ("usage", 2, "me: unexpected argument 'b' (see --help)", None)),
+        (["-x"], ("usage", 2, "me: unknown option '-x' (a handle can't start with '-'; see --help)", None)),
+        (["a", "b", "--name"], ("usage", 2, "me: unexpected argument 'b' (see --help)", None)),
+        (["--expertise"], ("usage", 2, "me: --expertise needs a value (see --help)", None)),
+        (["--repin", "--name=z"], ("z", True)),
+    ],
+)
+def test_join_parse(argv: list[str], want: object) -> None:
+    got = _raised(join.parse, argv, "me")
+    if isinstance(got, join._Opts):
+        got = (got.name, got.repin)
+    assert got == want

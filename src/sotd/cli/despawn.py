@@ -36,21 +36,14 @@ if TYPE_CHECKING:
 
 
 def parse(argv: list[str], me: str) -> tuple[str, str]:
-    """(the ``--endpoint`` named or "", the row asked for); a command line without exactly one row is
-    refused with the usage (exit 1); pure."""
-    endpoint = ""
-    pos: list[str] = []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a == "--endpoint" and i + 1 < len(argv):
-            endpoint = argv[i + 1]
-            i += 1
-        elif a.startswith("--endpoint="):
-            endpoint = a.split("=", 1)[1]
-        else:
-            pos.append(a)
-        i += 1
+    """(the ``--endpoint`` named or "", the row asked for), read by the command table's one parser; a
+    command line without exactly one row (or an ``--endpoint`` without its value) is refused with the
+    usage (exit 1); pure."""
+    from sotd import cmdtable
+
+    parsed = cmdtable.parse("comm despawn", argv)
+    pos = parsed.words if not parsed.missing else [*parsed.words, parsed.missing, ""]  # the usage below
+    endpoint = parsed.opts.get("endpoint", "")
     if len(pos) != 1 or not pos[0]:
         raise ScriptUsage(f"usage: {me} <name|slug|workspace_id> [--endpoint ssh:target[/host]|unix:PATH]")
     return endpoint, pos[0]

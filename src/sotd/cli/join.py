@@ -59,30 +59,28 @@ class _Opts:
 
 
 def parse(argv: list[str], me: str) -> _Opts:
+    """The command line, read by the command table's one parser (``sotd.cmdtable.parse``); the refusals
+    in the order of the words (an option-looking word, a second NAME, then an option without its value)."""
+    from sotd import cmdtable
+
+    parsed = cmdtable.parse("comm join", argv)
     o = _Opts()
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a in ("-h", "--help"):
-            o.help = True
-        elif a == "--repin":
-            o.repin = True
-        elif a in ("--name", "--expertise"):
-            if i + 1 >= len(argv):
-                raise UsageError(f"{me}: {a} needs a value (see --help)")
-            i += 1
-            setattr(o, a[2:], argv[i])
-        elif a.startswith("--name="):
-            o.name = a[len("--name=") :]
-        elif a.startswith("--expertise="):
-            o.expertise = a[len("--expertise=") :]
-        elif a.startswith("-"):
-            raise UsageError(f"{me}: unknown option '{a}' (a handle can't start with '-'; see --help)")
-        elif o.name is None:
-            o.name = a
+    for key, value in parsed.seq:
+        if key == "name":
+            o.name = value
+        elif key:
+            continue  # help, repin, expertise: read from parsed.opts below
+        elif value.startswith("-"):
+            raise UsageError(f"{me}: unknown option '{value}' (a handle can't start with '-'; see --help)")
+        elif o.name is not None:
+            raise UsageError(f"{me}: unexpected argument '{value}' (see --help)")
         else:
-            raise UsageError(f"{me}: unexpected argument '{a}' (see --help)")
-        i += 1
+            o.name = value
+    if parsed.missing:
+        raise UsageError(f"{me}: {parsed.missing} needs a value (see --help)")
+    o.help = "help" in parsed.opts
+    o.repin = "repin" in parsed.opts
+    o.expertise = parsed.opts.get("expertise")
     return o
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from sotd import _clock
+from sotd import _clock, cmdtable
 from sotd.cli import hints
 from sotd.cli.common import Context, check_identity, err, line_buffered, open_context, out, prog
 from sotd.errors import (
@@ -41,30 +41,18 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-OPTS = ("--name", "--agent", "--account", "--expertise", "--task", "--label", "--display-label", "--endpoint")
 OPTS_EXTRA = ("--command",)  # ours: the agent's argv as shell words (a row may run any command)
+OPTS = tuple(f for f in cmdtable.flags("comm spawn") if f not in OPTS_EXTRA)  # behaviour 1.10's
 ACCOUNT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 AGENTS = ("claude", "codex", "none")  # none (ours): a plain --command; the refusal's text is 1.10's
 
 
 def parse(argv: list[str], me: str) -> tuple[dict[str, str], list[str]]:
-    opts: dict[str, str] = {}
-    pos: list[str] = []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        key, eq, val = a.partition("=")
-        if key in OPTS or key in OPTS_EXTRA:
-            if not eq:
-                if i + 1 >= len(argv):
-                    raise ScriptUsage(f"usage: {me} [--name NAME] <repo-path> … ({a} needs a value)")
-                i += 1
-                val = argv[i]
-            opts[key[2:]] = val
-        else:
-            pos.append(a)
-        i += 1
-    return opts, pos
+    """(options, positional words), read by the command table's one parser (``sotd.cmdtable.parse``)."""
+    parsed = cmdtable.parse("comm spawn", argv)
+    if parsed.missing:
+        raise ScriptUsage(f"usage: {me} [--name NAME] <repo-path> … ({parsed.missing} needs a value)")
+    return parsed.opts, parsed.words
 
 
 def usage_line(me: str) -> str:
