@@ -222,6 +222,21 @@ class JoinFailed(SotdError):
     )
 
 
+class StampDiscarded(SotdError):
+    """A work-state declaration with no registry row to stamp (behaviour 1.9); nothing was written."""
+
+    code = "stamp_discarded"
+    sentence = "<command>: no registry row for '<h>' from cwd <cwd> -- stamp discarded; run it from ..."
+
+
+class StateRefused(SotdError):
+    """A work-state declaration the row's state does not allow (behaviour 1.9, ``workstate.validate``)."""
+
+    code = "state_refused"
+    exit_status = EXIT_USAGE
+    sentence = "<command>: <why the declaration does not apply>"
+
+
 class IdentityRefused(SotdError):
     """The identity check refused this process: it has no comm identity."""
 

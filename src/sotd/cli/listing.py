@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sotd import _clock
 from sotd.cli.common import Context, enter, out, prog
-from sotd.errors import RegistryUnreadable, SotdError
+from sotd.errors import RegistryUnreadable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,10 +68,9 @@ def run(argv: list[str]) -> int:
     except RegistryUnreadable:
         from sotd.cli import hints
 
-        raise SotdError(
+        raise RegistryUnreadable(
             "FAILED: the registry could not be read; nothing was listed",
             hint=hints.registry_unreadable(),
-            code="registry_unreadable",
         ) from None
     agents = registry.agents_of(doc) if doc is not None else {}
     for line in render(ctx.layout.registry, agents, ctx.name, _clock.now(), stale_window(ctx.environ)):
