@@ -237,6 +237,20 @@ class StateRefused(SotdError):
     sentence = "<command>: <why the declaration does not apply>"
 
 
+class BridgeFailed(SotdError):
+    """The stdio bridge would not join its daemon: the socket is not there, not private, or refused."""
+
+    code = "bridge_failed"
+    sentence = "sotd stdio-bridge (for <host>): <why>"
+
+
+class NoRelayEndpoint(SotdError):
+    """``sotd topology relay-endpoint`` found none: no hosts.toml, an unreadable one, or no hub socket."""
+
+    code = "no_relay_endpoint"
+    sentence = "<why there is no relay endpoint>"
+
+
 class IdentityRefused(SotdError):
     """The identity check refused this process: it has no comm identity."""
 
