@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sotd import _clock
 from sotd.cli.common import Context, enter, out, prog
-from sotd.errors import RegistryUnreadable
+from sotd.errors import EXIT_OK, RegistryUnreadable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def run(argv: list[str]) -> int:
     out("")
     for line in frontends_block(ctx):
         out(line)
-    return 0
+    return EXIT_OK
 
 
 def up_text(secs: int) -> str:
