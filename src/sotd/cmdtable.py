@@ -6,7 +6,8 @@ Guarantee: ``--help`` of any command prints text generated from its one entry he
 and the options checked (``check``) can never disagree; ``sotd.cli.main`` runs ``check`` before a
 command's module is imported, and only when an argument starts with ``-`` (the hot path pays nothing).
 What would break it: a command whose own parser accepts an option its entry does not list (``check``
-would refuse it with exit 2); a test compares each parser's option names with its entry.
+would refuse it with exit 2); a test compares each parser's option names with its entry. ``parse`` is the
+one parser the verbs read their options with (spawn, despawn, join), so it takes exactly the entry's.
 
 A leaf (standard library only), so the CLI and the daemon can both print from it. Pure functions.
 """
@@ -306,3 +307,51 @@ def check(path: str, argv: list[str]) -> tuple[str, str]:
             break
         i += 1
     return "", ""
+
+
+class Parsed:
+    """One command line read against its entry: the options given (flag without its dashes -> value; a
+    switch's value is ""), the other words in order, and the value-taking option left without a value."""
+
+    __slots__ = ("missing", "opts", "seq", "words")
+
+    def __init__(self) -> None:
+        self.opts: dict[str, str] = {}
+        self.words: list[str] = []
+        self.seq: list[tuple[str, str]] = []  # (option name or "" for a word, value) in command-line order
+        self.missing = ""  # e.g. "--name" for ``join --name``: the verb says it in its own words
+
+
+def parse(path: str, argv: list[str]) -> Parsed:
+    """Read ``argv`` with ``path``'s options: ``--flag value`` or ``--flag=value`` for a value-taking one,
+    ``--flag`` for a switch, ``-h``/``--help`` as the switch ``help``; any other word (an unknown option
+    included: ``check`` refused those first) is kept in ``words``. A later option replaces an earlier one.
+    Pure; the verbs decide what the words mean and say what is wrong in their own words."""
+    _synopsis, _summary, opts, _free = TABLE[path]
+    valued = {flag for flag, value, _ in opts if value and not value.startswith("[")}
+    switches = {flag for flag, value, _ in opts if not value}
+    parsed = Parsed()
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        flag, eq, value = a.partition("=")
+        if flag in valued:
+            if not eq:
+                if i + 1 >= len(argv):
+                    parsed.missing = a
+                    break
+                i += 1
+                value = argv[i]
+            parsed.opts[flag[2:]] = value
+            parsed.seq.append((flag[2:], value))
+        elif a in switches:
+            parsed.opts[a[2:]] = ""
+            parsed.seq.append((a[2:], ""))
+        elif a in ("-h", "--help"):
+            parsed.opts["help"] = ""
+            parsed.seq.append(("help", ""))
+        else:
+            parsed.words.append(a)
+            parsed.seq.append(("", a))
+        i += 1
+    return parsed

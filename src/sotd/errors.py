@@ -1,18 +1,48 @@
-"""The one error hierarchy.
+"""``sotd/errors.py``: the one error hierarchy, and the generator of docs/errors.md.
 
-Every error carries a stable snake_case ``code`` (the wire's ``code`` where the daemon answers with it),
-an ``exit_status`` for the CLI, the exact sentence the spec prescribes as ``message``, and an optional
-``hint``. Only ``sotd.cli.main`` prints errors and exits; everything below raises.
+Spec: behaviour.md's exact sentences (every refusal and failure a command prints) and issue 16 ("errors
+carry their code, exit status, exact sentence and hint; only ``cli/main.py`` prints them").
+Guarantee: every error carries a stable snake_case ``code`` (the wire's ``code`` where the daemon answers
+with it), an ``exit_status`` for the CLI, the exact sentence as ``message``, and an optional ``hint`` (the
+next step, a command the user can type). Each class names its code once; one code has one exit status.
+Only ``sotd.cli.main`` prints errors and exits; everything below raises. ``python -m sotd.errors`` prints
+docs/errors.md from the classes below (a test keeps the checked-in page equal to it).
+What would break it: a verb that prints its own error or returns a literal status; two classes with one
+code; a code raised by hand (``code=...``) that no class here names (the docs would not list it).
+
+A leaf: standard library only, imported by the hot path (no typing or dataclasses at run time).
 """
 
 from __future__ import annotations
+
+# The exit statuses a ``sotd`` command ends with (docs/errors.md lists them).
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command did not do what was asked; stderr says why
+EXIT_USAGE = 2  # a command line the command table does not accept (or a bare group)
+EXIT_SLOT_REFUSED = 3  # join refused a self-file slot that names another project's session
+EXIT_BUSY = 75  # EX_TEMPFAIL: a lock was held past its bound; nothing was done, try again
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE: the reader of stdout went away
+
+EXIT_MEANINGS = (
+    (EXIT_OK, "done"),
+    (EXIT_FAILED, "not done; stderr says why (and the next step)"),
+    (EXIT_USAGE, "a command line the command table does not accept; the usage follows"),
+    (EXIT_SLOT_REFUSED, "join refused a self-file slot that names another project's session"),
+    (EXIT_BUSY, "a lock was held past its bound; nothing was done, run it again"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+    (EXIT_CLOSED_STDOUT, "the reader of stdout went away (`sotd comm list | head`)"),
+)
 
 
 class SotdError(Exception):
     """Base of every error this project raises on purpose."""
 
     code = "error"
-    exit_status = 1
+    exit_status = EXIT_FAILED
+    sentence = "<what failed>"  # the form of ``message`` (docs/errors.md)
+    next_step = ""  # what the hint says, when there is one (docs/errors.md)
+    stdout = False  # the sentence goes to stdout (poll's busy inbox, behaviour 1.5), else stderr
 
     def __init__(
         self,
@@ -22,11 +52,13 @@ class SotdError(Exception):
         code: str | None = None,
         exit_status: int | None = None,
         reason: str | None = None,
+        after: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint  # printed after the message
         self.reason = reason  # printed before it: the message says "see the reason above"
+        self.after = after  # printed last: what the command did after the failure (a rollback)
         if code is not None:
             self.code = code
         if exit_status is not None:
@@ -35,36 +67,80 @@ class SotdError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def lines(self) -> list[str]:
+        """What ``sotd.cli.main`` prints, in order: reason, message, hint, after."""
+        shown = [self.reason] if self.reason else []
+        shown.append(self.message)
+        if self.hint:
+            shown.append(self.hint)
+        shown.extend(self.after)
+        return shown
+
 
 class FormatError(SotdError):
     """Bytes that are not a valid instance of one of our on-disk or wire formats."""
 
     code = "bad_format"
+    sentence = "<file or frame>: <what is wrong with its bytes>"
 
 
 class UsageError(SotdError):
     """A command line the command does not accept."""
 
     code = "usage"
-    exit_status = 2
+    exit_status = EXIT_USAGE
+    sentence = "<command>: <the problem> (see --help)"
+
+
+class ScriptUsage(SotdError):
+    """A comm-*.sh verb's own usage line: exit 1, as the 0.6.6 scripts end (behaviour 1.3, 1.10, 1.11)."""
+
+    code = "script_usage"
+    sentence = "usage: <command> <synopsis>  |  no target; use @name or --broadcast"
+
+
+class BadArgument(SotdError):
+    """An argument of the right shape whose value the verb refuses (spawn's --agent, --label, path...)."""
+
+    code = "bad_argument"
+    sentence = "ERROR: <option> must be <what> (got '<value>')"
+    next_step = "the verb's options (`<command> --help`)"
 
 
 class HandleError(SotdError):
     """A handle that is not 1-64 bytes of A-Za-z0-9._- (no '..', no leading '-'), or none derivable."""
 
     code = "bad_handle"
+    sentence = 'invalid handle: "<handle>"'
 
 
 class HomeError(SotdError):
     """The comm folder cannot be named or made."""
 
     code = "home_failed"
+    sentence = "comm-lib: <the comm folder problem>"
+
+
+class ContextFailed(SotdError):
+    """Behaviour 1.1's context (declared host, project root, self slot) could not be established."""
+
+    code = "no_context"
+    sentence = "comm-context: <what could not be established>; aborting ..."
+
+
+class NotJoined(SotdError):
+    """The command needs this session's handle and the self file names none."""
+
+    code = "not_joined"
+    sentence = "Not joined — run comm-join.sh first."
 
 
 class RegistryUnreadable(SotdError):
     """The registry exists but no good read of it was had (never the same as absent)."""
 
     code = "registry_unreadable"
+    sentence = "FAILED...: the registry could not be read...; nothing was <done>"
+    next_step = "`sotd doctor`"
 
 
 class RegistryWriteFailed(SotdError):
@@ -79,11 +155,40 @@ class LockFailed(SotdError):
     code = "lock_failed"
 
 
+class LockRecordFailed(SotdError):
+    """The inbox lock record (NFS, behaviour 2.5) could not be written or kept changing."""
+
+    code = "lock_record_failed"
+
+
 class InboxBusy(SotdError):
     """An inbox lock was held past its bound: nothing was appended (writer) or read (reader)."""
 
     code = "inbox_busy"
-    exit_status = 75
+    exit_status = EXIT_BUSY
+    sentence = "the inbox for @<handle> is being written — nothing was <read|counted>; <run it again>"
+
+
+class PollBusy(InboxBusy):
+    """Poll's busy inbox: its sentence goes to stdout, where poll's readers look (behaviour 1.5)."""
+
+    code = "poll_busy"
+    stdout = True
+    sentence = "the inbox for @<handle> is being written — nothing was read; run comm-poll.sh again"
+
+
+class InboxUnreadable(SotdError):
+    """An inbox file that exists could not be read."""
+
+    code = "inbox_unreadable"
+    sentence = "the inbox for @<handle> could not be read: <why>"
+
+
+class CursorFailed(SotdError):
+    """A read cursor could not be read or written."""
+
+    code = "cursor_failed"
+    sentence = "the read cursor <path> could not be <read|written>: <why>"
 
 
 class AppendFailed(SotdError):
@@ -98,10 +203,107 @@ class SelfFileError(SotdError):
     code = "self_file"
 
 
+class SlotRefused(SotdError):
+    """Join refused a self-file slot that names another project's session (behaviour 1.2); nothing written
+    to the slot."""
+
+    code = "slot_refused"
+    exit_status = EXIT_SLOT_REFUSED
+    sentence = "<command>: REFUSING to put a '<repo>' identity in ... slot ..."
+    next_step = "run it from the session that owns the slot, or re-run with --repin"
+
+
+class JoinFailed(SotdError):
+    """Join wrote the registry but not the self file; the sentence names the fix."""
+
+    code = "join_failed"
+    sentence = (
+        "<command>: FATAL — joined as @<h> in the registry, but could not write the local self-file ..."
+    )
+
+
+class StampDiscarded(SotdError):
+    """A work-state declaration with no registry row to stamp (behaviour 1.9); nothing was written."""
+
+    code = "stamp_discarded"
+    sentence = "<command>: no registry row for '<h>' from cwd <cwd> -- stamp discarded; run it from ..."
+
+
+class StateRefused(SotdError):
+    """A work-state declaration the row's state does not allow (behaviour 1.9, ``workstate.validate``)."""
+
+    code = "state_refused"
+    exit_status = EXIT_USAGE
+    sentence = "<command>: <why the declaration does not apply>"
+
+
+class BridgeFailed(SotdError):
+    """The stdio bridge would not join its daemon: the socket is not there, not private, or refused."""
+
+    code = "bridge_failed"
+    sentence = "sotd stdio-bridge (for <host>): <why>"
+
+
+class NoRelayEndpoint(SotdError):
+    """``sotd topology relay-endpoint`` found none: no hosts.toml, an unreadable one, or no hub socket."""
+
+    code = "no_relay_endpoint"
+    sentence = "<why there is no relay endpoint>"
+
+
 class IdentityRefused(SotdError):
     """The identity check refused this process: it has no comm identity."""
 
     code = "identity_refused"
+    sentence = "<command>: <why this process may not act as a handle>"
+
+
+class SendFailed(SotdError):
+    """One send's single result when it did not file (behaviour 1.3): nothing is queued or retried."""
+
+    code = "send_failed"
+    sentence = "FAILED -> @<handle>: <reason>  |  Broadcast to <k> of <n> agent(s)."
+    next_step = "the failure's own next step (cli/hints.py), when it has one"
+
+
+class SpawnFailed(SotdError):
+    """A spawn that did not get a ready row (behaviour 1.10): its sender unverifiable, a name taken, the
+    daemon silent or refusing; a provisional registry row it wrote is rolled back, reported after it."""
+
+    code = "spawn_failed"
+    sentence = "ERROR: <what the daemon did or said>; nothing was spawned"
+    next_step = "`sotd doctor`, or the despawn command that removes a row left running"
+
+
+class TaskNotQueued(SotdError):
+    """The row was spawned but its ``--task`` mail was not filed."""
+
+    code = "task_not_queued"
+    sentence = "ERROR: the task could not be queued for @<h>: <reason>"
+    next_step = "the comm-send.sh command that sends it by hand"
+
+
+class DespawnFailed(SotdError):
+    """A despawn that did not destroy the row or remove its entry (behaviour 1.11)."""
+
+    code = "despawn_failed"
+    sentence = "FAILED: ... nothing was despawned  |  ERROR: workspace.destroy failed: <answer>"
+    next_step = "`sotd doctor`, or comm-leave.sh --name <h> for a bare registry entry"
+
+
+class DaemonNotFound(SotdError):
+    """No daemon endpoint could be named or started for a command that needs one."""
+
+    code = "no_daemon"
+    sentence = "ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host]."
+    next_step = "sotd daemon start"
+
+
+class EndpointRefused(SotdError):
+    """An endpoint the user named does not parse; no local daemon is put in its place."""
+
+    code = "endpoint_refused"
+    sentence = "comm-lib: refusing to substitute a local daemon for the endpoint you named: <value>"
 
 
 class WireError(SotdError):
@@ -114,3 +316,71 @@ class DaemonUnreachable(SotdError):
     """No daemon answered within the bound."""
 
     code = "no_answer"
+    sentence = "the daemon did not answer at <endpoint> ..."
+
+
+class HelloRefused(DaemonUnreachable):
+    """The daemon answered the hello with a refusal (a version or identity it does not accept)."""
+
+    code = "hello_refused"
+    sentence = "hello refused: <refusal>"
+
+
+# ------------------------------------------------------------------------------------ docs/errors.md
+
+
+def error_classes() -> list[type[SotdError]]:
+    """Every error class of this module, base first, in the order they are written here."""
+    return [SotdError, *_below(SotdError)]
+
+
+def _below(cls: type[SotdError]) -> list[type[SotdError]]:
+    found: list[type[SotdError]] = []
+    for sub in cls.__subclasses__():
+        if sub.__module__ == __name__:
+            found.append(sub)
+            found.extend(_below(sub))
+    return found
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_doc() -> str:
+    """docs/errors.md: the exit statuses, then one row per error class."""
+    lines = [
+        "# Errors",
+        "",
+        "Generated by `python -m sotd.errors > docs/errors.md` from the classes in `src/sotd/errors.py`;",
+        "a test fails when this page and the classes disagree. Every error a command prints is one of these:",
+        "`sotd.cli.main` prints its reason (when it has one), its sentence, its hint (the next step), and what",
+        "the command did after it, on stderr (stdout where the class says so), then exits with its status.",
+        "",
+        "## Exit statuses",
+        "",
+        "| status | meaning |",
+        "|---|---|",
+    ]
+    lines += [f"| {status} | {_cell(meaning)} |" for status, meaning in EXIT_MEANINGS]
+    lines += [
+        "",
+        "## Error classes",
+        "",
+        "| code | exit | class | when | sentence | hint |",
+        "|---|---|---|---|---|---|",
+    ]
+    for cls in error_classes():
+        when = " ".join((cls.__doc__ or "").split())
+        where = " (stdout)" if cls.stdout else ""
+        lines.append(
+            f"| `{cls.code}` | {cls.exit_status} | `{cls.__name__}` | {_cell(when)} | "
+            f"`{_cell(cls.sentence)}`{where} | {_cell(cls.next_step)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.stdout.write(render_doc())

@@ -25,9 +25,9 @@ ready write.
 from __future__ import annotations
 
 import os
-import sys
 
 from sotd import cmdtable
+from sotd.errors import EXIT_OK
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -216,18 +216,20 @@ def run(argv: list[str]) -> int:
     try:
         endpoint, host = parse(argv)
     except ValueError as e:
-        sys.stderr.write(f"sotd stdio-bridge: {e}\n{USAGE}\n")
-        return 2
+        from sotd.errors import UsageError
+
+        raise UsageError(f"sotd stdio-bridge: {e}", hint=USAGE) from None
     label = f"sotd stdio-bridge (for {host})" if host else "sotd stdio-bridge"
     try:
         path = socket_for(endpoint, os.environ)
         check_private(path)
         sock = connect(path)
     except BridgeRefused as e:
-        sys.stderr.write(f"{label}: {e}\n")
-        return 1
+        from sotd.errors import BridgeFailed
+
+        raise BridgeFailed(f"{label}: {e}") from None
     try:
         pump(sock)
     finally:
         sock.close()
-    return 0
+    return EXIT_OK

@@ -44,6 +44,14 @@ def err(line: str) -> None:
     _write(sys.stderr, line + "\n")
 
 
+def line_buffered() -> None:
+    """stdout written line by line, so ``> f 2>&1`` keeps each line's place among stderr's (spawn and
+    despawn, whose progress lines and errors interleave)."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(line_buffering=True)
+
+
 def host_or_refuse(environ: Mapping[str, str]) -> str:
     """The declared host (``sysprobe.declared_host``), or a refusal when it cannot be read."""
     from sotd import sysprobe
@@ -204,13 +212,14 @@ def check_identity(environ: Mapping[str, str] | None = None) -> str | None:
     return why if status else None
 
 
-def enter(me: str) -> Context | None:
-    """The start of a verb that reads or writes the comm folder: the identity check (a refusal printed as
-    ``<me>: <why>``, and None), then the context, with the folder made or tightened (its warnings printed)."""
+def enter(me: str) -> Context:
+    """The start of a verb that reads or writes the comm folder: the identity check (a refusal raised as
+    ``<me>: <why>``), then the context, with the folder made or tightened (its warnings printed)."""
     why = check_identity()
     if why:
-        err(f"{me}: {why}")
-        return None
+        from sotd.errors import IdentityRefused
+
+        raise IdentityRefused(f"{me}: {why}")
     return open_context()
 
 

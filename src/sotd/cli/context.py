@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sotd.cli.common import Context, check_identity, err
-from sotd.errors import SotdError
+from sotd.cli.common import Context, check_identity
+from sotd.errors import EXIT_OK, IdentityRefused
 
 
 def _quote(v: str) -> str:
@@ -16,18 +16,10 @@ def _quote(v: str) -> str:
 def run(argv: list[str]) -> int:
     why = check_identity()
     if why:
-        err(f"comm-context: {why}")
-        return 1
-    try:
-        ctx = Context()
-    except SotdError as e:
-        # behaviour 1.1: the underlying reason comes first; the sentence after it says "see the reason above"
-        if e.reason:
-            err(e.reason)
-        err(e.message)
-        if e.hint:
-            err(e.hint)
-        return e.exit_status
+        raise IdentityRefused(f"comm-context: {why}")
+    # behaviour 1.1: a context that cannot be established is raised with its reason, which main prints
+    # first (the sentence after it says "see the reason above")
+    ctx = Context()
     for key, value in ctx.items():
         print(f"{key}={_quote(value)}")
-    return 0
+    return EXIT_OK

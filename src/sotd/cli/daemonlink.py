@@ -110,3 +110,34 @@ def call(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[
 
         return ssh.request(ep.target, ep.host, op, payload, hello, deadline_s=VERDICT_S, environ=ctx.environ)
     return unix.request(ep.path, op, payload, hello, deadline_s=VERDICT_S)
+
+
+def chosen_endpoint(named: str, environ: Mapping[str, str]) -> str | None:
+    """The daemon a spawn or despawn asks: ``named`` (``--endpoint``), else ``$SOT_SPAWN_ENDPOINT``, else
+    this box's (started when none runs). A named endpoint that does not parse is refused
+    (``EndpointRefused``), never replaced by the local daemon. None: no daemon could be found."""
+    from sotd.client import unix
+
+    for value in (named, environ.get("SOT_SPAWN_ENDPOINT", "")):
+        if value:
+            ep, discard = unix.parse_endpoint(value)
+            if ep is None:
+                from sotd.errors import EndpointRefused
+
+                raise EndpointRefused(
+                    f"comm-lib: refusing to substitute a local daemon for the endpoint you named: {value}",
+                    hint=discard,
+                )
+            return value
+    return needed_endpoint(environ)[0]  # starts this box's daemon when none runs
+
+
+def silent_hint(environ: Mapping[str, str], endpoint: str) -> str:
+    """The next step when the daemon at ``endpoint`` did not answer: none runs there (start it), or one
+    is there and silent (check it), or a far box's (check it there)."""
+    from sotd.cli import autostart, hints
+
+    path = endpoint[5:] if endpoint.startswith("unix:") else ""
+    if path and not autostart.is_socket(path):
+        return hints.no_daemon(path, "no socket appeared there" if autostart.wanted(environ) else "")
+    return hints.endpoint_silent(endpoint)

@@ -21,7 +21,7 @@ import os
 import sys
 
 from sotd.cli.common import out
-from sotd.errors import SotdError, UsageError
+from sotd.errors import EXIT_FAILED, EXIT_OK, SotdError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -723,4 +723,4 @@ def run(argv: list[str]) -> int:
         n = len(rep.findings)
         out("sotd doctor: no problem found" if not n else f"sotd doctor: {n} problem(s) found")
     sys.stdout.flush()
-    return 0 if not rep.findings else 1
+    return EXIT_OK if not rep.findings else EXIT_FAILED  # findings are the report, not an error

@@ -1,4 +1,9 @@
-"""``sotd comm join`` (comm-join.sh): take a handle. Behaviour 1.2, 6.7, 6.8."""
+"""``sotd comm join`` (comm-join.sh): take a handle. Behaviour 1.2, 6.7, 6.8.
+
+``run`` is parse → plan (``chosen_name``, ``expertise_of``, ``slot_refused``, ``tier1_warning``: pure,
+table-tested in tests/unit/test_verb_plans.py) → act (the locked registry write, the self file) → render.
+Every failure is raised as a ``sotd.errors`` class that ``sotd.cli.main`` prints.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,16 @@ import os
 
 from sotd import PROTOCOL_VERSION, _clock
 from sotd.cli.common import Context, check_identity, err, open_context, out, prog
-from sotd.errors import HandleError, RegistryUnreadable, SotdError, UsageError
+from sotd.errors import (
+    EXIT_OK,
+    HandleError,
+    IdentityRefused,
+    JoinFailed,
+    RegistryUnreadable,
+    SlotRefused,
+    SotdError,
+    UsageError,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,31 +59,62 @@ class _Opts:
 
 
 def parse(argv: list[str], me: str) -> _Opts:
+    """The command line, read by the command table's one parser (``sotd.cmdtable.parse``); the refusals
+    in the order of the words (an option-looking word, a second NAME, then an option without its value)."""
+    from sotd import cmdtable
+
+    parsed = cmdtable.parse("comm join", argv)
     o = _Opts()
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a in ("-h", "--help"):
-            o.help = True
-        elif a == "--repin":
-            o.repin = True
-        elif a in ("--name", "--expertise"):
-            if i + 1 >= len(argv):
-                raise UsageError(f"{me}: {a} needs a value (see --help)")
-            i += 1
-            setattr(o, a[2:], argv[i])
-        elif a.startswith("--name="):
-            o.name = a[len("--name=") :]
-        elif a.startswith("--expertise="):
-            o.expertise = a[len("--expertise=") :]
-        elif a.startswith("-"):
-            raise UsageError(f"{me}: unknown option '{a}' (a handle can't start with '-'; see --help)")
-        elif o.name is None:
-            o.name = a
+    for key, value in parsed.seq:
+        if key == "name":
+            o.name = value
+        elif key:
+            continue  # help, repin, expertise: read from parsed.opts below
+        elif value.startswith("-"):
+            raise UsageError(f"{me}: unknown option '{value}' (a handle can't start with '-'; see --help)")
+        elif o.name is not None:
+            raise UsageError(f"{me}: unexpected argument '{value}' (see --help)")
         else:
-            raise UsageError(f"{me}: unexpected argument '{a}' (see --help)")
-        i += 1
+            o.name = value
+    if parsed.missing:
+        raise UsageError(f"{me}: {parsed.missing} needs a value (see --help)")
+    o.help = "help" in parsed.opts
+    o.repin = "repin" in parsed.opts
+    o.expertise = parsed.opts.get("expertise")
     return o
+
+
+def chosen_name(named: str | None, environ: Mapping[str, str], slot_name: str) -> str | None:
+    """The handle asked for: NAME, else ``$SOT_COMM_NAME``, else this slot's own; None: derive one; pure."""
+    explicit = named if named is not None else environ.get("SOT_COMM_NAME") or None
+    return explicit or slot_name or None
+
+
+def expertise_of(raw: str) -> list[str]:
+    """``"a, b"`` as the registry's list (empty parts dropped); pure."""
+    return [p.strip() for p in raw.split(",") if p.strip()]
+
+
+def slot_refused(refusal: str, me: str, repo: str, workspace_id: str) -> SlotRefused:
+    """The guard's refusal before anything is written: the slot names another project's session; pure."""
+    ws = workspace_id or "unset"
+    return SlotRefused(
+        f"{me}: REFUSING to put a '{repo}' identity in that slot — it is keyed by this shell's "
+        f"$SOT_WORKSPACE_ID ('{ws}'), and a row that comes to name another project's session reads "
+        f"that session's mail. Either run this from inside the row it belongs to, or, if this row "
+        f"really is '{repo}' now, re-run with --repin.",
+        reason=refusal,
+    )
+
+
+def tier1_warning(chosen: str, tier1: str) -> str:
+    """The warning when this project's bare handle is held by a live session of another project; pure."""
+    return (
+        f"*** WARNING: joined as '@{chosen}', but '@{tier1}' (this project's bare handle) is held by a live "
+        f"session of another project.\n"
+        f"*** Mail sent to @{tier1} will not reach you. If '@{tier1}' should be yours, recover it with:\n"
+        f"***   comm-leave.sh --name {chosen}; comm-join.sh --name {tier1}"
+    )
 
 
 def run(argv: list[str]) -> int:
@@ -77,11 +122,10 @@ def run(argv: list[str]) -> int:
     opts = parse(argv, me)
     if opts.help:
         out(USAGE)
-        return 0
+        return EXIT_OK
     why = check_identity()
     if why:
-        err(f"{me}: REFUSING to bind: {why}")
-        return 1
+        raise IdentityRefused(f"{me}: REFUSING to bind: {why}")
     ctx = open_context()
     env = ctx.environ
     from sotd import handles
@@ -90,27 +134,19 @@ def run(argv: list[str]) -> int:
     lay = ctx.layout
     registry.ensure(lay)
 
-    explicit = opts.name if opts.name is not None else env.get("SOT_COMM_NAME") or None
-    name = explicit or ctx.name or None
+    name = chosen_name(opts.name, env, ctx.name)
     if name is not None:
         handles.validate(name)
-    expertise_raw = opts.expertise if opts.expertise is not None else env.get("SOT_COMM_EXPERTISE", "")
-    expertise = [p.strip() for p in expertise_raw.split(",") if p.strip()]
+    expertise = expertise_of(
+        opts.expertise if opts.expertise is not None else env.get("SOT_COMM_EXPERTISE", "")
+    )
 
     # The slot guard runs before anything is written: a row's slot that names another project's
     # session would hand this session that one's mail.
     if not opts.repin and not ctx.is_nopane:
         refusal = selffile.guard(ctx.self_file, ctx.repo, ctx.project_root)
         if refusal:
-            ws = ctx.workspace_id or "unset"
-            err(refusal)
-            err(
-                f"{me}: REFUSING to put a '{ctx.repo}' identity in that slot — it is keyed by this shell's "
-                f"$SOT_WORKSPACE_ID ('{ws}'), and a row that comes to name another project's session reads "
-                f"that session's mail. Either run this from inside the row it belongs to, or, if this row "
-                f"really is '{ctx.repo}' now, re-run with --repin."
-            )
-            return 3
+            raise slot_refused(refusal, me, ctx.repo, ctx.workspace_id)
 
     now = _clock.stamp()
     entry = {
@@ -156,8 +192,7 @@ def run(argv: list[str]) -> int:
             code="registry_unreadable",
         ) from None
     except HandleError as e:
-        err(e.message)
-        return 1
+        raise HandleError(e.message) from None  # its sentence alone, as 0.6.6 prints it
     chosen = joined.name
     derived = joined.derived
     if derived is not None and derived.note:
@@ -177,33 +212,26 @@ def run(argv: list[str]) -> int:
         else:
             selffile.write(ctx.self_file, chosen, ctx.repo, ctx.project_root)
     except SotdError as e:
-        err(e.message)
         if e.code == selffile.SLOT_CLAIMED:
             undone = _take_back(ctx, chosen, entry, joined.previous)
-            err(
+            raise SlotRefused(
                 f"{me}: REFUSING to put a '{ctx.repo}' identity in the slot '{ctx.self_file}' — it was claimed "
                 f"for another project while this join ran (reason above). {undone} Nothing was written to the "
                 f"slot; run {me} from the session that owns it, or re-run with --repin if this row really is "
-                f"'{ctx.repo}' now."
-            )
-            return 3
-        err(
+                f"'{ctx.repo}' now.",
+                reason=e.message,
+            ) from None
+        raise JoinFailed(
             f"{me}: FATAL — joined as @{chosen} in the registry, but could not write the local self-file at "
             f"'{ctx.self_file}' (see reason above). Commands in this shell will not know their handle; fix "
-            f"the folder and re-run {me} --name {chosen}."
-        )
-        return 1
+            f"the folder and re-run {me} --name {chosen}.",
+            reason=e.message,
+        ) from None
 
     _touch_inbox(lay.inbox(chosen))
 
     if joined.tier1_live and derived is not None:
-        t1 = derived.tier1
-        err(
-            f"*** WARNING: joined as '@{chosen}', but '@{t1}' (this project's bare handle) is held by a live "
-            f"session of another project.\n"
-            f"*** Mail sent to @{t1} will not reach you. If '@{t1}' should be yours, recover it with:\n"
-            f"***   comm-leave.sh --name {chosen}; comm-join.sh --name {t1}"
-        )
+        err(tier1_warning(chosen, derived.tier1))
 
     from sotd import identity
 
@@ -214,7 +242,7 @@ def run(argv: list[str]) -> int:
     out(f"Joined sot-comm as @{chosen}  ({ctx.repo} on {ctx.host}).")
     out(f"  inbox: {lay.inbox_dir}/{chosen}.jsonl")
     out("Others registered: " + (", ".join(joined.others) if joined.others else "none"))
-    return 0
+    return EXIT_OK
 
 
 def _test_pause(env: Mapping[str, str]) -> None:

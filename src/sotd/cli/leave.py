@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 
-from sotd.cli.common import enter, err, out, prog
-from sotd.errors import RegistryUnreadable, SotdError
+from sotd.cli.common import enter, out, prog
+from sotd.errors import EXIT_OK, RegistryUnreadable, ScriptUsage
 
 
 def run(argv: list[str]) -> int:
@@ -17,26 +17,21 @@ def run(argv: list[str]) -> int:
     if len(argv) == 1 and argv[0].startswith("--name="):
         other = argv[0][len("--name=") :]
         if not other:
-            err("--name= needs a handle")
-            return 1
+            raise ScriptUsage("--name= needs a handle")
     elif len(argv) == 2 and argv[0] == "--name":
         other = argv[1]
         if not other:
-            err("--name= needs a handle")
-            return 1
+            raise ScriptUsage("--name= needs a handle")
     elif argv:
-        err(f"usage: {me} [--name <handle>]")
-        return 1
-    ctx = enter(me)
-    if ctx is None:
-        return 1
+        raise ScriptUsage(f"usage: {me} [--name <handle>]")
+    ctx = enter(me)  # an identity refusal is raised
     from sotd import handles
     from sotd.formats import registry, reglock
 
     name = other if other is not None else ctx.name
     if not name:
         out("Not joined — nothing to do.")
-        return 0
+        return EXIT_OK
     handles.validate(name)
 
     def change(doc: dict[str, object]) -> tuple[bool, bool]:
@@ -55,17 +50,15 @@ def run(argv: list[str]) -> int:
     except RegistryUnreadable:
         from sotd.cli import hints
 
-        raise SotdError(
-            "FAILED: the registry could not be read; nothing was removed",
-            hint=hints.registry_unreadable(),
-            code="registry_unreadable",
+        raise RegistryUnreadable(
+            "FAILED: the registry could not be read; nothing was removed", hint=hints.registry_unreadable()
         ) from None
     if other is not None:
         if not removed:
             out(f"@{name} not in registry — nothing to do.")
         else:
             out(f"Removed @{name} from the registry (row only; comm-despawn.sh does full teardown).")
-        return 0
+        return EXIT_OK
     try:
         os.unlink(ctx.self_file)
     except FileNotFoundError:
@@ -74,4 +67,4 @@ def run(argv: list[str]) -> int:
         out("Not joined — nothing to do.")
     else:
         out(f"Left sot-comm (@{name} removed).")
-    return 0
+    return EXIT_OK

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sotd import _clock
 from sotd.cli.common import Context, enter, out, prog
-from sotd.errors import RegistryUnreadable, SotdError
+from sotd.errors import EXIT_OK, RegistryUnreadable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -59,9 +59,7 @@ def render(path: str, agents: dict[str, object], me: str, now: float, window: in
 
 def run(argv: list[str]) -> int:
     me = prog("comm-list.sh", "list")
-    ctx = enter(me)
-    if ctx is None:
-        return 1
+    ctx = enter(me)  # an identity refusal is raised
     from sotd.formats import registry
 
     registry.ensure(ctx.layout)
@@ -70,10 +68,9 @@ def run(argv: list[str]) -> int:
     except RegistryUnreadable:
         from sotd.cli import hints
 
-        raise SotdError(
+        raise RegistryUnreadable(
             "FAILED: the registry could not be read; nothing was listed",
             hint=hints.registry_unreadable(),
-            code="registry_unreadable",
         ) from None
     agents = registry.agents_of(doc) if doc is not None else {}
     for line in render(ctx.layout.registry, agents, ctx.name, _clock.now(), stale_window(ctx.environ)):
@@ -81,7 +78,7 @@ def run(argv: list[str]) -> int:
     out("")
     for line in frontends_block(ctx):
         out(line)
-    return 0
+    return EXIT_OK
 
 
 def up_text(secs: int) -> str:

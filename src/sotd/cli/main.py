@@ -10,6 +10,10 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sotd.errors import SotdError
+
 # verb -> module with a ``run(argv: list[str]) -> int`` (synopsis, options and help: ``sotd.cmdtable``)
 COMM_VERBS = {
     "context": "sotd.cli.context",
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
-CLOSED_STDOUT = 141
+CLOSED_STDOUT = 141  # sotd.errors.EXIT_CLOSED_STDOUT (not imported here: a closed pipe needs nothing)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -121,15 +125,25 @@ def _main(argv: list[str] | None) -> int:
         run = _import(module).run  # type: ignore[attr-defined]
         status: int = run(rest)
     except SotdError as e:
-        if e.reason:
-            sys.stderr.write(e.reason + "\n")
-        sys.stderr.write(e.message + "\n")
-        if e.hint:
-            sys.stderr.write(e.hint + "\n")
+        _print_error(e)
         status = e.exit_status
     except KeyboardInterrupt:
-        status = 130
+        from sotd.errors import EXIT_INTERRUPTED
+
+        status = EXIT_INTERRUPTED
     return status
+
+
+def _print_error(e: SotdError) -> None:
+    """The one place an error is shown: its lines (reason, sentence, hint, after) on stderr, or on stdout
+    for a class that says so. Text a stream cannot encode is replaced, never raised."""
+    stream = sys.stdout if e.stdout else sys.stderr
+    text = "".join(line + "\n" for line in e.lines())
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:
+        enc = getattr(stream, "encoding", None) or "utf-8"
+        stream.write(text.encode(enc, "replace").decode(enc, "replace"))
 
 
 def _help(path: str, status: int) -> int:

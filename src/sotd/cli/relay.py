@@ -21,7 +21,7 @@ error printing and the exit status are those of every other verb.
 
 from __future__ import annotations
 
-from sotd.cli.common import err
+from sotd.errors import ScriptUsage
 
 USAGE = 'usage: comm-relay.sh send @to "msg" | --all "msg"'
 
@@ -43,15 +43,12 @@ def parse(argv: list[str]) -> tuple[bool, str | None, str]:
 
 def run(argv: list[str]) -> int:
     if not argv or argv[0] != "send":
-        err(f"{USAGE} | bridge")
-        return 1
+        raise ScriptUsage(f"{USAGE} | bridge")
     broadcast, to, text = parse(argv[1:])
     if not broadcast and to is None:
-        err(f"{USAGE}  (no recipient)")
-        return 1
+        raise ScriptUsage(f"{USAGE}  (no recipient)")
     if not text:
-        err(f"{USAGE}  (empty message)")
-        return 1
+        raise ScriptUsage(f"{USAGE}  (empty message)")
     from sotd.cli import send
 
     return send.run(["--broadcast", text] if broadcast else [f"@{to}", text])

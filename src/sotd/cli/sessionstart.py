@@ -27,6 +27,7 @@ import os
 import sys
 
 from sotd import fastjson as json  # json without re (the hot path)
+from sotd.errors import EXIT_OK
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -204,10 +205,10 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
 
     status, why = identity.check(dict(environ))
     if status == 1:
-        return 0  # a sub-agent's session: the outer session holds the handle
+        return EXIT_OK  # a sub-agent's session: the outer session holds the handle
     if status:
         _context_out(f"sot-comm: {why}")
-        return 0
+        return EXIT_OK
     lay = Layout.from_env(dict(environ))
     cwd = hook.get("cwd") if isinstance(hook.get("cwd"), str) else ""
     sid = hook.get("session_id")
@@ -248,6 +249,6 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
         handle, where = ctx.name or None, f" ({ctx.repo} on {ctx.host})"
     if handle is None:
         _context_out(start_text(None, cmd_dir=cmd_dir, skill=skill, problem=errs or outs))
-        return 0
+        return EXIT_OK
     _context_out(start_text(handle, cmd_dir=cmd_dir, skill=skill, where=where))
-    return 0
+    return EXIT_OK

@@ -10,52 +10,52 @@ checks it (its refusal is printed); no provisional entry is written here (the ro
 the target's folder); the task mail goes to the target's daemon and names the send command that daemon
 reports (``send_command`` in ``version.query``), retried while the row has not joined yet; the despawn
 hint carries the endpoint. stdout is line-buffered, so captured output keeps its order with stderr.
+
+``run`` is parse → plan (``plan_args``, ``plan_label``, ``workspace_taken``, ``phase_verdict``: pure,
+table-tested in tests/unit/test_verb_plans.py) → act (the daemon's ops, the registry) → render. Every
+failure is raised as a ``sotd.errors`` class; a rollback's line rides on the error (``after``).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 
-from sotd import _clock
+from sotd import _clock, cmdtable
 from sotd.cli import hints
-from sotd.cli.common import Context, check_identity, err, open_context, out, prog
-from sotd.errors import HandleError, RegistryUnreadable, SotdError
+from sotd.cli.common import Context, check_identity, err, line_buffered, open_context, out, prog
+from sotd.errors import (
+    EXIT_OK,
+    BadArgument,
+    DaemonNotFound,
+    HandleError,
+    IdentityRefused,
+    RegistryUnreadable,
+    ScriptUsage,
+    SotdError,
+    SpawnFailed,
+    TaskNotQueued,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
-OPTS = ("--name", "--agent", "--account", "--expertise", "--task", "--label", "--display-label", "--endpoint")
 OPTS_EXTRA = ("--command",)  # ours: the agent's argv as shell words (a row may run any command)
+OPTS = tuple(f for f in cmdtable.flags("comm spawn") if f not in OPTS_EXTRA)  # behaviour 1.10's
 ACCOUNT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
-
-
-class SpawnFailed(Exception):
-    """A failure already reported on stderr; the spawn exits 1 after its rollback."""
+AGENTS = ("claude", "codex", "none")  # none (ours): a plain --command; the refusal's text is 1.10's
 
 
 def parse(argv: list[str], me: str) -> tuple[dict[str, str], list[str]]:
-    opts: dict[str, str] = {}
-    pos: list[str] = []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        key, eq, val = a.partition("=")
-        if key in OPTS or key in OPTS_EXTRA:
-            if not eq:
-                if i + 1 >= len(argv):
-                    raise SotdError(f"usage: {me} [--name NAME] <repo-path> … ({a} needs a value)")
-                i += 1
-                val = argv[i]
-            opts[key[2:]] = val
-        else:
-            pos.append(a)
-        i += 1
-    return opts, pos
+    """(options, positional words), read by the command table's one parser (``sotd.cmdtable.parse``)."""
+    parsed = cmdtable.parse("comm spawn", argv)
+    if parsed.missing:
+        raise ScriptUsage(f"usage: {me} [--name NAME] <repo-path> … ({parsed.missing} needs a value)")
+    return parsed.opts, parsed.words
 
 
-def _usage(me: str) -> str:
+def usage_line(me: str) -> str:
     return (
         f'usage: {me} [--name NAME] <repo-path> [--agent claude|codex|none] [--account A] [--expertise "a, b"] '
         '[--task "do X"] [--label L] [--display-label L] [--endpoint ssh:target[/host]|unix:PATH] '
@@ -63,31 +63,161 @@ def _usage(me: str) -> str:
     )
 
 
-def _endpoint(opts: dict[str, str], ctx: Context) -> str | None:
-    from sotd.cli import daemonlink
-    from sotd.client import unix
+class SpawnArgs:
+    """What the command line asks for, checked: the plan's input to the acts."""
 
-    for value in (opts.get("endpoint", ""), ctx.environ.get("SOT_SPAWN_ENDPOINT", "")):
-        if value:
-            ep, discard = unix.parse_endpoint(value)
-            if ep is None:
-                raise SotdError(
-                    f"comm-lib: refusing to substitute a local daemon for the endpoint you named: {value}",
-                    hint=discard,
-                )
-            return value
-    return daemonlink.needed_endpoint(ctx.environ)[0]  # starts this box's daemon when none runs
+    __slots__ = ("account", "agent", "command", "name", "path")
+
+    def __init__(self, agent: str, account: str | None, name: str | None, path: str) -> None:
+        self.agent = agent
+        self.account = account
+        self.name = name
+        self.path = path
+        self.command: list[str] | None = None
 
 
-def silent_hint(ctx: Context, endpoint: str) -> str:
-    """The next step when the daemon at ``endpoint`` did not answer: none runs there (start it), or one
-    is there and silent (check it), or a far box's (check it there)."""
-    from sotd.cli import autostart
+def plan_args(opts: dict[str, str], pos: list[str], me: str) -> SpawnArgs:
+    """The options' refusals in behaviour 1.10's order (agent, account, the positional words); pure."""
+    agent = opts.get("agent", "claude")
+    if agent not in AGENTS:
+        raise BadArgument(
+            f"ERROR: --agent must be claude or codex (got '{agent}')", hint=hints.options("spawn")
+        )
+    if agent == "none" and "command" not in opts:
+        raise BadArgument(
+            "ERROR: --agent none runs a plain command: give it with --command 'argv words'",
+            hint=hints.options("spawn"),
+        )
+    account = opts.get("account")
+    if account is not None and not (account and account[0] not in "_-" and set(account) <= ACCOUNT_CHARS):
+        raise BadArgument(
+            f"ERROR: --account must match ^[a-z0-9][a-z0-9_-]*$ (got '{account}')",
+            hint=hints.options("spawn"),
+        )
+    name = opts.get("name")
+    if len(pos) == 2:  # legacy form: <name> <repo-path>
+        if name is not None:
+            raise BadArgument(
+                "ERROR: name given both as --name and positionally — pick one", hint=hints.options("spawn")
+            )
+        name, path = pos
+    elif len(pos) == 1:
+        path = pos[0]
+    else:
+        raise ScriptUsage(usage_line(me))
+    return SpawnArgs(agent, account, name, path)
 
-    path = endpoint[5:] if endpoint.startswith("unix:") else ""
-    if path and not autostart.is_socket(path):
-        return hints.no_daemon(path, "no socket appeared there" if autostart.wanted(ctx.environ) else "")
-    return hints.endpoint_silent(endpoint)
+
+def plan_label(opts: dict[str, str], base: str) -> str:
+    """The row's label: ``--display-label``, else ``--label`` (the folder's name or ``<name>-<suffix>``),
+    else the folder's name; pure."""
+    label = opts.get("label", base)
+    if "display-label" in opts:
+        return opts["display-label"]
+    if label != base and not (label.startswith(base + "-") and len(label) > len(base) + 1):
+        raise BadArgument(
+            f"ERROR: --label '{label}' must be the repo folder's name '{base}' or '{base}-<suffix>' "
+            "(use --display-label to show another label)"
+        )
+    return label
+
+
+def plan_command(opts: dict[str, str]) -> list[str] | None:
+    """``--command``'s shell words as the row's argv (None: not given); pure."""
+    if "command" not in opts:
+        return None
+    import shlex
+
+    try:
+        command = shlex.split(opts["command"])
+    except ValueError as e:
+        raise BadArgument(
+            f"ERROR: --command is not a list of shell words: {e}", hint=hints.options("spawn")
+        ) from None
+    if not command:
+        raise BadArgument("ERROR: --command is empty", hint=hints.options("spawn"))
+    return command
+
+
+def workspace_taken(spaces: list[object], root: str) -> SpawnFailed | None:
+    """One root = one workspace: the refusal when a listed workspace already has ``root``; pure."""
+    for w in spaces:
+        if isinstance(w, dict) and w.get("project_root") == root:
+            return SpawnFailed(
+                f"ERROR: {root} already has a workspace: '{w.get('label')}' (slug '{w.get('slug')}', id "
+                f"{w.get('workspace_id')}); nothing was spawned.",
+                hint="  One root = one workspace: for a second agent on this repo, make a git worktree "
+                "(git worktree add ../<repo>-wt-<short>) and spawn that.",
+            )
+    return None
+
+
+READY = "ready"
+WAIT = "wait"
+FAILED_PHASES = ("ended_no_respawn", "terminal", "foreign", "gone")
+
+
+def phase_of(listed: dict[str, Any], wid: str) -> str:
+    """The phase ``workspace.list`` shows for row ``wid`` ("gone": not listed); pure."""
+    for w in listed.get("workspaces") or []:
+        if isinstance(w, dict) and w.get("workspace_id") == wid:
+            return str(w.get("phase"))
+    return "gone"
+
+
+def phase_verdict(phase: str, *, past_deadline: bool) -> str:
+    """``READY``, ``WAIT`` (ask again in a second), or the failure's kind ("phase" or "timeout"); pure."""
+    if phase == "ready":
+        return READY
+    if phase in FAILED_PHASES:
+        return "phase"
+    return "timeout" if past_deadline else WAIT
+
+
+def task_text(spawner: str, task: str, send_command: str) -> str:
+    """The ``--task`` mail: the task, and the command the row replies with."""
+    return (
+        f"Task from @{spawner}: {task} — reply to @{spawner} via {send_command} when done or blocked (say what "
+        "you found or what you need)."
+    )
+
+
+def remote_send_command(info: object) -> str:
+    """The reply command for a row on another box: the one the target's daemon reports; pure."""
+    command = info.get("send_command") if isinstance(info, dict) else None
+    return command if isinstance(command, str) and command else "comm-send.sh"
+
+
+def names_remote(opts: dict[str, str], environ: Mapping[str, str]) -> str:
+    """The ``ssh:`` endpoint this spawn names (``--endpoint``, else ``$SOT_SPAWN_ENDPOINT``), or ""; pure."""
+    value = opts.get("endpoint", "") or environ.get("SOT_SPAWN_ENDPOINT", "")
+    return value if value.startswith("ssh:") else ""
+
+
+def remote_root(path: str, endpoint: str) -> str:
+    """The repo path on the target, as given: absolute (this box cannot resolve another box's paths);
+    the target's daemon checks it; pure."""
+    if not os.path.isabs(path):
+        raise BadArgument(
+            f"ERROR: a spawn on another box ({endpoint}) needs the repo's absolute path on that box (got '{path}')",
+            hint=hints.options("spawn"),
+        )
+    return os.path.normpath(path)
+
+
+def local_root(path: str) -> str:
+    """The repo's canonical path on this box (it must be a folder)."""
+    if not os.path.exists(path):
+        raise BadArgument(f"ERROR: repo path not found: {path}", hint=hints.options("spawn"))
+    try:
+        root = os.path.realpath(path, strict=True)
+    except OSError as e:
+        raise BadArgument(
+            f"ERROR: could not resolve a canonical path for '{path}' ({e.strerror or e})"
+        ) from None
+    if not os.path.isdir(root):
+        raise BadArgument(f"ERROR: repo path is not a folder: {path}", hint=hints.options("spawn"))
+    return root
 
 
 def ask(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -98,118 +228,45 @@ def ask(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[s
 
 def run(argv: list[str]) -> int:
     me = prog("comm-spawn.sh", "spawn")
-    _line_buffered()
+    line_buffered()
     why = check_identity()
     if why:
-        err(f"{me}: {why}")
-        return 1
+        raise IdentityRefused(f"{me}: {why}")
     opts, pos = parse(argv, me)
-    agent = opts.get("agent", "claude")
-    if agent not in ("claude", "codex", "none"):  # none (ours): a plain --command; the text is 1.10's
-        raise SotdError(
-            f"ERROR: --agent must be claude or codex (got '{agent}')", hint=hints.options("spawn")
-        )
-    if agent == "none" and "command" not in opts:
-        raise SotdError(
-            "ERROR: --agent none runs a plain command: give it with --command 'argv words'",
-            hint=hints.options("spawn"),
-        )
-    account = opts.get("account")
-    if account is not None and not (account and account[0] not in "_-" and set(account) <= ACCOUNT_CHARS):
-        raise SotdError(
-            f"ERROR: --account must match ^[a-z0-9][a-z0-9_-]*$ (got '{account}')",
-            hint=hints.options("spawn"),
-        )
-    if len(pos) == 2:  # legacy form: <name> <repo-path>
-        if "name" in opts:
-            raise SotdError(
-                "ERROR: name given both as --name and positionally — pick one", hint=hints.options("spawn")
-            )
-        opts["name"], path = pos
-    elif len(pos) == 1:
-        path = pos[0]
-    else:
-        err(_usage(me))
-        return 1
-    remote = _names_remote(opts)
-    if remote:
-        root_or_none = _remote_root(path, remote)
-        if root_or_none is None:
-            return 1
-        root = root_or_none
-    elif not os.path.exists(path):
-        raise SotdError(f"ERROR: repo path not found: {path}", hint=hints.options("spawn"))
-    else:
-        try:
-            root = os.path.realpath(path, strict=True)
-        except OSError as e:
-            err(f"ERROR: could not resolve a canonical path for '{path}' ({e.strerror or e})")
-            return 1
-        if not os.path.isdir(root):
-            raise SotdError(f"ERROR: repo path is not a folder: {path}", hint=hints.options("spawn"))
-    base = os.path.basename(root)
-    label = opts.get("label", base)
-    if "display-label" in opts:
-        label = opts["display-label"]
-    elif label != base and not (label.startswith(base + "-") and len(label) > len(base) + 1):
-        err(
-            f"ERROR: --label '{label}' must be the repo folder's name '{base}' or '{base}-<suffix>' "
-            "(use --display-label to show another label)"
-        )
-        return 1
-    name = opts.get("name")
-    if name is not None:
+    args = plan_args(opts, pos, me)
+    remote = names_remote(opts, os.environ)
+    root = remote_root(args.path, remote) if remote else local_root(args.path)
+    label = plan_label(opts, os.path.basename(root))
+    if args.name is not None:
         from sotd import handles
 
-        if not handles.is_valid(name):
-            err(f'invalid handle: "{name}"')
-            return 1
-    command: list[str] | None = None
-    if "command" in opts:
-        import shlex
-
-        try:
-            command = shlex.split(opts["command"])
-        except ValueError as e:
-            raise SotdError(
-                f"ERROR: --command is not a list of shell words: {e}", hint=hints.options("spawn")
-            ) from None
-        if not command:
-            raise SotdError("ERROR: --command is empty", hint=hints.options("spawn"))
+        if not handles.is_valid(args.name):
+            raise HandleError(f'invalid handle: "{args.name}"')
+    args.command = plan_command(opts)
 
     ctx = open_context()
+    from sotd.cli import daemonlink, routing
     from sotd.formats import registry
 
-    lay = ctx.layout
-    registry.ensure(lay)
+    registry.ensure(ctx.layout)
     task = opts.get("task")
-    spawner = ctx.name
     if task is not None:
-        from sotd.cli.send import _routable
-
-        try:
-            doc = registry.read(lay)
-            agents0: dict[str, object] | None = registry.agents_of(doc) if doc is not None else {}
-            unreadable = False
-        except RegistryUnreadable:
-            agents0, unreadable = None, True
-        problem = _routable(ctx, agents0, unreadable)
+        problem = routing.routable(ctx, routing.read_agents(ctx.layout))
         if problem:
-            err(f"FAILED: {problem}")
-            return 1
+            raise SpawnFailed(f"FAILED: {problem}")
 
-    endpoint = _endpoint(opts, ctx)
+    endpoint = daemonlink.chosen_endpoint(opts.get("endpoint", ""), ctx.environ)
     if endpoint is None:
-        raise SotdError(
+        raise DaemonNotFound(
             "ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].",
             hint=f"or start this box's daemon: {hints.START_DAEMON}",
         )
     try:
         info = ask(ctx, endpoint, "version.query", {}).get("daemon")
     except SotdError as e:
-        raise SotdError(
+        raise SpawnFailed(
             f"ERROR: the sotd daemon at {endpoint} did not answer version.query: {e.message}",
-            hint=silent_hint(ctx, endpoint),
+            hint=daemonlink.silent_hint(ctx.environ, endpoint),
         ) from None
     dhost = info.get("host") if isinstance(info, dict) else None
     if not isinstance(dhost, str) or not dhost:
@@ -220,77 +277,47 @@ def run(argv: list[str]) -> int:
     try:
         listed = ask(ctx, endpoint, "workspace.list", {})
     except SotdError as e:
-        raise SotdError(
+        raise SpawnFailed(
             f"ERROR: workspace.list did not answer via {endpoint} ({e.message}); nothing was spawned.",
-            hint=silent_hint(ctx, endpoint),
+            hint=daemonlink.silent_hint(ctx.environ, endpoint),
         ) from None
     spaces = listed.get("workspaces")
     if not isinstance(spaces, list):
-        err(f"ERROR: workspace.list failed via {endpoint}: {listed}; nothing was spawned.")
-        return 1
-    for w in spaces:
-        if isinstance(w, dict) and w.get("project_root") == root:
-            err(
-                f"ERROR: {root} already has a workspace: '{w.get('label')}' (slug '{w.get('slug')}', id "
-                f"{w.get('workspace_id')}); nothing was spawned."
-            )
-            err(
-                "  One root = one workspace: for a second agent on this repo, make a git worktree "
-                "(git worktree add ../<repo>-wt-<short>) and spawn that."
-            )
-            return 1
+        raise SpawnFailed(f"ERROR: workspace.list failed via {endpoint}: {listed}; nothing was spawned.")
+    taken = workspace_taken(spaces, root)
+    if taken is not None:
+        raise taken
 
     nonce = f"{os.getpid()}-{os.urandom(4).hex()}-{os.urandom(4).hex()}"
-    provisional = False
+    name = _claim(ctx, root, args.name, opts=opts, nonce=nonce, local=local)
     try:
-        name = _claim(ctx, root, name, opts=opts, nonce=nonce, local=local)
-    except SpawnFailed:
-        return 1
-    provisional = local
-    try:
-        wid = _create(
-            ctx, endpoint, label=label, root=root, agent=agent, name=name, account=account, command=command
-        )
+        wid = _create(ctx, endpoint, label=label, root=root, args=args, name=name)
         _wait_ready(ctx, endpoint, wid, me, remote=not local)
-    except SpawnFailed:
-        if provisional:
-            _rollback(ctx, name, root, nonce)
-        return 1
-    if task is not None and not local:
-        text = _remote_task_text(spawner, task, info)
-        failed = _deliver_remote_task(ctx, endpoint, name, text)
-        if failed is not None:
-            raise SotdError(
-                f"ERROR: the task could not be queued for @{name}: {failed}",
-                hint=hints.task_by_hand(name, task),
-            )
-        return 0
-    if task is not None:
-        text = (
-            f"Task from @{spawner}: {task} — reply to @{spawner} via {lay.bin_dir}/comm-send.sh when done or "
-            "blocked (say what you found or what you need)."
+    except SpawnFailed as e:
+        if local:  # the provisional entry this spawn wrote goes, while it is still exactly that
+            e.after = (*e.after, _rollback(ctx, name, root, nonce))
+        raise
+    if task is None:
+        return EXIT_OK
+    if not local:
+        failed = _deliver_remote_task(
+            ctx, endpoint, name, task_text(ctx.name, task, remote_send_command(info))
         )
-        from sotd.cli.send import _Sender
-
-        try:
-            doc = registry.read(lay)
-            agents = registry.agents_of(doc) if doc is not None else {}
-        except RegistryUnreadable:
-            agents = None
-        failed = _Sender(ctx, agents).deliver(name, text, broadcast=False)
-        if failed is not None:
-            raise SotdError(
-                f"ERROR: the task could not be queued for @{name}: {failed}",
-                hint=hints.task_by_hand(name, task),
-            )
-    return 0
+    else:
+        text = task_text(ctx.name, task, f"{ctx.layout.bin_dir}/comm-send.sh")
+        failed = routing.Sender(ctx, routing.read_agents(ctx.layout)).deliver(name, text, broadcast=False)
+    if failed is not None:
+        raise TaskNotQueued(
+            f"ERROR: the task could not be queued for @{name}: {failed}", hint=hints.task_by_hand(name, task)
+        )
+    return EXIT_OK
 
 
 def _claim(
     ctx: Context, root: str, name: str | None, *, opts: dict[str, str], nonce: str, local: bool
 ) -> str:
     """The row's name: explicit (verbatim) or derived in fresh mode; on a local daemon claimed at once
-    together with the provisional entry (one lock hold). Raises ``SpawnFailed``."""
+    together with the provisional entry (one lock hold). Nothing is written when it fails."""
     from sotd import handles
     from sotd.formats import registry, reglock
 
@@ -332,17 +359,14 @@ def _claim(
     try:
         _doc, problem = registry.update(lay, ctx.host, change, bound=reglock.wait_bound(dict(ctx.environ)))
     except RegistryUnreadable:
-        err("FAILED: the registry could not be read or updated, so nothing was written")
-        raise SpawnFailed from None
-    except HandleError as e:
-        err(e.message)
-        raise SpawnFailed from None
+        raise RegistryUnreadable(
+            "FAILED: the registry could not be read or updated, so nothing was written"
+        ) from None
     except SotdError as e:
-        err(e.message)
-        raise SpawnFailed from None
+        raise SpawnFailed(e.message) from None  # a handle none derivable, the lock, a write
     if problem:
         assert name is not None  # only an explicit name is refused; nothing was written, so no rollback
-        raise SotdError(problem, hint=hints.name_taken(name))
+        raise SpawnFailed(problem, hint=hints.name_taken(name))
     h = picked[-1]
     if local:
         fd = os.open(lay.inbox(h), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
@@ -350,45 +374,41 @@ def _claim(
     return h
 
 
-def _create(
-    ctx: Context,
-    endpoint: str,
-    *,
-    label: str,
-    root: str,
-    agent: str,
-    name: str,
-    account: str | None,
-    command: list[str] | None,
-) -> str:
+def create_payload(*, label: str, root: str, args: SpawnArgs, name: str) -> dict[str, Any]:
+    """``workspace.create``'s payload; pure."""
     payload: dict[str, Any] = {
         "label": label,
         "project_root": root,
         "autostart_claude": True,
-        "agent": agent,
+        "agent": args.agent,
         "agent_name": name,
         "task": "",
         "boot": True,
     }
-    if account is not None:
-        payload["account"] = account
-    if command is not None:
-        payload["command"] = command
+    if args.account is not None:
+        payload["account"] = args.account
+    if args.command is not None:
+        payload["command"] = args.command
+    return payload
+
+
+def _create(ctx: Context, endpoint: str, *, label: str, root: str, args: SpawnArgs, name: str) -> str:
     try:
-        answer = ask(ctx, endpoint, "workspace.create", payload)
+        answer = ask(
+            ctx, endpoint, "workspace.create", create_payload(label=label, root=root, args=args, name=name)
+        )
     except SotdError as e:
-        err(f"ERROR: workspace.create failed via {endpoint}")
-        err(f"  daemon said: {e.message}")
-        err(hints.rows())  # a second line; the rollback still runs before the exit, so it is not raised
-        raise SpawnFailed from None
+        raise SpawnFailed(
+            f"ERROR: workspace.create failed via {endpoint}\n  daemon said: {e.message}", hint=hints.rows()
+        ) from None
     wid = answer.get("workspace_id")
     if answer.get("ok") is not True or not isinstance(wid, str) or not wid:
         import json
 
-        err(f"ERROR: workspace.create failed via {endpoint}")
-        err(f"  daemon said: {json.dumps(answer, ensure_ascii=False)}")
-        err(hints.rows())
-        raise SpawnFailed
+        raise SpawnFailed(
+            f"ERROR: workspace.create failed via {endpoint}\n  daemon said: {json.dumps(answer, ensure_ascii=False)}",
+            hint=hints.rows(),
+        )
     out(
         f"Created workspace '{answer.get('label', label)}' (slug={answer.get('slug')}, id={wid}) via {endpoint}"
     )
@@ -398,46 +418,45 @@ def _create(
     return wid
 
 
+def _ready_wait(ctx: Context) -> float:
+    try:
+        return float(ctx.environ.get("SOT_COMM_SPAWN_CAPSULE_WAIT", "") or 90)
+    except ValueError:
+        return 90.0
+
+
 def _wait_ready(ctx: Context, endpoint: str, wid: str, me: str, *, remote: bool = False) -> None:
     import time
 
-    try:
-        limit = float(ctx.environ.get("SOT_COMM_SPAWN_CAPSULE_WAIT", "") or 90)
-    except ValueError:
-        limit = 90.0
+    limit = _ready_wait(ctx)
     despawn = me.replace("spawn", "despawn")
     hint_tail = f" --endpoint {endpoint}" if remote else ""  # the hint must work as printed
     deadline = time.monotonic() + limit
     phase = "unknown"
     while True:
         try:
-            listed = ask(ctx, endpoint, "workspace.list", {})
-            for w in listed.get("workspaces") or []:
-                if isinstance(w, dict) and w.get("workspace_id") == wid:
-                    phase = str(w.get("phase"))
-                    break
-            else:
-                phase = "gone"
+            phase = phase_of(ask(ctx, endpoint, "workspace.list", {}), wid)
         except SotdError:
             pass
-        if phase == "ready":
+        verdict = phase_verdict(phase, past_deadline=time.monotonic() >= deadline)
+        if verdict == READY:
             out(f"Capsule row ready (id={wid}, phase=ready)")
             return
-        if phase in ("ended_no_respawn", "terminal", "foreign", "gone"):
-            err(
+        if verdict == "phase":
+            raise SpawnFailed(
                 f"ERROR: capsule row {wid} reached phase {phase}, not ready; see it with {despawn} {wid}{hint_tail}"
             )
-            raise SpawnFailed
-        if time.monotonic() >= deadline:
-            err(
+        if verdict == "timeout":
+            raise SpawnFailed(
                 f"ERROR: capsule row {wid} was not ready within {limit:g}s (phase {phase}); it is left running — "
                 f"remove it with {despawn} {wid}{hint_tail}"
             )
-            raise SpawnFailed
         time.sleep(1.0)
 
 
-def _rollback(ctx: Context, name: str, root: str, nonce: str) -> None:
+def _rollback(ctx: Context, name: str, root: str, nonce: str) -> str:
+    """Take back the provisional entry while it is still what this spawn wrote; the line saying what
+    became of it."""
     from sotd.formats import registry, reglock
 
     def change(doc: dict[str, object]) -> tuple[bool, int]:
@@ -447,53 +466,12 @@ def _rollback(ctx: Context, name: str, root: str, nonce: str) -> None:
     try:
         _doc, rc = registry.update(ctx.layout, ctx.host, change, bound=reglock.wait_bound(dict(ctx.environ)))
     except SotdError as e:
-        err(f"comm-spawn: FAILED to roll back @{name}: {e.message}")
-        return
+        return f"comm-spawn: FAILED to roll back @{name}: {e.message}"
     if rc == 0:
-        err(f"comm-spawn: rolled back provisional registry row for @{name} after a failed spawn")
-    else:
-        err(
-            f"comm-spawn: did NOT roll back @{name} — its row no longer matches what this spawn wrote (another "
-            "session may hold it now)"
-        )
-
-
-# ------------------------------------------------------------------------------------ remote spawn
-
-
-def _line_buffered() -> None:
-    """stdout written line by line, so ``> f 2>&1`` keeps each line's place among stderr's."""
-    reconfigure = getattr(sys.stdout, "reconfigure", None)
-    if reconfigure is not None:
-        reconfigure(line_buffering=True)
-
-
-def _names_remote(opts: dict[str, str]) -> str:
-    """The ``ssh:`` endpoint this spawn names (``--endpoint``, else ``$SOT_SPAWN_ENDPOINT``), or ""."""
-    value = opts.get("endpoint", "") or os.environ.get("SOT_SPAWN_ENDPOINT", "")
-    return value if value.startswith("ssh:") else ""
-
-
-def _remote_root(path: str, endpoint: str) -> str | None:
-    """The repo path on the target, as given: absolute (this box cannot resolve another box's paths);
-    the target's daemon checks it. None (reported) when it is not absolute."""
-    if not os.path.isabs(path):
-        raise SotdError(
-            f"ERROR: a spawn on another box ({endpoint}) needs the repo's absolute path on that box "
-            f"(got '{path}')",
-            hint=hints.options("spawn"),
-        )
-    return os.path.normpath(path)
-
-
-def _remote_task_text(spawner: str, task: str, info: object) -> str:
-    """The task mail for a row on another box: the reply command is the one the target's daemon reports."""
-    command = info.get("send_command") if isinstance(info, dict) else None
-    if not isinstance(command, str) or not command:
-        command = "comm-send.sh"
+        return f"comm-spawn: rolled back provisional registry row for @{name} after a failed spawn"
     return (
-        f"Task from @{spawner}: {task} — reply to @{spawner} via {command} when done or blocked (say what "
-        "you found or what you need)."
+        f"comm-spawn: did NOT roll back @{name} — its row no longer matches what this spawn wrote (another "
+        "session may hold it now)"
     )
 
 
@@ -502,16 +480,12 @@ def _deliver_remote_task(ctx: Context, endpoint: str, name: str, text: str) -> s
     handle is not listed there) try again each second, within the ready wait."""
     import time
 
-    from sotd.cli.send import _Sender
+    from sotd.cli.routing import Sender
 
-    try:
-        limit = float(ctx.environ.get("SOT_COMM_SPAWN_CAPSULE_WAIT", "") or 90)
-    except ValueError:
-        limit = 90.0
-    deadline = time.monotonic() + limit
-    sender = _Sender(ctx, {})
+    deadline = time.monotonic() + _ready_wait(ctx)
+    sender = Sender(ctx, {})
     while True:
-        failed = sender._file(endpoint, name, text, False)
+        failed = sender.file_at(endpoint, name, text, broadcast=False)
         if failed is None or not failed.startswith("no box knows that handle") or time.monotonic() > deadline:
             return failed
         time.sleep(1.0)

@@ -11,7 +11,15 @@ import os
 
 from sotd import _clock
 from sotd.cli.common import Context, check_identity, err, prog
-from sotd.errors import RegistryUnreadable, SotdError
+from sotd.errors import (
+    EXIT_OK,
+    IdentityRefused,
+    RegistryUnreadable,
+    SotdError,
+    StampDiscarded,
+    StateRefused,
+    UsageError,
+)
 
 VERBS = ("prompt", "stop", "interrupted", "working", "idle", "blocked", "done", "waiting")
 EVENTS = ("prompt", "stop", "interrupted")
@@ -20,12 +28,10 @@ EVENTS = ("prompt", "stop", "interrupted")
 def run(argv: list[str]) -> int:
     me = prog("comm-status.sh", "status")
     if not argv:
-        err(f'usage: {me} <{"|".join(VERBS)}> ["text"]')
-        return 2
+        raise UsageError(f'usage: {me} <{"|".join(VERBS)}> ["text"]')
     verb = argv[0]
     if verb not in VERBS:
-        err(f"{me}: invalid verb '{verb}' (want {'|'.join(VERBS)})")
-        return 2
+        raise UsageError(f"{me}: invalid verb '{verb}' (want {'|'.join(VERBS)})")
     from sotd.text import carry_os
 
     # the words' bytes carried (docs/contract.md, "Text that cannot be carried"), as a send's are
@@ -34,15 +40,14 @@ def run(argv: list[str]) -> int:
     why = check_identity()
     if why:
         if event:
-            return 0
-        err(f"{me}: {why}")
-        return 1
+            return EXIT_OK  # a hook's event is silent where it cannot apply
+        raise IdentityRefused(f"{me}: {why}")
     ctx = Context()
     env = ctx.environ
     origin = env.get("COMM_STATUS_ORIGIN", "machine") or "machine"
     prompt_id = env.get("COMM_STATUS_PROMPT_ID", "")
     if verb == "interrupted" and not prompt_id:
-        return 0
+        return EXIT_OK
     from sotd import workstate
     from sotd.formats import layout as layout_mod
     from sotd.formats import registry, reglock
@@ -54,9 +59,8 @@ def run(argv: list[str]) -> int:
     )
     if not name:
         if event:
-            return 0
-        err(discard)
-        return 1
+            return EXIT_OK
+        raise StampDiscarded(discard)
     for w in layout_mod.ensure_home(ctx.layout):
         err(w)
     outcome: dict[str, str] = {}
@@ -82,28 +86,24 @@ def run(argv: list[str]) -> int:
         registry.update(ctx.layout, ctx.host, change, bound=reglock.wait_bound(dict(env)))
     except RegistryUnreadable:
         if event:
-            return 0
+            return EXIT_OK
         from sotd.cli import hints
 
-        raise SotdError(
+        raise RegistryUnreadable(
             "FAILED: the registry could not be read or updated, so nothing was written",
             hint=hints.registry_unreadable(),
-            code="registry_unreadable",
         ) from None
     except SotdError as e:
-        err(e.message)
-        return 1
+        raise SotdError(e.message, code=e.code) from None  # its sentence alone (the lock's names its holder)
     if "missing" in outcome:
         if event:
-            return 0
-        err(discard)
-        return 1
+            return EXIT_OK
+        raise StampDiscarded(discard)
     if "problem" in outcome:
-        err(outcome["problem"])
-        return 2
+        raise StateRefused(outcome["problem"])
     if verb == "prompt" and env.get("COMM_STATUS_TRANSCRIPT"):
         _save_transcript(ctx, name, env["COMM_STATUS_TRANSCRIPT"])
-    return 0
+    return EXIT_OK
 
 
 def _save_transcript(ctx: Context, name: str, path: str) -> None:

@@ -11,6 +11,7 @@ import os
 import sys
 
 from sotd import cmdtable
+from sotd.errors import EXIT_OK, NoRelayEndpoint, UsageError
 
 USAGE = cmdtable.usage("topology")  # made from the command table
 
@@ -20,14 +21,12 @@ def run(argv: list[str]) -> int:
 
     if argv == ["path"]:
         sys.stdout.write(topology.path(os.environ) + "\n")
-        return 0
+        return EXIT_OK
     if argv != ["relay-endpoint"]:
-        sys.stderr.write(USAGE + "\n")
-        return 2
+        raise UsageError(USAGE)
     own = os.environ.get("SOT_SOCKET") or runtime.default_socket(os.environ)
     ep, why = topology.relay_endpoint_or_reason(os.environ, runtime.self_host(os.environ), own)
     if ep is None:
-        sys.stderr.write(why + "\n")
-        return 1
+        raise NoRelayEndpoint(why)
     sys.stdout.write(ep + "\n")
-    return 0
+    return EXIT_OK

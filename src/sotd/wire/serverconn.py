@@ -156,8 +156,10 @@ def _describe(action: object) -> tuple[object, ...]:
     if isinstance(action, Accepted):
         p = action.peer
         return ("accepted", p.role, p.host, p.name, p.client_id)
-    if isinstance(action, ServeRequest | Resolve):
-        return (type(action).__name__.lower(), action.env.id, action.env.op)
+    if isinstance(action, ServeRequest):
+        return ("run", action.env.id, action.env.op)
+    if isinstance(action, Resolve):
+        return ("resolve", action.env.id, action.env.op)
     if isinstance(action, Close):
         return ("close", action.error.code, action.log, action.level)
     return ("end",)

@@ -1,0 +1,339 @@
+"""The verbs' plans (issue 16 point 3): the decision part of send, spawn and despawn as pure functions,
+each a table of inputs and the exact error (class, code, exit status, sentence, hint) or result.
+
+The verbs' printed bytes are proved by tests/transcripts, tests/newcomer/test_spawn_hints.py and
+tests/integration/test_rows.py; these tables pin each decision on its own.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sotd import cmdtable, errors
+from sotd.cli import despawn, hints, join, send, spawn
+
+pytestmark = pytest.mark.unit
+
+OPT = hints.options("spawn")
+
+
+def _shown(e: errors.SotdError | None) -> tuple[str, int, str, str | None] | None:
+    return None if e is None else (e.code, e.exit_status, e.message, e.hint)
+
+
+def _raised(fn, *args, **kw):  # type: ignore[no-untyped-def]
+    try:
+        return fn(*args, **kw)
+    except errors.SotdError as e:
+        return _shown(e)
+
+
+@pytest.mark.parametrize(
+    ("broadcast", "target", "text", "want"),
+    [
+        (False, "b", "hi", None),
+        (True, None, "hi", None),
+        (False, "b", "", ("script_usage", 1, 'usage: me @name "msg" | --broadcast "msg"', None)),
+        (False, None, "hi", ("script_usage", 1, "no target; use @name or --broadcast", None)),
+    ],
+)
+def test_send_usage_refusal(broadcast: bool, target: str | None, text: str, want: object) -> None:
+    assert _shown(send.usage_refusal(broadcast, target, text, "me")) == want
+
+
+@pytest.mark.parametrize(
+    ("label", "broadcast", "agents", "problem", "want"),
+    [
+        ("@b", False, {}, None, None),
+        ("@b", False, {}, "no row", ("send_failed", 1, "FAILED -> @b: no row", None)),
+        (
+            "@b",
+            False,
+            None,
+            "unverified",
+            ("registry_unreadable", 1, "FAILED -> @b: unverified", hints.registry_unreadable()),
+        ),
+        (
+            "--broadcast",
+            True,
+            None,
+            "unverified",
+            (
+                "registry_unreadable",
+                1,
+                "FAILED -> --broadcast: the registry could not be read; nothing was sent",
+                hints.registry_unreadable(),
+            ),
+        ),
+    ],
+)
+def test_send_refusal(
+    label: str, broadcast: bool, agents: dict[str, object] | None, problem: str | None, want: object
+) -> None:
+    assert _shown(send.refusal(label, broadcast, agents, problem)) == want
+
+
+@pytest.mark.parametrize(
+    ("opts", "pos", "want"),
+    [
+        ({}, ["/r"], ("claude", None, None, "/r")),
+        ({"agent": "codex", "account": "a-1"}, ["/r"], ("codex", "a-1", None, "/r")),
+        ({}, ["n", "/r"], ("claude", None, "n", "/r")),
+        (
+            {"agent": "gpt"},
+            ["/r"],
+            ("bad_argument", 1, "ERROR: --agent must be claude or codex (got 'gpt')", OPT),
+        ),
+        (
+            {"agent": "none"},
+            ["/r"],
+            (
+                "bad_argument",
+                1,
+                "ERROR: --agent none runs a plain command: give it with --command 'argv words'",
+                OPT,
+            ),
+        ),
+        (
+            {"account": "_x"},
+            ["/r"],
+            ("bad_argument", 1, "ERROR: --account must match ^[a-z0-9][a-z0-9_-]*$ (got '_x')", OPT),
+        ),
+        (
+            {"account": ""},
+            ["/r"],
+            ("bad_argument", 1, "ERROR: --account must match ^[a-z0-9][a-z0-9_-]*$ (got '')", OPT),
+        ),
+        (
+            {"name": "n"},
+            ["m", "/r"],
+            ("bad_argument", 1, "ERROR: name given both as --name and positionally — pick one", OPT),
+        ),
+        ({}, [], ("script_usage", 1, spawn.usage_line("me"), None)),
+        ({}, ["a", "b", "c"], ("script_usage", 1, spawn.usage_line("me"), None)),
+    ],
+)
+def test_spawn_plan_args(opts: dict[str, str], pos: list[str], want: object) -> None:
+    got = _raised(spawn.plan_args, opts, pos, "me")
+    if isinstance(got, spawn.SpawnArgs):
+        got = (got.agent, got.account, got.name, got.path)
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    ("opts", "want"),
+    [
+        ({}, "proj"),
+        ({"label": "proj-2"}, "proj-2"),
+        ({"label": "other", "display-label": "Shown"}, "Shown"),
+        (
+            {"label": "proj-"},
+            (
+                "bad_argument",
+                1,
+                "ERROR: --label 'proj-' must be the repo folder's name 'proj' or 'proj-<suffix>' (use "
+                "--display-label to show another label)",
+                None,
+            ),
+        ),
+    ],
+)
+def test_spawn_plan_label(opts: dict[str, str], want: object) -> None:
+    assert _raised(spawn.plan_label, opts, "proj") == want
+
+
+@pytest.mark.parametrize(
+    ("opts", "want"),
+    [
+        ({}, None),
+        ({"command": "sh -c 'sleep 1'"}, ["sh", "-c", "sleep 1"]),
+        ({"command": "  "}, ("bad_argument", 1, "ERROR: --command is empty", OPT)),
+        (
+            {"command": "sh 'x"},
+            ("bad_argument", 1, "ERROR: --command is not a list of shell words: No closing quotation", OPT),
+        ),
+    ],
+)
+def test_spawn_plan_command(opts: dict[str, str], want: object) -> None:
+    assert _raised(spawn.plan_command, opts) == want
+
+
+def test_spawn_workspace_taken() -> None:
+    row = {"project_root": "/r", "label": "l", "slug": "s", "workspace_id": "w1"}
+    assert spawn.workspace_taken([{"project_root": "/q"}, "junk"], "/r") is None
+    e = spawn.workspace_taken([row], "/r")
+    assert _shown(e) == (
+        "spawn_failed",
+        1,
+        "ERROR: /r already has a workspace: 'l' (slug 's', id w1); nothing was spawned.",
+        "  One root = one workspace: for a second agent on this repo, make a git worktree "
+        "(git worktree add ../<repo>-wt-<short>) and spawn that.",
+    )
+
+
+@pytest.mark.parametrize(
+    ("phase", "late", "want"),
+    [
+        ("ready", True, spawn.READY),
+        ("booting", False, spawn.WAIT),
+        ("booting", True, "timeout"),
+        ("unknown", True, "timeout"),
+        *[(p, False, "phase") for p in spawn.FAILED_PHASES],
+    ],
+)
+def test_spawn_phase_verdict(phase: str, late: bool, want: str) -> None:
+    assert spawn.phase_verdict(phase, past_deadline=late) == want
+
+
+def test_spawn_phase_of_and_the_reply_command() -> None:
+    listed = {"workspaces": [{"workspace_id": "a", "phase": "booting"}, "junk"]}
+    assert spawn.phase_of(listed, "a") == "booting"
+    assert spawn.phase_of(listed, "b") == "gone"
+    assert spawn.phase_of({}, "a") == "gone"
+    assert spawn.remote_send_command({"send_command": "/far/bin/comm-send.sh"}) == "/far/bin/comm-send.sh"
+    assert spawn.remote_send_command({"send_command": ""}) == "comm-send.sh"
+    assert spawn.remote_send_command(None) == "comm-send.sh"
+    assert spawn.task_text("boss", "fix it", "cs") == (
+        "Task from @boss: fix it — reply to @boss via cs when done or blocked (say what you found or what you need)."
+    )
+
+
+def test_spawn_remote_root_and_endpoint() -> None:
+    assert spawn.remote_root("/a/b/../c", "ssh:far") == "/a/c"
+    assert _raised(spawn.remote_root, "proj", "ssh:far") == (
+        "bad_argument",
+        1,
+        "ERROR: a spawn on another box (ssh:far) needs the repo's absolute path on that box (got 'proj')",
+        OPT,
+    )
+    assert spawn.names_remote({"endpoint": "ssh:far"}, {}) == "ssh:far"
+    assert spawn.names_remote({}, {"SOT_SPAWN_ENDPOINT": "ssh:x"}) == "ssh:x"
+    assert spawn.names_remote({"endpoint": "unix:/s"}, {"SOT_SPAWN_ENDPOINT": "ssh:x"}) == ""
+
+
+DESPAWN_USAGE = (
+    "script_usage",
+    1,
+    "usage: me <name|slug|workspace_id> [--endpoint ssh:target[/host]|unix:PATH]",
+    None,
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["a"], ("", "a")),
+        (["a", "--endpoint", "ssh:x"], ("ssh:x", "a")),
+        (["--endpoint=unix:/s", "a"], ("unix:/s", "a")),
+        ([], DESPAWN_USAGE),
+        ([""], DESPAWN_USAGE),
+        (["a", "b"], DESPAWN_USAGE),
+        (["a", "--endpoint"], DESPAWN_USAGE),  # a dangling --endpoint is a second word
+        (["--endpoint"], DESPAWN_USAGE),  # (before the one parser it was taken for the row's name)
+    ],
+)
+def test_despawn_parse(argv: list[str], want: object) -> None:
+    assert _raised(despawn.parse, argv, "me") == want
+
+
+def test_despawn_finds_the_row() -> None:
+    assert despawn.row_of_entry({"workspace_id": "w"}, "h") == ("w", "h")
+    assert despawn.row_of_entry({"workspace_id": ""}, "h") == (None, "h")
+    assert despawn.row_of_entry(None, "h") == (None, None)
+    spaces: list[object] = [
+        "junk",
+        {"slug": "s", "workspace_id": "w1", "agent_name": "a1"},
+        {"label": "L", "workspace_id": "w2", "handle": "h2"},
+    ]
+    assert despawn.row_in_list(spaces, "s") == ("w1", "a1")
+    assert despawn.row_in_list(spaces, "L") == ("w2", "h2")
+    assert despawn.row_in_list(spaces, "w2") == ("w2", "h2")
+    assert despawn.row_in_list(spaces, "x") == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("listed", "bare", "hint"),
+    [
+        (True, True, "  @h is only a registry entry here; remove it with comm-leave.sh --name h"),
+        (True, False, hints.rows()),
+        (False, True, "SILENT"),
+    ],
+)
+def test_despawn_unresolved(listed: bool, bare: bool, hint: str) -> None:
+    e = despawn.unresolved("h", "unix:/s", "why", listed=listed, bare_entry_here=bare, silent="SILENT")
+    assert _shown(e) == (
+        "despawn_failed",
+        1,
+        "FAILED: comm-despawn could not resolve 'h' to a workspace via unix:/s: why; nothing was despawned.",
+        hint,
+    )
+
+
+@pytest.mark.parametrize(
+    ("named", "env", "slot", "want"),
+    [
+        ("a", {"SOT_COMM_NAME": "b"}, "c", "a"),
+        (None, {"SOT_COMM_NAME": "b"}, "c", "b"),
+        (None, {"SOT_COMM_NAME": ""}, "c", "c"),
+        (None, {}, "", None),
+        ("", {"SOT_COMM_NAME": "b"}, "c", "c"),  # an empty NAME is no name: the slot's own
+    ],
+)
+def test_join_chosen_name(named: str | None, env: dict[str, str], slot: str, want: str | None) -> None:
+    assert join.chosen_name(named, env, slot) == want
+
+
+def test_join_expertise_and_refusals() -> None:
+    assert join.expertise_of(" a, ,b ,") == ["a", "b"]
+    assert join.expertise_of("") == []
+    e = join.slot_refused("the slot names proj-x", "me", "proj", "")
+    assert (e.code, e.exit_status, e.reason) == ("slot_refused", 3, "the slot names proj-x")
+    assert e.message.startswith(
+        "me: REFUSING to put a 'proj' identity in that slot — it is keyed by this shell's"
+    )
+    assert "$SOT_WORKSPACE_ID ('unset')" in e.message and e.message.endswith("re-run with --repin.")
+    assert join.tier1_warning("p-h", "p").splitlines() == [
+        "*** WARNING: joined as '@p-h', but '@p' (this project's bare handle) is held by a live session of "
+        "another project.",
+        "*** Mail sent to @p will not reach you. If '@p' should be yours, recover it with:",
+        "***   comm-leave.sh --name p-h; comm-join.sh --name p",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "argv", "opts", "words", "missing"),
+    [
+        ("comm spawn", ["/r", "--name", "n", "--task=do it"], {"name": "n", "task": "do it"}, ["/r"], ""),
+        ("comm spawn", ["--name", "--agent"], {"name": "--agent"}, [], ""),  # a value is the next word
+        ("comm spawn", ["/r", "--agent"], {}, ["/r"], "--agent"),
+        ("comm spawn", ["--name=a", "--name=b"], {"name": "b"}, [], ""),  # the later one wins
+        ("comm join", ["x", "--repin", "-h"], {"repin": "", "help": ""}, ["x"], ""),
+        ("comm join", ["--repin=1", "-"], {}, ["--repin=1", "-"], ""),  # a switch takes no value
+        ("comm despawn", ["w", "--endpoint", "ssh:f"], {"endpoint": "ssh:f"}, ["w"], ""),
+        ("comm despawn", ["--", "--endpoint"], {}, ["--"], "--endpoint"),
+    ],
+)
+def test_the_one_parser(
+    path: str, argv: list[str], opts: dict[str, str], words: list[str], missing: str
+) -> None:
+    parsed = cmdtable.parse(path, argv)
+    assert (parsed.opts, parsed.words, parsed.missing) == (opts, words, missing)
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["a", "--name", "b"], ("b", False)),
+        (["--name", "b", "a"], ("usage", 2, "me: unexpected argument 'a' (see --help)", None)),
+        (["a", "b"], ("usage", 2, "me: unexpected argument 'b' (see --help)", None)),
+        (["-x"], ("usage", 2, "me: unknown option '-x' (a handle can't start with '-'; see --help)", None)),
+        (["a", "b", "--name"], ("usage", 2, "me: unexpected argument 'b' (see --help)", None)),
+        (["--expertise"], ("usage", 2, "me: --expertise needs a value (see --help)", None)),
+        (["--repin", "--name=z"], ("z", True)),
+    ],
+)
+def test_join_parse(argv: list[str], want: object) -> None:
+    got = _raised(join.parse, argv, "me")
+    if isinstance(got, join._Opts):
+        got = (got.name, got.repin)
+    assert got == want
