@@ -111,7 +111,7 @@ def make_comm(work: str) -> Layout:
     layout = Layout(os.path.join(work, "comm"))
     ensure_home(layout)
     lockmanager.write_for_hub(
-        layout, lockmanager.lock_identity(layout.inbox_dir), lockmanager.machine_id_or_none()
+        layout, lockmanager.lock_manager_of(layout.inbox_dir), lockmanager.machine_id_or_none()
     )
     return layout
 

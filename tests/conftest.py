@@ -113,7 +113,7 @@ class Comm:
         if record:
             lockmanager.write_for_hub(
                 self.layout,
-                lockmanager.lock_identity(self.layout.inbox_dir),
+                lockmanager.lock_manager_of(self.layout.inbox_dir),
                 lockmanager.machine_id_or_none(),
             )
         self.sessions: dict[str, Session] = {}

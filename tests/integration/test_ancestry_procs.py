@@ -1,4 +1,4 @@
-"""sotd.identity.check on REAL process trees (behaviour 5).
+"""sotd.ancestry.check on REAL process trees (behaviour 5).
 
 Fake agents and capsule are symlinks to /bin/sh named ``claude``, ``codex`` and ``sot-capsule``: /proc shows
 their argv[0] as the link's path, so the check sees exactly those names. Each runs ``sh -c '"$@"; exit $?'``
@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-CODE = "from sotd.identity import check; print(check())"
+CODE = "from sotd.ancestry import check; print(check())"
 PASS = '"$@"; exit $?'
 SECOND = (
     "this process runs under claude, started inside codex's session, so it has no comm identity — nothing "

@@ -90,7 +90,7 @@ def test_a_hub_started_before_its_folder_makes_it_and_records_it(tmp_path: objec
         lay = Layout(comm.home)
         assert oct(os.stat(lay.home).st_mode & 0o777) == "0o700"
         assert lockmanager.read_record(lay) == (
-            lockmanager.lock_identity(lay.inbox_dir),
+            lockmanager.lock_manager_of(lay.inbox_dir),
             lockmanager.machine_id_or_none() or "",
         )
         assert a.run("join", "--name", "alpha").code == 0
@@ -137,7 +137,7 @@ def test_a_hub_records_at_filing_time_instead_of_asking_for_a_restart(tmp_path: 
         pytest.skip("this machine has no machine id, so a hub here owns no record (behaviour 6.4)")
     comm = Comm(str(tmp_path), record=False, install=False)
     lay = comm.layout
-    own = lockmanager.lock_identity(lay.inbox_dir)
+    own = lockmanager.lock_manager_of(lay.inbox_dir)
     if before == "remounted":
         with open(lay.lock_manager, "wb") as f:
             f.write(lockmanager.encode_record("nfs4 old:/export", mid))

@@ -98,7 +98,9 @@ def _comm_folder(comm: str) -> None:
 
     lay = Layout(comm)
     ensure_home(lay)
-    lockmanager.write_for_hub(lay, lockmanager.lock_identity(lay.inbox_dir), lockmanager.machine_id_or_none())
+    lockmanager.write_for_hub(
+        lay, lockmanager.lock_manager_of(lay.inbox_dir), lockmanager.machine_id_or_none()
+    )
 
 
 def _install(home: kit.ClaudeHome, comm: str, *args: str) -> subprocess.CompletedProcess[str]:

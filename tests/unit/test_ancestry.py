@@ -1,4 +1,4 @@
-"""sotd.identity: the ancestry check of behaviour 5, over fake chains and a fake /proc tree."""
+"""sotd.ancestry: the ancestry check of behaviour 5, over fake chains and a fake /proc tree."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from sotd import identity
-from sotd.identity import agent_of, capsule_names_row, read_chain, row_named, verdict
+from sotd import ancestry
+from sotd.ancestry import agent_of, capsule_names_row, read_chain, row_named, verdict
 
 pytestmark = pytest.mark.unit
 
@@ -301,9 +301,9 @@ def test_verdict(chain, truncated, row, rc, text):
 
 
 def test_texts_match_the_module_constants():
-    assert identity.TEXT_SECOND_AGENT.format(inner="a", outer="b") == SECOND.format(inner="a", outer="b")
-    assert identity.TEXT_NOT_IN_CAPSULE.format(row="r") == NOT_IN.format(row="r")
-    assert identity.TEXT_TRUNCATED == TRUNC
+    assert ancestry.TEXT_SECOND_AGENT.format(inner="a", outer="b") == SECOND.format(inner="a", outer="b")
+    assert ancestry.TEXT_NOT_IN_CAPSULE.format(row="r") == NOT_IN.format(row="r")
+    assert ancestry.TEXT_TRUNCATED == TRUNC
 
 
 # ------------------------------------------------------------------------------------------ fake /proc
@@ -404,12 +404,12 @@ def test_capsule_before_truncation_through_proc(tmp_path):
 
 def test_check_uses_environment_and_proc(tmp_path):
     root = make_proc(tmp_path, {30: (20, SELF), 20: (10, CLAUDE), 10: (1, CAPS)})
-    assert identity.check({"SOT_WORKSPACE_ID": "ws-a"}, pid=30, proc=root) == (0, None)
-    assert identity.check({"SOT_WORKSPACE_ID": "ws-b"}, pid=30, proc=root) == (2, NOT_IN.format(row="ws-b"))
+    assert ancestry.check({"SOT_WORKSPACE_ID": "ws-a"}, pid=30, proc=root) == (0, None)
+    assert ancestry.check({"SOT_WORKSPACE_ID": "ws-b"}, pid=30, proc=root) == (2, NOT_IN.format(row="ws-b"))
     pinned = {"SOT_COMM_SELF_FILE": "/c/self/box__ws-b.txt", "SOT_WORKSPACE_ID": "ws-a"}
-    assert identity.check(pinned, pid=30, proc=root) == (2, NOT_IN.format(row="ws-b"))
+    assert ancestry.check(pinned, pid=30, proc=root) == (2, NOT_IN.format(row="ws-b"))
     several = {"SOT_COMM_SELF_FILE": "/c/self/my__box__ws-a.txt", "SOT_SELF_HOST": "my__box"}
-    assert identity.check(several, pid=30, proc=root) == (0, None)
+    assert ancestry.check(several, pid=30, proc=root) == (0, None)
 
 
 def test_check_on_this_process_reads_real_proc():
@@ -417,5 +417,5 @@ def test_check_on_this_process_reads_real_proc():
     with open("/proc/self/cmdline", "rb") as f:
         own = f.read().rstrip(b"\0").decode("utf-8", "surrogateescape").split("\0")
     assert chain[0] == own
-    rc, text = identity.check({})
+    rc, text = ancestry.check({})
     assert (rc == 0) is (text is None)

@@ -71,16 +71,16 @@ IDENTITY_CASES = [
 
 @pytest.mark.parametrize(("rule", "path", "mid", "want"), IDENTITY_CASES, ids=[c[0] for c in IDENTITY_CASES])
 def test_identity_from_mountinfo(rule: str, path: str, mid: str | None, want: str) -> None:
-    assert lm.identity_from_mountinfo(MOUNTINFO, path, mid) == want, rule
+    assert lm.manager_from_mountinfo(MOUNTINFO, path, mid) == want, rule
 
 
 def test_identity_with_no_mount_table() -> None:
-    assert lm.identity_from_mountinfo("", "/x", MID) == f"none@{MID}"
-    assert lm.identity_from_mountinfo("garbage\n", "/x", None) == "none"
+    assert lm.manager_from_mountinfo("", "/x", MID) == f"none@{MID}"
+    assert lm.manager_from_mountinfo("garbage\n", "/x", None) == "none"
 
 
 def test_identity_of_this_machine_is_well_formed(tmp_path: os.PathLike[str]) -> None:
-    ident = lm.lock_identity(str(tmp_path))
+    ident = lm.lock_manager_of(str(tmp_path))
     assert ident == "none" or ident.startswith(("local ", "none@", "nfs4 "))
     assert lm.is_nfs("nfs4 a:/b")
     assert lm.is_nfs(ident) == ident.startswith("nfs4 ")
@@ -300,7 +300,7 @@ def test_link_lost_race_rereads(lay: Layout, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_appends_itself(lay: Layout) -> None:
-    own = lm.lock_identity(lay.inbox_dir)
+    own = lm.lock_manager_of(lay.inbox_dir)
     assert lm.appends_itself(lay) is False  # no record
     with open(lay.lock_manager, "w") as f:
         f.write(f"{own}\nx\n")
@@ -317,7 +317,7 @@ def test_appends_itself(lay: Layout) -> None:
 
 
 def test_appends_itself_bare_none_never(lay: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lm, "lock_identity", lambda _f: "none")
+    monkeypatch.setattr(lm, "lock_manager_of", lambda _f: "none")
     with open(lay.lock_manager, "w") as f:
         f.write("none\n")
     assert lm.appends_itself(lay) is False

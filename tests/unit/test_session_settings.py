@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from sotd import identity
+from sotd import ancestry
 from sotd.cli import install, sessionstart
 from sotd.cli.hooks import stop as stop_hook
 
@@ -30,7 +30,7 @@ BIN = "/home/u/.sot-comm/bin"
 def test_session_leaf(sid: str, leaf: str) -> None:
     got = sessionstart.session_leaf(sid)
     assert got == leaf
-    assert identity.row_named({"SOT_COMM_SELF_FILE": "/c/self/" + got}) is None
+    assert ancestry.row_named({"SOT_COMM_SELF_FILE": "/c/self/" + got}) is None
 
 
 @pytest.mark.parametrize(

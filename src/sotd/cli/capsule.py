@@ -1,6 +1,6 @@
 """``sot-capsule supervise <state>/workspaces/<row id> [--start] -- <agent argv…>``: a row's capsule (D16).
 
-The capsule is the process whose arguments name the row, so the identity check (``sotd.identity``,
+The capsule is the process whose arguments name the row, so the identity check (``sotd.ancestry``,
 ``capsule_names_row``) can prove that a comm command runs inside that row. It therefore runs the agent as
 a CHILD and stays alive above it: exec'ing the agent would drop the capsule from the ancestry. It forwards
 SIGTERM, SIGINT and SIGHUP to the child, exits with the child's status, and writes nothing else.

@@ -204,18 +204,18 @@ class Context:
         ]
 
 
-def check_identity(environ: Mapping[str, str] | None = None) -> str | None:
+def check_ancestry(environ: Mapping[str, str] | None = None) -> str | None:
     """The identity check of behaviour 5: None when this process may act as its handle, else why not."""
-    from sotd import identity
+    from sotd import ancestry
 
-    status, why = identity.check(dict(os.environ if environ is None else environ))
+    status, why = ancestry.check(dict(os.environ if environ is None else environ))
     return why if status else None
 
 
 def enter(me: str) -> Context:
     """The start of a verb that reads or writes the comm folder: the identity check (a refusal raised as
     ``<me>: <why>``), then the context, with the folder made or tightened (its warnings printed)."""
-    why = check_identity()
+    why = check_ancestry()
     if why:
         from sotd.errors import IdentityRefused
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sotd.cli.common import Context, check_identity
+from sotd.cli.common import Context, check_ancestry
 from sotd.errors import EXIT_OK, IdentityRefused
 
 
@@ -14,7 +14,7 @@ def _quote(v: str) -> str:
 
 
 def run(argv: list[str]) -> int:
-    why = check_identity()
+    why = check_ancestry()
     if why:
         raise IdentityRefused(f"comm-context: {why}")
     # behaviour 1.1: a context that cannot be established is raised with its reason, which main prints

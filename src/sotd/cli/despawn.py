@@ -19,7 +19,7 @@ import json
 import os
 
 from sotd.cli import hints
-from sotd.cli.common import check_identity, err, line_buffered, open_context, out, prog
+from sotd.cli.common import check_ancestry, err, line_buffered, open_context, out, prog
 from sotd.errors import (
     EXIT_OK,
     DaemonNotFound,
@@ -91,7 +91,7 @@ def unresolved(
 def run(argv: list[str]) -> int:
     me = prog("comm-despawn.sh", "despawn")
     line_buffered()
-    why = check_identity()
+    why = check_ancestry()
     if why:
         raise IdentityRefused(f"{me}: {why}")
     named, who = parse(argv, me)

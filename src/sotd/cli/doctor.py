@@ -3,7 +3,7 @@
 Spec: issue 13 part 4 (the checks, ``--json``, exit 0 healthy / 1 a problem, read-only unless ``--fix``);
 every rule it applies is the rule's own function (``layout.is_open`` and ``tighten``, ``registry.read``,
 ``reglock.read_fresh`` and ``holder.judge``, ``inbox.torn_tail``/``cut_torn_tail``, ``cursor.offset``,
-``lockmanager.decide``, ``install.merge_claude_settings``, ``identity.check``), never a second copy.
+``lockmanager.decide``, ``install.merge_claude_settings``, ``ancestry.check``), never a second copy.
 Guarantee: without ``--fix`` nothing under the comm folder or anywhere else is written; ``--fix`` applies
 only fixes that are safe by the contract (tightening modes as every command does; the registry lock's own
 reclaim, which removes a lock only when its holder is proven dead; removing reclaim markers whose holder
@@ -315,7 +315,7 @@ def check_lock_record(lay: Layout, host: str, env: dict[str, str], rep: Report) 
     from sotd import topology
     from sotd.formats import lockmanager
 
-    own = lockmanager.lock_identity(lay.inbox_dir)
+    own = lockmanager.lock_manager_of(lay.inbox_dir)
     try:
         record = lockmanager.read_record(lay)
     except OSError as e:
@@ -619,12 +619,12 @@ def _context_fix(env: dict[str, str], e: SotdError) -> str:
     return "name this box plainly (no / or \\): export SOT_SELF_HOST=<name>; then check: sotd comm context"
 
 
-def check_identity(env: dict[str, str], rep: Report) -> None:
+def check_ancestry(env: dict[str, str], rep: Report) -> None:
     """This session's own identity: the identity check, and a joined handle when it is a session."""
-    from sotd import identity
+    from sotd import ancestry
     from sotd.cli.common import Context
 
-    status, why = identity.check(env)
+    status, why = ancestry.check(env)
     if status:
         rep.add(
             Finding(
@@ -677,7 +677,7 @@ def examine(env: dict[str, str]) -> Report:
     if check_daemon(env, rep):
         check_rows(env, rep)
     check_topology(lay, env, host, rep)
-    check_identity(env, rep)
+    check_ancestry(env, rep)
     return rep
 
 

@@ -452,12 +452,12 @@ def row_argv(argv: list[str], bin_dir: str, path: str = "") -> list[str]:
     """A Claude Code row's argv with ``--settings <bin>/claude-settings.json`` added, when the argv runs
     Claude Code and that file is there; a Codex row's with its ``PATH`` and first prompt
     (``codex_row_argv``; ``path`` is the row's ``PATH``); any other argv as it is."""
-    from sotd import identity
+    from sotd import ancestry
 
-    if identity.agent_of(argv) == "codex":
+    if ancestry.agent_of(argv) == "codex":
         return codex_row_argv(argv, path or bin_dir + os.pathsep + os.defpath)
     path = os.path.join(bin_dir, ROW_SETTINGS)
-    if identity.agent_of(argv) != "claude" or "--settings" in argv or not os.path.isfile(path):
+    if ancestry.agent_of(argv) != "claude" or "--settings" in argv or not os.path.isfile(path):
         return argv
     return [*argv, "--settings", path]
 

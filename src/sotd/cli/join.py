@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from sotd import PROTOCOL_VERSION, _clock
-from sotd.cli.common import Context, check_identity, err, open_context, out, prog
+from sotd.cli.common import Context, check_ancestry, err, open_context, out, prog
 from sotd.errors import (
     EXIT_OK,
     HandleError,
@@ -123,7 +123,7 @@ def run(argv: list[str]) -> int:
     if opts.help:
         out(USAGE)
         return EXIT_OK
-    why = check_identity()
+    why = check_ancestry()
     if why:
         raise IdentityRefused(f"{me}: REFUSING to bind: {why}")
     ctx = open_context()
@@ -233,9 +233,9 @@ def run(argv: list[str]) -> int:
     if joined.tier1_live and derived is not None:
         err(tier1_warning(chosen, derived.tier1))
 
-    from sotd import identity
+    from sotd import ancestry
 
-    row = identity.row_named(dict(env), lay.home, ctx.host)
+    row = ancestry.row_named(dict(env), lay.home, ctx.host)
     if row:
         _declare(ctx, row, chosen, me)
 

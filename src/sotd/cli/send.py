@@ -8,7 +8,7 @@ failure is raised as a ``sotd.errors`` class that ``sotd.cli.main`` prints.
 
 from __future__ import annotations
 
-from sotd.cli.common import check_identity, open_context, out, prog
+from sotd.cli.common import check_ancestry, open_context, out, prog
 from sotd.errors import EXIT_OK, IdentityRefused, RegistryUnreadable, ScriptUsage, SendFailed, SotdError
 
 TYPE_CHECKING = False
@@ -72,7 +72,7 @@ def run(argv: list[str]) -> int:
     refused = usage_refusal(broadcast, target, text, prog("comm-send.sh", "send"))
     if refused is not None:
         raise refused
-    why = check_identity()
+    why = check_ancestry()
     if why:
         raise IdentityRefused(f"FAILED -> {label}: {why}")
     ctx = open_context()

@@ -38,9 +38,9 @@ SKILL = "sot-session-start"
 
 def in_row(environ: Mapping[str, str]) -> bool:
     """Whether this session runs as a sotd row (its identity names one)."""
-    from sotd import identity
+    from sotd import ancestry
 
-    return identity.row_named(environ) is not None
+    return ancestry.row_named(environ) is not None
 
 
 def session_leaf(session_id: str) -> str:
@@ -200,10 +200,10 @@ def _join_quietly() -> tuple[int, list[str], list[str]]:
 def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
     """The SessionStart hook (see the module docstring). Prints one JSON object with the text, or nothing
     for a process that is not its session's own agent."""
-    from sotd import identity
+    from sotd import ancestry
     from sotd.formats.layout import Layout
 
-    status, why = identity.check(dict(environ))
+    status, why = ancestry.check(dict(environ))
     if status == 1:
         return EXIT_OK  # a sub-agent's session: the outer session holds the handle
     if status:

@@ -22,7 +22,7 @@ import os
 
 from sotd import _clock, cmdtable
 from sotd.cli import hints
-from sotd.cli.common import Context, check_identity, err, line_buffered, open_context, out, prog
+from sotd.cli.common import Context, check_ancestry, err, line_buffered, open_context, out, prog
 from sotd.errors import (
     EXIT_OK,
     BadArgument,
@@ -229,7 +229,7 @@ def ask(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[s
 def run(argv: list[str]) -> int:
     me = prog("comm-spawn.sh", "spawn")
     line_buffered()
-    why = check_identity()
+    why = check_ancestry()
     if why:
         raise IdentityRefused(f"{me}: {why}")
     opts, pos = parse(argv, me)

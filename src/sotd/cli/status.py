@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from sotd import _clock
-from sotd.cli.common import Context, check_identity, err, prog
+from sotd.cli.common import Context, check_ancestry, err, prog
 from sotd.errors import (
     EXIT_OK,
     IdentityRefused,
@@ -37,7 +37,7 @@ def run(argv: list[str]) -> int:
     # the words' bytes carried (docs/contract.md, "Text that cannot be carried"), as a send's are
     text: str | None = carry_os(" ".join(argv[1:])) if len(argv) > 1 else None
     event = verb in EVENTS
-    why = check_identity()
+    why = check_ancestry()
     if why:
         if event:
             return EXIT_OK  # a hook's event is silent where it cannot apply

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 
-from sotd.cli.common import Context, check_identity, out
+from sotd.cli.common import Context, check_ancestry, out
 from sotd.errors import EXIT_OK, IdentityRefused, InboxBusy, NotJoined, ScriptUsage
 
 
 def run(argv: list[str]) -> int:
-    why = check_identity()
+    why = check_ancestry()
     if why:
         raise IdentityRefused(f"sotd comm unread: {why}")
     ctx = Context()

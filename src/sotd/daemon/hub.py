@@ -36,14 +36,14 @@ FORWARD_SLACK_S = 5.0
 OFFER_SLACK_S = 1.0
 
 
-def is_hub(topology: Topology | None, unreadable: bool, self_host: str, own_identity: str) -> bool:
+def is_hub(topology: Topology | None, unreadable: bool, self_host: str, own_manager: str) -> bool:
     """Behaviour 2.4: no topology file; or the topology names this host as hub; or ``inbox/`` is on this
     machine's own disk (lock identity ``local …``). An unreadable file names no hub."""
     if topology is None and not unreadable:
         return True
     if topology is not None and topology.hub == self_host:
         return True
-    return own_identity.startswith("local ")
+    return own_manager.startswith("local ")
 
 
 def secs(x: float) -> str:
@@ -102,11 +102,11 @@ def offer_outcome(
     return ops.refusal(ops.NOT_HERE, text)
 
 
-def record_at_start(layout: Layout, hub: bool, identity: str) -> str:
+def record_at_start(layout: Layout, hub: bool, manager: str) -> str:
     """The hub writes the lock-manager record by the rules of 6.4 (blocking); a guest never does."""
     if not hub:
         return lockmanager.GUEST
-    return lockmanager.write_for_hub(layout, identity, lockmanager.machine_id_or_none())
+    return lockmanager.write_for_hub(layout, manager, lockmanager.machine_id_or_none())
 
 
 class Hub:

@@ -114,7 +114,7 @@ class RowSessions:
         ans = ops.file_locally(
             lay,
             self.rows.environ,
-            identity=lockmanager.lock_identity(lay.inbox_dir),
+            lock_manager=lockmanager.lock_manager_of(lay.inbox_dir),
             frm=sender,
             to=handle,
             text=text,

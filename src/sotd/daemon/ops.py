@@ -157,28 +157,28 @@ class NoRows:
 
 
 class Route:
-    __slots__ = ("identity", "text", "where")
+    __slots__ = ("lock_manager", "text", "where")
 
-    def __init__(self, where: str, text: str, identity: str) -> None:
+    def __init__(self, where: str, text: str, lock_manager: str) -> None:
         self.where = where
         self.text = text
-        self.identity = identity
+        self.lock_manager = lock_manager
 
 
 def route_now(layout: Layout, is_hub: bool, forwarded: bool, self_host: str) -> Route:
     """Step 3 (blocking: reads the record and the mount table).
 
     A hub whose record is missing (the folder appeared, or was remade, after it started) or was written by
-    this machine under another identity (a remount) writes it now, by the start-up rules of 6.4, rather
+    this machine under another lock_manager (a remount) writes it now, by the start-up rules of 6.4, rather
     than refuse with "restart this daemon" for a record it can write itself (issue 13); the refusal text
     stays for a write that fails."""
-    identity = lockmanager.lock_identity(layout.inbox_dir)
+    lock_manager = lockmanager.lock_manager_of(layout.inbox_dir)
     try:
         record = lockmanager.read_record(layout)
         mid = lockmanager.machine_id_or_none()
-        if lockmanager.decide(record, identity, mid, is_hub) in lockmanager.WRITES:
+        if lockmanager.decide(record, lock_manager, mid, is_hub) in lockmanager.WRITES:
             try:
-                decision = lockmanager.write_for_hub(layout, identity, mid)
+                decision = lockmanager.write_for_hub(layout, lock_manager, mid)
                 log.info("inbox lock record %s written at filing time: %s", layout.lock_manager, decision)
             except SotdError as e:
                 log.error("%s", e.message)
@@ -187,25 +187,25 @@ def route_now(layout: Layout, is_hub: bool, forwarded: bool, self_host: str) -> 
         return Route(
             lockmanager.REFUSE,
             f"the inbox lock record {layout.lock_manager} cannot be read: {e.strerror or e}",
-            identity,
+            lock_manager,
         )
     where, text = lockmanager.route(
         record,
-        identity,
+        lock_manager,
         mid,
         is_hub,
         forwarded,
         path=layout.lock_manager,
         self_host=self_host,
     )
-    return Route(where, text, identity)
+    return Route(where, text, lock_manager)
 
 
 def file_locally(
     layout: Layout,
     environ: Mapping[str, str],
     *,
-    identity: str,
+    lock_manager: str,
     frm: str,
     to: str,
     text: str,
@@ -232,7 +232,7 @@ def file_locally(
             layout,
             to,
             line,
-            nfs=lockmanager.is_nfs(identity),
+            nfs=lockmanager.is_nfs(lock_manager),
             bound=inbox.inbox_wait(environ) if bound is None else bound,
             note=log.warning,
             daemon=True,
@@ -330,7 +330,7 @@ class Ops:
             file_locally,
             self.layout,
             self.environ,
-            identity=route.identity,
+            lock_manager=route.lock_manager,
             frm=req.frm,
             to=req.to,
             text=req.text,

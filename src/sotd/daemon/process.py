@@ -93,7 +93,7 @@ class Daemon:
         self.server: Server | None = None
         self.started = time.monotonic()
         self.started_wall = time.time()
-        self.identity = ""
+        self.lock_manager = ""
         self.uplink: Uplink | None = None
         self.link_task: asyncio.Task[None] | None = None
         self.tg: asyncio.TaskGroup | None = None
@@ -121,25 +121,25 @@ class Daemon:
         topo, topo_error = _load_topology(self.environ)
         if topo_error:
             log.error("%s", topo_error)
-        self.identity = identity = await asyncio.to_thread(lockmanager.lock_identity, self.layout.inbox_dir)
-        self.is_hub = hub_mod.is_hub(topo, bool(topo_error), self.host, identity)
+        self.lock_manager = manager = await asyncio.to_thread(
+            lockmanager.lock_manager_of, self.layout.inbox_dir
+        )
+        self.is_hub = hub_mod.is_hub(topo, bool(topo_error), self.host, manager)
         if self.is_hub and not os.path.isdir(self.layout.home):
             made: str | None = await asyncio.to_thread(self._make_folder)
-            identity = made or identity
+            manager = made or manager
         log.info(
             "sotd %s on %s (pid %d): comm folder %s, lock identity %s, %s",
             __version__,
             self.host,
             os.getpid(),
             self.layout.home,
-            identity,
+            manager,
             "hub" if self.is_hub else "guest",
         )
         if os.path.isdir(self.layout.home):
             try:
-                decision = await asyncio.to_thread(
-                    hub_mod.record_at_start, self.layout, self.is_hub, identity
-                )
+                decision = await asyncio.to_thread(hub_mod.record_at_start, self.layout, self.is_hub, manager)
                 log.info("inbox lock record %s: %s", self.layout.lock_manager, decision)
                 if decision == lockmanager.FOREIGN:
                     log.error("the inbox lock record names another lock manager: filings will be refused")
@@ -237,7 +237,7 @@ class Daemon:
             log.error("no comm folder at %s, and it could not be made: %s", self.layout.home, e.message)
             return None
         log.info("made the comm folder %s (it was not there)", self.layout.home)
-        return lockmanager.lock_identity(self.layout.inbox_dir)
+        return lockmanager.lock_manager_of(self.layout.inbox_dir)
 
     def _publish(self, op: str, payload: dict[str, Any]) -> None:
         if self.server is not None:
@@ -321,7 +321,7 @@ class Daemon:
             return []
         log.info("hosts.toml changed (%s): %s", why, "; ".join(changes))
         self.hub.topology, self.hub.topology_error = topo, topo_error
-        is_hub = hub_mod.is_hub(topo, bool(topo_error), self.host, self.identity)
+        is_hub = hub_mod.is_hub(topo, bool(topo_error), self.host, self.lock_manager)
         if is_hub != self.is_hub:
             changes.append(f"this box is now {'the hub' if is_hub else 'a guest'}")
             log.info("this box is now %s", "the hub" if is_hub else "a guest")
@@ -329,7 +329,7 @@ class Daemon:
             if os.path.isdir(self.layout.home):
                 try:
                     decision = await asyncio.to_thread(
-                        hub_mod.record_at_start, self.layout, is_hub, self.identity
+                        hub_mod.record_at_start, self.layout, is_hub, self.lock_manager
                     )
                     log.info("inbox lock record %s: %s", self.layout.lock_manager, decision)
                 except SotdError as e:

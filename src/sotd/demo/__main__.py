@@ -54,7 +54,7 @@ def quick() -> int:
     lay = Layout(home)
     ensure_home(lay)
     mid = lockmanager.machine_id_or_none()
-    ident = lockmanager.lock_identity(lay.inbox_dir)
+    ident = lockmanager.lock_manager_of(lay.inbox_dir)
     lockmanager.write_for_hub(lay, ident, mid)
     print(f"# comm folder: {home}")
     print(f"# inbox lock identity recorded as the hub would: {ident}")

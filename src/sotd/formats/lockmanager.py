@@ -11,7 +11,7 @@ replaces), the other keeps it and refuses filings.
 What would break it: a writer that appends on a bare ``none`` identity (no machine id: nothing ties two
 machines' locks together), or a hub that replaces a record another machine wrote.
 
-Decisions are pure functions (``identity_from_mountinfo``, ``decide``, ``route``); the rest is a thin shell.
+Decisions are pure functions (``manager_from_mountinfo``, ``decide``, ``route``); the rest is a thin shell.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _mid(machine_id: str | None) -> str:
     return "" if m in ("-", "uninitialized") else m
 
 
-def identity_of_mount(mount: tuple[str, str, str] | None, machine_id: str | None) -> str:
+def manager_of_mount(mount: tuple[str, str, str] | None, machine_id: str | None) -> str:
     """The lock identity for a mount ``(fstype, source, super_options)`` (behaviour 6.4)."""
     mid = _mid(machine_id)
     if mount is not None:
@@ -68,9 +68,9 @@ def identity_of_mount(mount: tuple[str, str, str] | None, machine_id: str | None
     return f"none@{mid}" if mid else "none"
 
 
-def identity_from_mountinfo(mountinfo_text: str, path: str, machine_id: str | None) -> str:
+def manager_from_mountinfo(mountinfo_text: str, path: str, machine_id: str | None) -> str:
     """The lock identity of canonical ``path`` given the text of ``/proc/self/mountinfo``."""
-    return identity_of_mount(mount_of(mountinfo_text, path), machine_id)
+    return manager_of_mount(mount_of(mountinfo_text, path), machine_id)
 
 
 def machine_id_or_none() -> str | None:
@@ -80,7 +80,7 @@ def machine_id_or_none() -> str | None:
     return _mid(holder.machine_field()) or None
 
 
-def lock_identity(folder: str) -> str:
+def lock_manager_of(folder: str) -> str:
     """The lock identity of ``folder`` here (``none``/``none@<id>`` off Linux or when unreadable).
 
     Test seam: ``$SOT_COMM_TEST_LOCK_IDENTITY``, when set, is this process's identity for every folder (a
@@ -91,26 +91,26 @@ def lock_identity(folder: str) -> str:
         return forced
     mid = machine_id_or_none()
     if not sys.platform.startswith("linux"):
-        return identity_of_mount(None, mid)
+        return manager_of_mount(None, mid)
     try:
         with open(MOUNTINFO, encoding="utf-8", errors="surrogateescape") as f:
             text = f.read()
     except OSError:
-        return identity_of_mount(None, mid)
-    return identity_from_mountinfo(text, os.path.realpath(folder), mid)
+        return manager_of_mount(None, mid)
+    return manager_from_mountinfo(text, os.path.realpath(folder), mid)
 
 
-def is_nfs(identity: str) -> bool:
+def is_nfs(manager: str) -> bool:
     """True for an ``nfs4 <source>`` identity (appenders poll the lock instead of blocking)."""
-    return identity.startswith("nfs4 ")
+    return manager.startswith("nfs4 ")
 
 
 # ------------------------------------------------------------------------------------------------- record
 
 
-def encode_record(identity: str, machine_id: str | None) -> bytes:
+def encode_record(manager: str, machine_id: str | None) -> bytes:
     mid = _mid(machine_id)
-    return f"{identity}\n{mid}\n".encode() if mid else f"{identity}\n".encode()
+    return f"{manager}\n{mid}\n".encode() if mid else f"{manager}\n".encode()
 
 
 def parse_record(data: bytes) -> tuple[str, str]:
@@ -141,15 +141,15 @@ FOREIGN = "foreign"  # another machine's manager: keep it, refuse filings
 WRITES = frozenset({CREATE, REPLACE})
 
 
-def decide(record: tuple[str, str] | None, own_identity: str, own_mid: str | None, is_hub: bool) -> str:
+def decide(record: tuple[str, str] | None, own_manager: str, own_mid: str | None, is_hub: bool) -> str:
     """What a starting daemon does with the record (behaviour 6.4). Only CREATE and REPLACE write."""
     if not is_hub:
         return GUEST
-    if own_identity == "none":
+    if own_manager == "none":
         return NO_ID
     if record is None:
         return CREATE
-    if record[0] == own_identity:
+    if record[0] == own_manager:
         return CURRENT
     mid = _mid(own_mid)
     if mid and record[1] == mid:
@@ -186,7 +186,7 @@ def _record_error(layout: Layout, e: OSError) -> SotdError:
     )
 
 
-def write_for_hub(layout: Layout, own_identity: str, own_mid: str | None) -> str:
+def write_for_hub(layout: Layout, own_manager: str, own_mid: str | None) -> str:
     """Run the hub's start-up decision and write what it says; returns the decision taken.
 
     Create: exclusive temp, synced, hard-linked to the record, temp removed; a link that fails re-reads and
@@ -194,14 +194,14 @@ def write_for_hub(layout: Layout, own_identity: str, own_mid: str | None) -> str
     Raises ``SotdError`` (code ``lock_record_failed``) when a write fails.
     """
     mid = _mid(own_mid)
-    data = encode_record(own_identity, mid)
+    data = encode_record(own_manager, mid)
     path = layout.lock_manager
     for _ in range(8):
         try:
             record = read_record(layout)
         except OSError as e:
             raise _record_error(layout, e) from e
-        verdict = decide(record, own_identity, mid, True)
+        verdict = decide(record, own_manager, mid, True)
         if verdict not in WRITES:
             return verdict
         tmp = _tmp_path(layout, mid)
@@ -273,7 +273,7 @@ def forwarded_to_guest_text(self_host: str) -> str:
 
 def route(
     record: tuple[str, str] | None,
-    own_identity: str,
+    own_manager: str,
     own_mid: str | None,
     is_hub: bool,
     forwarded: bool,
@@ -285,20 +285,20 @@ def route(
 
     ``path`` is the record's path (for the texts), ``self_host`` this daemon's host name.
     """
-    if own_identity != "none" and record is not None and record[0] == own_identity:
+    if own_manager != "none" and record is not None and record[0] == own_manager:
         return LOCAL, ""
     if not is_hub:
         if forwarded:
             return REFUSE, forwarded_to_guest_text(self_host)
         return FORWARD, ""
-    if own_identity == "none":
+    if own_manager == "none":
         return REFUSE, no_machine_id_text(path)
     if record is None:
         return REFUSE, no_record_text(path)
     mid = _mid(own_mid)
     if mid and record[1] == mid:
-        return REFUSE, remounted_text(own_identity, record[0])
-    return REFUSE, foreign_text(record[0], record[1], own_identity, path)
+        return REFUSE, remounted_text(own_manager, record[0])
+    return REFUSE, foreign_text(record[0], record[1], own_manager, path)
 
 
 def own_lock(layout: Layout) -> str | None:
@@ -315,7 +315,7 @@ def own_lock(layout: Layout) -> str | None:
         return None
     if record is None or not record[0] or record[0] == "none":
         return None
-    own = lock_identity(layout.inbox_dir)
+    own = lock_manager_of(layout.inbox_dir)
     return own if record[0] == own else None
 
 

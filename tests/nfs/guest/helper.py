@@ -40,7 +40,7 @@ def verb_identity(home: str) -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "machine_id": holder.machine_field(),
         "boot_id": holder.boot_field(),
-        "identity": lockmanager.lock_identity(lay.inbox_dir),
+        "identity": lockmanager.lock_manager_of(lay.inbox_dir),
         "own_lock": lockmanager.own_lock(lay),
         "vouch": holder.vouch(home),
         "record": holder.own(socket.gethostname(), proven=holder.vouch(home) is None).record(),

@@ -202,7 +202,9 @@ def fresh_home(ver: str, name: str) -> tuple[str, str, str]:
     os.makedirs(work, exist_ok=True)
     lay = Layout(home_a)
     ensure_home(lay)
-    lockmanager.write_for_hub(lay, lockmanager.lock_identity(lay.inbox_dir), lockmanager.machine_id_or_none())
+    lockmanager.write_for_hub(
+        lay, lockmanager.lock_manager_of(lay.inbox_dir), lockmanager.machine_id_or_none()
+    )
     return home_a, home_b, work
 
 

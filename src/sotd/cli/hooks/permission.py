@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sotd import _clock
 from sotd.cli.common import Context
-from sotd.cli.hooks.shared import hook_input, identity_check
+from sotd.cli.hooks.shared import ancestry_check, hook_input
 from sotd.errors import SotdError
 
 TYPE_CHECKING = False
@@ -79,7 +79,7 @@ def run(environ: Mapping[str, str]) -> int:
     text = dialog_text(hook)
     if text is None:
         return 0
-    if identity_check()[0]:
+    if ancestry_check()[0]:
         return 0  # silent even for an unreadable ancestry: this hook's stdout is a permission decision
     try:
         ctx = Context()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from sotd import _clock
-from sotd.cli.hooks.shared import hook_input, identity_check, session_key, status_event
+from sotd.cli.hooks.shared import ancestry_check, hook_input, session_key, status_event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def run(environ: Mapping[str, str]) -> int:
     extra = {"COMM_STATUS_ORIGIN": origin, "COMM_STATUS_PROMPT_ID": turn}
     if isinstance(hook.get("transcript_path"), str):
         extra["COMM_STATUS_TRANSCRIPT"] = str(hook["transcript_path"])
-    if identity_check()[0] == 0:  # a refused process changes nothing, not even the tool-call count
+    if ancestry_check()[0] == 0:  # a refused process changes nothing, not even the tool-call count
         from sotd.formats.layout import Layout
 
         try:

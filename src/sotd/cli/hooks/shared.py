@@ -127,10 +127,10 @@ def system_message(text: str) -> None:
     answer({"systemMessage": text})
 
 
-def identity_check() -> tuple[int, str | None]:
-    from sotd import identity
+def ancestry_check() -> tuple[int, str | None]:
+    from sotd import ancestry
 
-    return identity.check(dict(os.environ))
+    return ancestry.check(dict(os.environ))
 
 
 def write_tick(path: str, value: str) -> bool:

@@ -29,9 +29,9 @@ from sotd import _clock
 from sotd import fastjson as json  # json without re (the hot path)
 from sotd.cli.common import Context, err
 from sotd.cli.hooks.shared import (
+    ancestry_check,
     block,
     hook_input,
-    identity_check,
     read_tick,
     session_key,
     status_event,
@@ -170,7 +170,7 @@ def run(environ: Mapping[str, str]) -> int:
     hook = hook_input()
     if environ.get("SOT_COMM_HOOKS") == "off":
         return 0
-    status, why = identity_check()
+    status, why = ancestry_check()
     if status == 1:
         return 0
     if status:
@@ -212,7 +212,7 @@ def stop_after_error(environ: Mapping[str, str]) -> None:
     (the handle in this session's self file), and says in a ``systemMessage`` when even that fails, so a
     turn with unread mail is never let go in silence."""
     try:
-        if identity_check()[0]:
+        if ancestry_check()[0]:
             return  # a refused process does nothing (the refusal was the normal path's to say)
         ctx = Context()
         if not ctx.name:

@@ -15,8 +15,8 @@ import os
 from sotd import _clock
 from sotd.cli.common import Context
 from sotd.cli.hooks.shared import (
+    ancestry_check,
     hook_input,
-    identity_check,
     session_key,
     status_event,
     system_message,
@@ -48,7 +48,7 @@ def run(environ: Mapping[str, str], phase: str) -> int:
         _count_call(lay, key)  # this session passed the identity check under 10 s ago
         return 0  # the heartbeat short-circuits before anything else (4.3: tick < 10 s old)
     # A refused process changes nothing under the comm folder, not even a tick or a marker (behaviour 5.1).
-    status, why = identity_check()
+    status, why = ancestry_check()
     if status:
         if status != 1 and not ask:
             system_message(f"sot-comm: {why}")
