@@ -464,17 +464,7 @@ def append(
     if left is not None:
         bound = min(bound, left)
     # 1. the lock
-    try:
-        lock_fd = _open_lock(layout.inbox_lock(handle))
-    except OSError as e:
-        raise AppendFailed(f"the append failed: {_why(e)}") from e
-    try:
-        _take(lock_fd, fcntl.LOCK_EX, nfs=nfs, bound=bound)
-    except _Busy:
-        raise AppendFailed(busy_text(handle, bound)) from None
-    except OSError as e:
-        os.close(lock_fd)
-        raise AppendFailed(f"the append failed: {_why(e)}") from e
+    lock_fd = _lock_exclusive(layout, handle, nfs=nfs, bound=bound, failed="the append failed")
     locked_at = _monotonic()
     try:
         _append_locked(
@@ -513,20 +503,28 @@ def torn_tail(layout: Layout, handle: str) -> int:
         os.close(fd)
 
 
-def cut_torn_tail(layout: Layout, handle: str, *, nfs: bool, bound: float) -> int:
-    """Step 3 alone (the tail cut), under the inbox lock as an appender takes it: the bytes cut (0 when
-    the tail was whole by the time the lock was had). ``AppendFailed`` when the lock is not had in time."""
+def _lock_exclusive(layout: Layout, handle: str, *, nfs: bool, bound: float, failed: str) -> int:
+    """The inbox lock taken as an appender takes it (step 1): its descriptor. ``AppendFailed`` with the
+    busy sentence when it is not had within ``bound``, or with ``failed: <why>`` when it cannot be opened or
+    taken."""
     try:
         lock_fd = _open_lock(layout.inbox_lock(handle))
     except OSError as e:
-        raise AppendFailed(f"the tail cut failed: {_why(e)}") from e
+        raise AppendFailed(f"{failed}: {_why(e)}") from e
     try:
         _take(lock_fd, fcntl.LOCK_EX, nfs=nfs, bound=bound)
     except _Busy:
         raise AppendFailed(busy_text(handle, bound)) from None
     except OSError as e:
         os.close(lock_fd)
-        raise AppendFailed(f"the tail cut failed: {_why(e)}") from e
+        raise AppendFailed(f"{failed}: {_why(e)}") from e
+    return lock_fd
+
+
+def cut_torn_tail(layout: Layout, handle: str, *, nfs: bool, bound: float) -> int:
+    """Step 3 alone (the tail cut), under the inbox lock as an appender takes it: the bytes cut (0 when
+    the tail was whole by the time the lock was had). ``AppendFailed`` when the lock is not had in time."""
+    lock_fd = _lock_exclusive(layout, handle, nfs=nfs, bound=bound, failed="the tail cut failed")
     try:
         fd = os.open(layout.inbox(handle), os.O_RDWR | os.O_CLOEXEC)
         try:

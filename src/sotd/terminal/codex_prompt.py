@@ -43,18 +43,9 @@ POPUP = "a popup is open below the composer"
 NO_FOOTER = "no idle footer (a dialog, view or overlay is open)"
 
 
-def _cursor(screen: Screen) -> tuple[int, int] | None:
-    if screen.cursor is None:
-        return None
-    x, y = screen.cursor
-    if not (0 <= y < len(screen.lines)) or not (0 <= x < screen.width):
-        return None
-    return x, y
-
-
 def composer_row(screen: Screen) -> int | None:
     """The row of the composer holding the cursor (it starts with ``›`` at column 0), or None."""
-    pos = _cursor(screen)
+    pos = screen.cursor_cell()
     if pos is None or not screen.lines[pos[1]].startswith(GLYPH):
         return None
     return pos[1]
@@ -72,7 +63,7 @@ def is_free(screen: Screen) -> tuple[bool, str | None]:
 
     rows = [line for line in screen.lines if line.strip(" ")]
     footer = bool(rows) and rows[-1].endswith(IDLE_FOOTER)
-    pos = _cursor(screen)
+    pos = screen.cursor_cell()
     if pos is None or not screen.lines[pos[1]].startswith(GLYPH):
         # no composer at the cursor: a dialog or view without the idle footer says so whatever the cursor
         # (where a dialog parks it varies from run to run)

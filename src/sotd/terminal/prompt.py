@@ -72,6 +72,16 @@ class Screen:
                 mask[y] = frozenset(cols)
         return cls(trimmed, tuple(mask), cursor, width)
 
+    def cursor_cell(self) -> tuple[int, int] | None:
+        """The cursor's (x, y) when it lies on the screen, else None (no cursor, or one off the grid: both
+        screen readers refuse a row then)."""
+        if self.cursor is None:
+            return None
+        x, y = self.cursor
+        if not (0 <= y < len(self.lines)) or not (0 <= x < self.width):
+            return None
+        return x, y
+
     def dim_at(self, y: int) -> frozenset[int]:
         return self.dim[y] if 0 <= y < len(self.dim) else frozenset()
 
@@ -100,15 +110,6 @@ def is_border(line: str) -> bool:
         return False
     label = middle[1:-1]
     return len(label) > 2 and RULE not in label and label == label.strip(" ")
-
-
-def _on_screen(screen: Screen) -> tuple[int, int] | None:
-    if screen.cursor is None:
-        return None
-    x, y = screen.cursor
-    if not (0 <= y < len(screen.lines)) or not (0 <= x < screen.width):
-        return None
-    return x, y
 
 
 def _in_box(screen: Screen, y: int) -> bool:
@@ -148,7 +149,7 @@ def is_free(screen: Screen, agent: str, *, windows: bool = False) -> tuple[bool,
         from sotd.terminal import codex_prompt
 
         return codex_prompt.is_free(screen)
-    pos = _on_screen(screen)
+    pos = screen.cursor_cell()
     if pos is None:
         return False, NO_CURSOR
     x, y = pos
@@ -179,7 +180,7 @@ def is_free(screen: Screen, agent: str, *, windows: bool = False) -> tuple[bool,
 
 def box_bounds(screen: Screen) -> tuple[int, int] | None:
     """``(top border row, lower rule row)`` of the box holding the cursor, or None when it is in none."""
-    pos = _on_screen(screen)
+    pos = screen.cursor_cell()
     if pos is None or not _in_box(screen, pos[1]):
         return None
     return pos[1] - 1, pos[1] + 1
