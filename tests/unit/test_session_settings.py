@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from sotd import ancestry
+from sotd import ancestry, rowargv
 from sotd.cli import install, sessionstart
 from sotd.cli.hooks import stop as stop_hook
 
@@ -181,7 +181,7 @@ def test_remove_keeps_what_others_added_since() -> None:
         (["/opt/x/node_modules/.bin/claude", "--model", "m"], True, ["/opt/x/node_modules/.bin/claude", "--model", "m", "--settings", f"{BIN}/claude-settings.json"]),
         (["claude", "--settings", "/mine.json"], True, ["claude", "--settings", "/mine.json"]),
         (["codex"], True, ["codex", "-c", f'shell_environment_policy.set.PATH="{BIN}:{os.defpath}"',
-                           install.CODEX_FIRST_PROMPT]),
+                           rowargv.CODEX_FIRST_PROMPT]),
         (["codex", "--model", "m"], True, ["codex", "--model", "m"]),
         (["python3", "-m", "sotd.demo.scripted_agent"], True, ["python3", "-m", "sotd.demo.scripted_agent"]),
         (["claude"], False, ["claude"]),
@@ -189,7 +189,7 @@ def test_remove_keeps_what_others_added_since() -> None:
 )  # fmt: skip
 def test_row_argv(monkeypatch: pytest.MonkeyPatch, argv: list[str], has_file: bool, out: list[str]) -> None:
     monkeypatch.setattr(install.os.path, "isfile", lambda p: has_file and p == f"{BIN}/claude-settings.json")
-    assert install.row_argv(argv, BIN) == out
+    assert rowargv.row_argv(argv, BIN) == out
 
 
 def test_the_skill_covers_join_send_poll_leave_recovery_and_the_conventions() -> None:

@@ -30,6 +30,7 @@ from sotd import __version__
 from sotd.cli.common import err, out
 from sotd.errors import SotdError, UsageError
 from sotd.formats.layout import Layout
+from sotd.rowargv import ROW_SETTINGS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -79,7 +80,6 @@ RETIRED = (
 )
 RECORD = ".installed"
 SETTINGS_RECORD = ".installed-settings.json"
-ROW_SETTINGS = "claude-settings.json"  # what a spawned Claude Code row loads with --settings
 SKILL = "sot-session-start"
 SKILL_MARK = "<!-- written by `sotd comm install`; `sotd comm uninstall` removes it -->"
 # Claude Code hook events -> (matcher or None, our script)
@@ -434,32 +434,6 @@ def row_settings_text(bin_dir: str) -> str:
 # A Codex row's first prompt (issue 12 part 3): Codex 0.171.0 starts its thread, and so runs its
 # SessionStart hook (the join), only at the first turn, so a row that is to join by itself is given one.
 # It starts with "[sot-comm] " (a machine prompt: no closing-line nudge) and asks for one poll.
-CODEX_FIRST_PROMPT = "[sot-comm] this row has started: run comm-poll.sh once to read any mail already waiting"
-
-
-def codex_row_argv(argv: list[str], path: str) -> list[str]:
-    """A Codex row's argv, when it is the bare ``codex`` (a command given with arguments is the caller's
-    own, kept as it is): ``shell_environment_policy.set.PATH`` = the row's ``PATH`` (``bin/`` first),
-    because the model's commands run in a shell whose environment comes from a login shell's snapshot
-    (Debian's /etc/profile resets PATH, and the bare ``comm-poll.sh`` the wake line names is not found),
-    and ``CODEX_FIRST_PROMPT`` as its prompt. Pure."""
-    if len(argv) != 1:
-        return argv
-    return [*argv, "-c", f"shell_environment_policy.set.PATH={json.dumps(path)}", CODEX_FIRST_PROMPT]
-
-
-def row_argv(argv: list[str], bin_dir: str, path: str = "") -> list[str]:
-    """A Claude Code row's argv with ``--settings <bin>/claude-settings.json`` added, when the argv runs
-    Claude Code and that file is there; a Codex row's with its ``PATH`` and first prompt
-    (``codex_row_argv``; ``path`` is the row's ``PATH``); any other argv as it is."""
-    from sotd import ancestry
-
-    if ancestry.agent_of(argv) == "codex":
-        return codex_row_argv(argv, path or bin_dir + os.pathsep + os.defpath)
-    path = os.path.join(bin_dir, ROW_SETTINGS)
-    if ancestry.agent_of(argv) != "claude" or "--settings" in argv or not os.path.isfile(path):
-        return argv
-    return [*argv, "--settings", path]
 
 
 # ------------------------------------------------------------------------------------------ settings (I/O)

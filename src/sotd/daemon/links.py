@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import sys
@@ -111,7 +110,8 @@ def link_argv(endpoint: str, self_host: str, environ: Mapping[str, str]) -> list
         return [sys.executable, "-m", "sotd.cli.main", "stdio-bridge", "--endpoint", endpoint]
     if endpoint.startswith("ssh:"):
         target = endpoint[4:].partition("/")[0]
-        ssh = importlib.import_module("sotd.client.ssh")
+        from sotd.client import ssh
+
         argv: list[str] = ssh.ssh_argv(
             target, ssh.bridge_argv(self_host), environ, connect_timeout=DIAL_CONNECT_S
         )
@@ -217,7 +217,8 @@ class Uplink:
         (or ridden) ends now, not ControlPersist later. Bounded; nothing to do for ``unix:``."""
         if not self.endpoint.startswith("ssh:"):
             return
-        ssh = importlib.import_module("sotd.client.ssh")
+        from sotd.client import ssh
+
         argv = ssh.master_exit_argv(self.endpoint[4:].partition("/")[0], self.environ)
         if argv is None:
             return

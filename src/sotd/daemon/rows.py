@@ -522,10 +522,10 @@ class DaemonRows:
         if argv is None:
             return refusal("bad_request", "a row with agent 'none' needs a command")
         if payload.get("command") is None:  # an explicit command runs exactly as given
-            from sotd.cli import install  # Claude Code rows: --settings; Codex rows: PATH and a first prompt
+            from sotd import rowargv  # Claude Code rows: --settings; Codex rows: PATH and a first prompt
 
             path = self.layout.bin_dir + os.pathsep + self.environ.get("PATH", os.defpath)
-            argv = install.row_argv(argv, self.layout.bin_dir, path)
+            argv = rowargv.row_argv(argv, self.layout.bin_dir, path)
         capsule = capsule_exe()
         if capsule is None:
             return refusal("start_failed", "sot-capsule is not installed beside this sotd")
