@@ -84,8 +84,9 @@ def run_crash(
                 n += 1
                 procs[f"w{n}"] = _spawn(work, lay.home, f"w{n}", ackpath, torn, 10**6)
             time.sleep(rng.uniform(0.01, 0.06))  # the killer's pace, not synchronisation
-            victim = rng.choice(sorted(procs))
-            procs.pop(victim).send_signal(signal.SIGKILL)
+            victim = procs.pop(rng.choice(sorted(procs)))
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(10)  # reaped: no zombie, no Popen left running
             killed += 1
     finally:
         for p in procs.values():

@@ -191,6 +191,13 @@ def start_holder(home: str, host: str) -> tuple[subprocess.Popen[str], str]:
     return p, rec
 
 
+def _close_pipes(p: subprocess.Popen[str]) -> None:
+    """A holder that was waited for: its pipes closed too (no file left for the garbage collector)."""
+    for pipe in (p.stdin, p.stdout):
+        if pipe is not None:
+            pipe.close()
+
+
 def _stopped(pid: int) -> bool:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0] == "T"
@@ -279,6 +286,7 @@ def run_registry(
         p, rec = start_holder(lay.home, f"victim{i}")
         p.kill()
         p.wait(10)
+        _close_pipes(p)
         t0 = time.perf_counter()
         try:
             with RegistryLock(lay, "reclaimer", 10) as lk:
@@ -317,6 +325,7 @@ def run_registry(
             assert p.stdin is not None
             p.stdin.close()
             p.wait(10)
+            _close_pipes(p)
     if os.path.exists(lay.reglock):
         problems.append("the registry lock is still there at the end")
     return {

@@ -102,21 +102,21 @@ with RegistryLock(Layout(sys.argv[1]), sys.argv[2], 10):
 def _holding(argv: list[str]) -> Iterator[subprocess.Popen[str]]:
     env = dict(os.environ)
     env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    p = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-c", *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
-    )
-    try:
-        assert p.stdout is not None
-        assert p.stdout.readline() == "held\n", "the helper did not take its lock"
-        yield p
-    finally:
-        if p.stdin is not None:
-            p.stdin.close()
+    ) as p:  # leaving the block closes its stdout too
         try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
+            assert p.stdout is not None
+            assert p.stdout.readline() == "held\n", "the helper did not take its lock"
+            yield p
+        finally:
+            if p.stdin is not None:
+                p.stdin.close()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
 
 
 @contextmanager

@@ -80,15 +80,15 @@ sys.stdin.read()
 
 def _dead_holder(comm: Comm, host: str) -> Holder:
     """A real process that took the lock and was SIGKILLed inside it: its record, proved dead from here."""
-    p = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-c", HOLDER, comm.layout.home, host], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        assert p.stdout is not None
-        rec = Holder.parse(p.stdout.readline().decode())
-    finally:
-        p.kill()
-        p.wait(10)
+    ) as p:  # leaving the block closes its pipes and reaps it
+        try:
+            assert p.stdout is not None
+            rec = Holder.parse(p.stdout.readline().decode())
+        finally:
+            p.kill()
+            p.wait(10)
     assert holder.judge(rec, holder.own(host)) == (holder.DEAD, "it has exited")
     return rec
 

@@ -162,14 +162,14 @@ def eof(s: socket.socket) -> bool:
 def test_hello_first_and_refusals(tmp_path: Any, daemons: list[Daemon]) -> None:
     work = str(tmp_path)
     d = start(daemons, work, "a", folder(work, "comm").home, "boxa")
-    s = raw(d.sock)
-    s.sendall(line(1, "version.query", {}))
-    [ans] = read_lines(s, 1)
-    assert ans["payload"] == {
-        "error": "the first request on a connection must be hello",
-        "code": "hello_required",
-    }
-    assert eof(s)
+    with raw(d.sock) as s:
+        s.sendall(line(1, "version.query", {}))
+        [ans] = read_lines(s, 1)
+        assert ans["payload"] == {
+            "error": "the first request on a connection must be hello",
+            "code": "hello_required",
+        }
+        assert eof(s)
     # a refused hello is the answer
     bad = dict(HELLO, role="root")
     with pytest.raises(DaemonUnreachable) as e:
@@ -197,17 +197,17 @@ def test_hello_first_and_refusals(tmp_path: Any, daemons: list[Daemon]) -> None:
 def test_malformed_closes_only_that_connection(tmp_path: Any, daemons: list[Daemon], junk: bytes) -> None:
     work = str(tmp_path)
     d = start(daemons, work, "a", folder(work, "comm").home, "boxa")
-    bad, good = raw(d.sock), raw(d.sock)
-    for s in (bad, good):
-        s.sendall(line(1, "hello", HELLO))
-        assert read_lines(s, 1)[0]["payload"]["ok"] is True
-    try:
-        bad.sendall(junk)
-    except OSError:
-        pass  # the daemon may close while we still write
-    assert eof(bad)
-    good.sendall(line(2, "version.query", {}))
-    [ans] = read_lines(good, 1)
+    with raw(d.sock) as bad, raw(d.sock) as good:
+        for s in (bad, good):
+            s.sendall(line(1, "hello", HELLO))
+            assert read_lines(s, 1)[0]["payload"]["ok"] is True
+        try:
+            bad.sendall(junk)
+        except OSError:
+            pass  # the daemon may close while we still write
+        assert eof(bad)
+        good.sendall(line(2, "version.query", {}))
+        [ans] = read_lines(good, 1)
     assert ans["id"] == 2 and ans["payload"]["daemon"]["host"] == "boxa"
     assert d.request("version.query", {})["daemon"]["pid"] == d.proc.pid
     assert "malformed input" in d.logtext()
@@ -544,28 +544,27 @@ def test_offer_no_answer_and_no_links(tmp_path: Any, daemons: list[Daemon]) -> N
         "code": "not_here",
     }
     # a linked box that never answers: after lock wait + 1 s
-    s = raw(hub.sock)
-    s.sendall(line(1, "hello", dict(HELLO, role="link", host="boxb", client_id="sotd-hub-link-1")))
-    assert read_lines(s, 1)[0]["payload"]["ok"] is True
-    wait_for(lambda: linked(hub, "boxb"), what="the fake link")
-    t0, w0 = time.monotonic(), time.time()
-    assert hub.file("zed") == {"error": "no box answered for @zed within 2s: boxb", "code": "file_failed"}
-    assert 1.9 <= time.monotonic() - t0 < 4.5
-    [offer] = read_lines(s, 1)
-    assert offer["kind"] == "req" and offer["op"] == "comm.file"
-    payload = dict(offer["payload"])
-    expires = payload.pop("expires")  # when the hub stops waiting: a late receiver files nothing
-    # a 0.6.6 daemon offered it reads it as the same request without expires (behaviour 2.3, as written)
-    assert reference_066.read_request(offer) == reference_066.read_request(dict(offer, payload=payload))
-    assert payload == {
-        "from": "sender",
-        "to": "zed",
-        "text": "hi",
-        "broadcast": False,
-        "forwarded": True,
-    }
-    assert w0 < expires < w0 + 3  # the offer's bound (lock wait 1 s + 1 s) from when it was made
-    s.close()
+    with raw(hub.sock) as s:  # the fake link
+        s.sendall(line(1, "hello", dict(HELLO, role="link", host="boxb", client_id="sotd-hub-link-1")))
+        assert read_lines(s, 1)[0]["payload"]["ok"] is True
+        wait_for(lambda: linked(hub, "boxb"), what="the fake link")
+        t0, w0 = time.monotonic(), time.time()
+        assert hub.file("zed") == {"error": "no box answered for @zed within 2s: boxb", "code": "file_failed"}
+        assert 1.9 <= time.monotonic() - t0 < 4.5
+        [offer] = read_lines(s, 1)
+        assert offer["kind"] == "req" and offer["op"] == "comm.file"
+        payload = dict(offer["payload"])
+        expires = payload.pop("expires")  # when the hub stops waiting: a late receiver files nothing
+        # a 0.6.6 daemon offered it reads it as the same request without expires (behaviour 2.3, as written)
+        assert reference_066.read_request(offer) == reference_066.read_request(dict(offer, payload=payload))
+        assert payload == {
+            "from": "sender",
+            "to": "zed",
+            "text": "hi",
+            "broadcast": False,
+            "forwarded": True,
+        }
+        assert w0 < expires < w0 + 3  # the offer's bound (lock wait 1 s + 1 s) from when it was made
 
 
 def test_guest_forwards_to_the_hub(tmp_path: Any, daemons: list[Daemon]) -> None:

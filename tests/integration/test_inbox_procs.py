@@ -148,9 +148,10 @@ def _hold(lay: Layout, mode: str) -> subprocess.Popen[str]:
 
 
 def _release(p: subprocess.Popen[str]) -> None:
-    assert p.stdin is not None
+    assert p.stdin is not None and p.stdout is not None
     p.stdin.close()
     p.wait(10)
+    p.stdout.close()
 
 
 @pytest.mark.parametrize("nfs", [False, True], ids=["blocking", "nfs-poll"])

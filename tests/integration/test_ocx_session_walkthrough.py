@@ -119,8 +119,8 @@ def test_the_session_walkthrough_runs_as_the_page_gives_it(lab: rk.Lab) -> None:
                           "url": f"http://lab-user@127.0.0.1:{lab.port}/"}])  # fmt: skip
         run(next(cmds))  # 2. the run's login in B's clone
         run(next(cmds))
-        log = open(os.path.join(top, "server.log"), "w")  # noqa: SIM115 -- the server writes it
-        procs.append(subprocess.Popen(argv(next(cmds)), env=env, stdout=log, stderr=log))  # 3. its server
+        with open(os.path.join(top, "server.log"), "w") as log:  # the server writes it; our copy closes
+            procs.append(subprocess.Popen(argv(next(cmds)), env=env, stdout=log, stderr=log))  # 3. its server
         wait_port("127.0.0.1", port)
         release = os.path.join(top, "release")  # 4. the policy (prose), with the scripted agent's release
         os.mkdir(release, 0o755)

@@ -75,6 +75,9 @@ def procs():
             except ProcessLookupError:
                 pass
         p.wait(10)
+        for pipe in (p.stdin, p.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 def start_holder(

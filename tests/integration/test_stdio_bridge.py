@@ -71,20 +71,20 @@ def read_lines(p: subprocess.Popen[bytes], want: int, bound: float = 10.0) -> li
 
 
 def test_round_trip_then_stdin_eof_ends_it(daemon):
-    p = bridge(env={"SOT_SOCKET": daemon.path})
-    assert p.stdin is not None
-    p.stdin.write(WIRE)
-    p.stdin.flush()
-    lines = read_lines(p, 2)
-    assert [(x["op"], x["kind"], x["payload"]) for x in lines] == [
-        ("hello", "res", {"ok": True, "revision": 0}),
-        ("comm.file", "res", {"ok": True}),
-    ]
-    t0 = time.monotonic()
-    p.stdin.close()
-    assert p.wait(5) == 0
-    assert time.monotonic() - t0 < 3
-    assert p.stderr is not None and p.stderr.read() == b""
+    with bridge(env={"SOT_SOCKET": daemon.path}) as p:  # leaving it closes the pipes
+        assert p.stdin is not None
+        p.stdin.write(WIRE)
+        p.stdin.flush()
+        lines = read_lines(p, 2)
+        assert [(x["op"], x["kind"], x["payload"]) for x in lines] == [
+            ("hello", "res", {"ok": True, "revision": 0}),
+            ("comm.file", "res", {"ok": True}),
+        ]
+        t0 = time.monotonic()
+        p.stdin.close()
+        assert p.wait(5) == 0
+        assert time.monotonic() - t0 < 3
+        assert p.stderr is not None and p.stderr.read() == b""
     assert [m["op"] for m in daemon.received] == ["hello", "comm.file"]
 
 
@@ -100,13 +100,14 @@ def test_stdin_ending_first_still_delivers_the_answer(daemon):
 
 def test_daemon_closing_ends_it(daemon):
     daemon.mode = "close"
-    p = bridge(env={"SOT_SOCKET": daemon.path})
-    assert p.stdin is not None
-    p.stdin.write(WIRE)
-    p.stdin.flush()
-    assert p.wait(10) == 0  # stdin is still open: the daemon's close alone ended it
-    assert p.stdout is not None and [json.loads(x)["op"] for x in p.stdout.read().splitlines()] == ["hello"]
-    p.stdin.close()
+    with bridge(env={"SOT_SOCKET": daemon.path}) as p:  # leaving it closes the pipes
+        assert p.stdin is not None
+        p.stdin.write(WIRE)
+        p.stdin.flush()
+        assert p.wait(10) == 0  # stdin is still open: the daemon's close alone ended it
+        assert p.stdout is not None
+        assert [json.loads(x)["op"] for x in p.stdout.read().splitlines()] == ["hello"]
+        p.stdin.close()
 
 
 def test_endpoint_flag_wins_over_sot_socket(daemon, private_dir):
@@ -203,19 +204,21 @@ except OSError:
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to serve a socket as another uid")
 def test_refuses_a_socket_served_by_another_account(private_dir):
     path = os.path.join(private_dir, "sotd.sock")
-    srv = subprocess.Popen([sys.executable, "-c", SERVE_AS_NOBODY, path], stdout=subprocess.PIPE, text=True)
-    try:
-        assert srv.stdout is not None and srv.stdout.readline() == "ready\n"
-        r = run(
-            [SOTD, "stdio-bridge"],
-            input=WIRE,
-            capture_output=True,
-            env={**clean_env(), "SOT_SOCKET": path},
-            timeout=20,
-        )
-    finally:
-        srv.kill()
-        srv.wait()
+    with subprocess.Popen(
+        [sys.executable, "-c", SERVE_AS_NOBODY, path], stdout=subprocess.PIPE, text=True
+    ) as srv:  # leaving it closes its stdout
+        try:
+            assert srv.stdout is not None and srv.stdout.readline() == "ready\n"
+            r = run(
+                [SOTD, "stdio-bridge"],
+                input=WIRE,
+                capture_output=True,
+                env={**clean_env(), "SOT_SOCKET": path},
+                timeout=20,
+            )
+        finally:
+            srv.kill()
+            srv.wait()
     assert r.returncode == 1
     assert (
         r.stderr.decode()

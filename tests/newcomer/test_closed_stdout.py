@@ -31,19 +31,19 @@ def _many_rows(comm: Comm, n: int = 3000) -> None:
 def test_list_into_a_closed_pipe_exits_quietly(comm: Comm) -> None:
     _many_rows(comm)
     s = comm.session("alpha")
-    p = subprocess.Popen(
+    with subprocess.Popen(
         [SOTD, "comm", "list"],
         cwd=s.root,
         env=s.env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-    )
-    assert p.stdout is not None and p.stderr is not None
-    first = p.stdout.readline()
-    p.stdout.close()  # as head does after its line
-    err = p.stderr.read()
-    code = p.wait(timeout=60)
+    ) as p:  # leaving it closes stderr too
+        assert p.stdout is not None and p.stderr is not None
+        first = p.stdout.readline()
+        p.stdout.close()  # as head does after its line
+        err = p.stderr.read()
+        code = p.wait(timeout=60)
     assert first == f"sot-comm agents  ({comm.layout.registry}):\n".encode()
     assert (err, code) == (b"", 141)
 

@@ -210,11 +210,11 @@ def node_once(lab: Lab, who: str, timeout: float = 120) -> str:
 
 
 def start_node(lab: Lab, who: str, interval: float = 0.5) -> subprocess.Popen[str]:
-    log = open(os.path.join(lab.top, f"node-{who}.log"), "a")  # noqa: SIM115 -- the node writes it
-    return subprocess.Popen(
-        [*(lab.prefix(who) or []), SOTD, "ocx", "node", "--interval", str(interval)],
-        env=lab.envs[who], stdout=log, stderr=log, text=True,
-    )  # fmt: skip
+    with open(os.path.join(lab.top, f"node-{who}.log"), "a") as log:  # the node writes it; our copy closes
+        return subprocess.Popen(
+            [*(lab.prefix(who) or []), SOTD, "ocx", "node", "--interval", str(interval)],
+            env=lab.envs[who], stdout=log, stderr=log, text=True,
+        )  # fmt: skip
 
 
 def stop_node(p: subprocess.Popen[str], sig: int = signal.SIGTERM) -> None:

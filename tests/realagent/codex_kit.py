@@ -211,6 +211,7 @@ class CodexHome:
             except ProcessLookupError:
                 pass
             p.wait(10)
+            p.stdout.close()
 
     def trust_hooks(self, cwd: str) -> list[str]:
         """Record every listed hook as trusted at its current hash, as Codex's review does; the keys."""

@@ -71,8 +71,9 @@ def test_random_sigkills(tmp_path: os.PathLike[str]) -> None:
                         [sys.executable, "-c", WRITER, SRC, lay.home, wid, ackpath], stderr=err
                     )
             time.sleep(rng.uniform(0.05, 0.2))  # pacing of the killer, not synchronisation
-            victim = rng.choice(sorted(procs))
-            procs.pop(victim).send_signal(signal.SIGKILL)
+            victim = procs.pop(rng.choice(sorted(procs)))
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(10)  # reaped, so no zombie and no Popen left running behind the test
             kills += 1
     finally:
         for p in procs.values():

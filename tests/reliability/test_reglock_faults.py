@@ -87,6 +87,8 @@ def procs():
             except ProcessLookupError:
                 pass
             p.wait(10)
+        if p.stdout is not None:
+            p.stdout.close()
 
 
 def start_in_namespace(
