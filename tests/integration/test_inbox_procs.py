@@ -339,6 +339,7 @@ def test_contended_calls_one_after_another_share_one_helper_thread(
     finally:
         p.stdin.close()
         p.wait(10)
+        p.stdout.close()
     assert errors == []
     assert calls == 50
     assert inbox._waiters.started - before <= 1
