@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.conftest import SOTD, VENV_BIN, Comm
-from tests.integration.test_identity_procs import NOT_IN
+from tests.integration.test_ancestry_procs import NOT_IN
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """Identity refusals through the CLI (behaviour 5.4 "How commands surface it", section 1 preamble).
 
 Each command runs through its installed wrapper inside a REAL process tree built from the fake agents of
-``test_identity_procs`` (symlinks to /bin/sh named ``claude`` / ``codex`` / ``sot-capsule``, started by its
+``test_ancestry_procs`` (symlinks to /bin/sh named ``claude`` / ``codex`` / ``sot-capsule``, started by its
 double-fork launcher so the walk ends at the tree's top). A refused command prints its own surface text and
 leaves the comm folder byte-for-byte as it was.
 """
@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import Comm, Result, Session
 from tests.integration.cli_support import snapshot
-from tests.integration.test_identity_procs import LAUNCH, NOT_IN, SECOND, agent, capsule
+from tests.integration.test_ancestry_procs import LAUNCH, NOT_IN, SECOND, agent, capsule
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ import pytest
 from sotd.terminal import wake as attempt
 from sotd.terminal.prompt import WAKE_LINE, is_free, screen_from_capture
 from sotd.terminal.tmux import Tmux
-from tests.integration.test_identity_procs import LAUNCH, NOT_IN
+from tests.integration.test_ancestry_procs import LAUNCH, NOT_IN
 from tests.integration.test_rows import Box, events, wait_for, wakes
 
 pytestmark = [
@@ -248,7 +248,7 @@ def test_second_agent_inside_a_row_and_a_process_outside_its_capsule_have_no_ide
 
 def outside(box: Box, named: dict[str, str], argv: list[str]) -> tuple[int, str]:
     """Run ``argv`` as the top of its own process tree (double fork, reparented to pid 1, as in
-    ``test_identity_procs``) with the row named in its environment; (exit status, stderr)."""
+    ``test_ancestry_procs``) with the row named in its environment; (exit status, stderr)."""
     launcher = os.path.join(box.work, "launch.py")
     with open(launcher, "w") as f:
         f.write(LAUNCH)
