@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sotd import cmdtable, errors
-from sotd.cli import despawn, hints, join, send, spawn
+from sotd.cli import despawn, hints, join, poll, send, spawn
 
 pytestmark = pytest.mark.unit
 
@@ -337,3 +337,32 @@ def test_join_parse(argv: list[str], want: object) -> None:
     if isinstance(got, join._Opts):
         got = (got.name, got.repin)
     assert got == want
+
+
+def _show(raw: bytes) -> str | None:
+    return None if raw.startswith(b"#") else raw.decode()
+
+
+@pytest.mark.parametrize(
+    ("new", "want"),
+    [
+        ([], ["No new messages."]),
+        ([b"#hidden"], ["No new messages."]),
+        ([b"a", b"#hidden", b"b"], ["a", "b"]),
+    ],
+)
+def test_poll_shown_lines(new: list[bytes], want: list[str]) -> None:
+    assert poll.shown_lines(new, _show) == want
+
+
+@pytest.mark.parametrize(
+    ("new_text", "old_text", "base", "total", "want"),
+    [
+        ("3 h", "1 g", 0, 3, "cursor"),
+        ("3 h", "3 h", 0, 3, "hint"),
+        ("3 h", "3 h", 2, 3, ""),
+        ("0", "0", 0, 0, ""),
+    ],
+)
+def test_poll_cursor_writes(new_text: str, old_text: str, base: int, total: int, want: str) -> None:
+    assert poll.cursor_writes(new_text, old_text, base, total) == want
