@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sotd import cmdtable, errors
-from sotd.cli import despawn, hints, join, poll, send, spawn
+from sotd.cli import despawn, hints, join, poll, send, spawn, unread
 
 pytestmark = pytest.mark.unit
 
@@ -366,3 +366,21 @@ def test_poll_shown_lines(new: list[bytes], want: list[str]) -> None:
 )
 def test_poll_cursor_writes(new_text: str, old_text: str, base: int, total: int, want: str) -> None:
     assert poll.cursor_writes(new_text, old_text, base, total) == want
+
+
+@pytest.mark.parametrize(
+    ("argv", "joined", "want"),
+    [
+        ([], "a", "a"),
+        (["b"], "a", "b"),
+        (["b"], "", "b"),
+        ([], "", ("not_joined", errors.NotJoined.exit_status, "Not joined — run comm-join.sh first.", None)),
+        (
+            ["b", "c"],
+            "a",
+            ("script_usage", 1, cmdtable.usage("comm unread", ""), None),
+        ),
+    ],
+)
+def test_unread_asked_handle(argv: list[str], joined: str, want: object) -> None:
+    assert _raised(unread.asked_handle, argv, joined, "") == want
