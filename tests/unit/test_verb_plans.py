@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sotd import cmdtable, errors
-from sotd.cli import despawn, hints, join, poll, send, spawn, unread
+from sotd.cli import despawn, hints, join, leave, poll, send, spawn, unread
 
 pytestmark = pytest.mark.unit
 
@@ -384,3 +384,40 @@ def test_poll_cursor_writes(new_text: str, old_text: str, base: int, total: int,
 )
 def test_unread_asked_handle(argv: list[str], joined: str, want: object) -> None:
     assert _raised(unread.asked_handle, argv, joined, "") == want
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        ([], None),
+        (["--name=b"], "b"),
+        (["--name", "b"], "b"),
+        (["--name="], ("script_usage", 1, "--name= needs a handle", None)),
+        (["--name", ""], ("script_usage", 1, "--name= needs a handle", None)),
+        (["--name"], ("script_usage", 1, "usage: me [--name <handle>]", None)),
+        (["b"], ("script_usage", 1, "usage: me [--name <handle>]", None)),
+    ],
+)
+def test_leave_parse(argv: list[str], want: object) -> None:
+    assert _raised(leave.parse, argv, "me") == want
+
+
+def test_leave_removed_row_takes_only_that_row() -> None:
+    agents: dict[str, object] = {"a": {}, "b": {}}
+    assert leave.removed_row(agents, "a") is True
+    assert agents == {"b": {}}
+    assert leave.removed_row(agents, "a") is False
+    assert agents == {"b": {}}
+
+
+@pytest.mark.parametrize(
+    ("other", "removed", "want"),
+    [
+        (True, True, "Removed @b from the registry (row only; comm-despawn.sh does full teardown)."),
+        (True, False, "@b not in registry — nothing to do."),
+        (False, True, "Left sot-comm (@b removed)."),
+        (False, False, "Not joined — nothing to do."),
+    ],
+)
+def test_leave_said(other: bool, removed: bool, want: str) -> None:
+    assert leave.said("b", other, removed) == want
