@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sotd import cmdtable, errors
-from sotd.cli import despawn, hints, join, leave, poll, send, spawn, unread
+from sotd.cli import despawn, hints, join, leave, poll, send, spawn, status, unread
 
 pytestmark = pytest.mark.unit
 
@@ -421,3 +421,43 @@ def test_leave_removed_row_takes_only_that_row() -> None:
 )
 def test_leave_said(other: bool, removed: bool, want: str) -> None:
     assert leave.said("b", other, removed) == want
+
+
+STATUS_VERBS = "prompt|stop|interrupted|working|idle|blocked|done|waiting"
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["idle"], "idle"),
+        (["blocked", "on", "b"], "blocked"),
+        ([], ("usage", errors.EXIT_USAGE, f'usage: me <{STATUS_VERBS}> ["text"]', None)),
+        (["nap"], ("usage", errors.EXIT_USAGE, f"me: invalid verb 'nap' (want {STATUS_VERBS})", None)),
+    ],
+)
+def test_status_parse(argv: list[str], want: object) -> None:
+    assert _raised(status.parse, argv, "me") == want
+
+
+def test_status_discard_sentence() -> None:
+    tail = " -- stamp discarded; run it from the session's project root"
+    assert status.discard_sentence("me", "a", "/p") == "me: no registry row for 'a' from cwd /p" + tail
+    assert (
+        status.discard_sentence("me", "", "/p")
+        == "me: no registry row for '<no identity>' from cwd /p" + tail
+    )
+
+
+@pytest.mark.parametrize(
+    ("event", "missing", "problem", "want"),
+    [
+        (False, False, None, None),
+        (True, False, None, None),
+        (True, True, None, None),
+        (False, True, None, ("stamp_discarded", errors.StampDiscarded.exit_status, "gone", None)),
+        (False, False, "no", ("state_refused", errors.EXIT_USAGE, "no", None)),
+        (True, False, "no", ("state_refused", errors.EXIT_USAGE, "no", None)),
+    ],
+)
+def test_status_refusal(event: bool, missing: bool, problem: str | None, want: object) -> None:
+    assert _shown(status.refusal(event, missing, problem, "gone")) == want
