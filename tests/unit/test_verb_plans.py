@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sotd import cmdtable, errors
-from sotd.cli import despawn, hints, join, leave, poll, send, spawn, status, unread
+from sotd.cli import context, despawn, hints, join, leave, poll, relay, send, spawn, status, unread
 
 pytestmark = pytest.mark.unit
 
@@ -461,3 +461,28 @@ def test_status_discard_sentence() -> None:
 )
 def test_status_refusal(event: bool, missing: bool, problem: str | None, want: object) -> None:
     assert _shown(status.refusal(event, missing, problem, "gone")) == want
+
+
+def test_context_eval_lines() -> None:
+    items = [("A", ""), ("B", "/x/y-z_1.2"), ("C", "a b"), ("D", "it's")]
+    assert context.eval_lines(items) == ["A=", "B=/x/y-z_1.2", "C='a b'", "D='it'\"'\"'s'"]
+
+
+RELAY = 'usage: comm-relay.sh send @to "msg" | --all "msg"'
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["send", "@b", "hi", "@c"], ["@b", "hi @c"]),
+        (["send", "hi", "--all", "@c"], ["--broadcast", "hi @c"]),
+        ([], ("script_usage", 1, f"{RELAY} | bridge", None)),
+        (["bridge"], ("script_usage", 1, f"{RELAY} | bridge", None)),
+        (["send", "hi"], ("script_usage", 1, f"{RELAY}  (no recipient)", None)),
+        (["send"], ("script_usage", 1, f"{RELAY}  (no recipient)", None)),
+        (["send", "@b"], ("script_usage", 1, f"{RELAY}  (empty message)", None)),
+        (["send", "--all"], ("script_usage", 1, f"{RELAY}  (empty message)", None)),
+    ],
+)
+def test_relay_send_argv(argv: list[str], want: object) -> None:
+    assert _raised(relay.send_argv, argv) == want
