@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sotd import cmdtable, errors
-from sotd.cli import despawn, hints, join, send, spawn
+from sotd.cli import context, despawn, hints, join, leave, poll, relay, send, spawn, status, unread
 
 pytestmark = pytest.mark.unit
 
@@ -337,3 +337,152 @@ def test_join_parse(argv: list[str], want: object) -> None:
     if isinstance(got, join._Opts):
         got = (got.name, got.repin)
     assert got == want
+
+
+def _show(raw: bytes) -> str | None:
+    return None if raw.startswith(b"#") else raw.decode()
+
+
+@pytest.mark.parametrize(
+    ("new", "want"),
+    [
+        ([], ["No new messages."]),
+        ([b"#hidden"], ["No new messages."]),
+        ([b"a", b"#hidden", b"b"], ["a", "b"]),
+    ],
+)
+def test_poll_shown_lines(new: list[bytes], want: list[str]) -> None:
+    assert poll.shown_lines(new, _show) == want
+
+
+@pytest.mark.parametrize(
+    ("new_text", "old_text", "base", "total", "want"),
+    [
+        ("3 h", "1 g", 0, 3, "cursor"),
+        ("3 h", "3 h", 0, 3, "hint"),
+        ("3 h", "3 h", 2, 3, ""),
+        ("0", "0", 0, 0, ""),
+    ],
+)
+def test_poll_cursor_writes(new_text: str, old_text: str, base: int, total: int, want: str) -> None:
+    assert poll.cursor_writes(new_text, old_text, base, total) == want
+
+
+@pytest.mark.parametrize(
+    ("argv", "joined", "want"),
+    [
+        ([], "a", "a"),
+        (["b"], "a", "b"),
+        (["b"], "", "b"),
+        ([], "", ("not_joined", errors.NotJoined.exit_status, "Not joined — run comm-join.sh first.", None)),
+        (
+            ["b", "c"],
+            "a",
+            ("script_usage", 1, cmdtable.usage("comm unread", ""), None),
+        ),
+    ],
+)
+def test_unread_asked_handle(argv: list[str], joined: str, want: object) -> None:
+    assert _raised(unread.asked_handle, argv, joined, "") == want
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        ([], None),
+        (["--name=b"], "b"),
+        (["--name", "b"], "b"),
+        (["--name="], ("script_usage", 1, "--name= needs a handle", None)),
+        (["--name", ""], ("script_usage", 1, "--name= needs a handle", None)),
+        (["--name"], ("script_usage", 1, "usage: me [--name <handle>]", None)),
+        (["b"], ("script_usage", 1, "usage: me [--name <handle>]", None)),
+    ],
+)
+def test_leave_parse(argv: list[str], want: object) -> None:
+    assert _raised(leave.parse, argv, "me") == want
+
+
+def test_leave_removed_row_takes_only_that_row() -> None:
+    agents: dict[str, object] = {"a": {}, "b": {}}
+    assert leave.removed_row(agents, "a") is True
+    assert agents == {"b": {}}
+    assert leave.removed_row(agents, "a") is False
+    assert agents == {"b": {}}
+
+
+@pytest.mark.parametrize(
+    ("other", "removed", "want"),
+    [
+        (True, True, "Removed @b from the registry (row only; comm-despawn.sh does full teardown)."),
+        (True, False, "@b not in registry — nothing to do."),
+        (False, True, "Left sot-comm (@b removed)."),
+        (False, False, "Not joined — nothing to do."),
+    ],
+)
+def test_leave_said(other: bool, removed: bool, want: str) -> None:
+    assert leave.said("b", other, removed) == want
+
+
+STATUS_VERBS = "prompt|stop|interrupted|working|idle|blocked|done|waiting"
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["idle"], "idle"),
+        (["blocked", "on", "b"], "blocked"),
+        ([], ("usage", errors.EXIT_USAGE, f'usage: me <{STATUS_VERBS}> ["text"]', None)),
+        (["nap"], ("usage", errors.EXIT_USAGE, f"me: invalid verb 'nap' (want {STATUS_VERBS})", None)),
+    ],
+)
+def test_status_parse(argv: list[str], want: object) -> None:
+    assert _raised(status.parse, argv, "me") == want
+
+
+def test_status_discard_sentence() -> None:
+    tail = " -- stamp discarded; run it from the session's project root"
+    assert status.discard_sentence("me", "a", "/p") == "me: no registry row for 'a' from cwd /p" + tail
+    assert (
+        status.discard_sentence("me", "", "/p")
+        == "me: no registry row for '<no identity>' from cwd /p" + tail
+    )
+
+
+@pytest.mark.parametrize(
+    ("event", "missing", "problem", "want"),
+    [
+        (False, False, None, None),
+        (True, False, None, None),
+        (True, True, None, None),
+        (False, True, None, ("stamp_discarded", errors.StampDiscarded.exit_status, "gone", None)),
+        (False, False, "no", ("state_refused", errors.EXIT_USAGE, "no", None)),
+        (True, False, "no", ("state_refused", errors.EXIT_USAGE, "no", None)),
+    ],
+)
+def test_status_refusal(event: bool, missing: bool, problem: str | None, want: object) -> None:
+    assert _shown(status.refusal(event, missing, problem, "gone")) == want
+
+
+def test_context_eval_lines() -> None:
+    items = [("A", ""), ("B", "/x/y-z_1.2"), ("C", "a b"), ("D", "it's")]
+    assert context.eval_lines(items) == ["A=", "B=/x/y-z_1.2", "C='a b'", "D='it'\"'\"'s'"]
+
+
+RELAY = 'usage: comm-relay.sh send @to "msg" | --all "msg"'
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["send", "@b", "hi", "@c"], ["@b", "hi @c"]),
+        (["send", "hi", "--all", "@c"], ["--broadcast", "hi @c"]),
+        ([], ("script_usage", 1, f"{RELAY} | bridge", None)),
+        (["bridge"], ("script_usage", 1, f"{RELAY} | bridge", None)),
+        (["send", "hi"], ("script_usage", 1, f"{RELAY}  (no recipient)", None)),
+        (["send"], ("script_usage", 1, f"{RELAY}  (no recipient)", None)),
+        (["send", "@b"], ("script_usage", 1, f"{RELAY}  (empty message)", None)),
+        (["send", "--all"], ("script_usage", 1, f"{RELAY}  (empty message)", None)),
+    ],
+)
+def test_relay_send_argv(argv: list[str], want: object) -> None:
+    assert _raised(relay.send_argv, argv) == want

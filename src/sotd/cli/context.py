@@ -13,6 +13,11 @@ def _quote(v: str) -> str:
     return v if safe else "'" + v.replace("'", "'\"'\"'") + "'"
 
 
+def eval_lines(items: list[tuple[str, str]]) -> list[str]:
+    """The ``KEY=value`` lines, each value quoted for a POSIX shell's ``eval`` (bare when it is safe)."""
+    return [f"{key}={_quote(value)}" for key, value in items]
+
+
 def run(argv: list[str]) -> int:
     why = check_ancestry()
     if why:
@@ -20,6 +25,6 @@ def run(argv: list[str]) -> int:
     # behaviour 1.1: a context that cannot be established is raised with its reason, which main prints
     # first (the sentence after it says "see the reason above")
     ctx = Context()
-    for key, value in ctx.items():
-        print(f"{key}={_quote(value)}")
+    for line in eval_lines(ctx.items()):
+        print(line)
     return EXIT_OK

@@ -11,19 +11,43 @@ from sotd.cli.common import enter, out, prog
 from sotd.errors import EXIT_OK, RegistryUnreadable, ScriptUsage
 
 
-def run(argv: list[str]) -> int:
-    me = prog("comm-leave.sh", "leave")
-    other: str | None = None
+def parse(argv: list[str], me: str) -> str | None:
+    """The other row's handle (``--name <h>`` or ``--name=<h>``), None for this row's own; raises the
+    usage for anything else."""
     if len(argv) == 1 and argv[0].startswith("--name="):
         other = argv[0][len("--name=") :]
-        if not other:
-            raise ScriptUsage("--name= needs a handle")
     elif len(argv) == 2 and argv[0] == "--name":
         other = argv[1]
-        if not other:
-            raise ScriptUsage("--name= needs a handle")
     elif argv:
         raise ScriptUsage(f"usage: {me} [--name <handle>]")
+    else:
+        return None
+    if not other:
+        raise ScriptUsage("--name= needs a handle")
+    return other
+
+
+def removed_row(agents: dict[str, object], name: str) -> bool:
+    """Take ``name``'s row out of the registry's agent list (in place); whether there was one. Only the
+    row: the inbox and the cursor stay (D10)."""
+    if name in agents:
+        del agents[name]
+        return True
+    return False
+
+
+def said(name: str, other: bool, removed: bool) -> str:
+    """The one stdout line: leaving another row (``--name``) or this row's own."""
+    if other:
+        if removed:
+            return f"Removed @{name} from the registry (row only; comm-despawn.sh does full teardown)."
+        return f"@{name} not in registry — nothing to do."
+    return f"Left sot-comm (@{name} removed)." if removed else "Not joined — nothing to do."
+
+
+def run(argv: list[str]) -> int:
+    me = prog("comm-leave.sh", "leave")
+    other = parse(argv, me)
     ctx = enter(me)  # an identity refusal is raised
     from sotd import handles
     from sotd.formats import registry, reglock
@@ -37,10 +61,8 @@ def run(argv: list[str]) -> int:
     def change(doc: dict[str, object]) -> tuple[bool, bool]:
         agents = registry.agents_of(doc)
         assert isinstance(agents, dict)
-        if name in agents:
-            del agents[name]
-            return True, True
-        return False, False
+        removed = removed_row(agents, name)
+        return removed, removed
 
     registry.ensure(ctx.layout)
     try:
@@ -53,18 +75,10 @@ def run(argv: list[str]) -> int:
         raise RegistryUnreadable(
             "FAILED: the registry could not be read; nothing was removed", hint=hints.registry_unreadable()
         ) from None
-    if other is not None:
-        if not removed:
-            out(f"@{name} not in registry — nothing to do.")
-        else:
-            out(f"Removed @{name} from the registry (row only; comm-despawn.sh does full teardown).")
-        return EXIT_OK
-    try:
-        os.unlink(ctx.self_file)
-    except FileNotFoundError:
-        pass
-    if not removed:
-        out("Not joined — nothing to do.")
-    else:
-        out(f"Left sot-comm (@{name} removed).")
+    if other is None:
+        try:
+            os.unlink(ctx.self_file)
+        except FileNotFoundError:
+            pass
+    out(said(name, other is not None, removed))
     return EXIT_OK

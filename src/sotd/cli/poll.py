@@ -11,7 +11,29 @@ from sotd.cli.common import Context, enter, out, prog
 from sotd.cli.inboxread import Batch, read_batch
 from sotd.errors import EXIT_OK, InboxBusy, NotJoined, PollBusy, SotdError
 
-__all__ = ["Batch", "read_batch", "run"]  # read_batch stays importable here (the hooks, the benchmarks)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["Batch", "cursor_writes", "read_batch", "run", "shown_lines"]  # read_batch: the hooks, benchmarks
+
+
+def shown_lines(new: list[bytes], show: Callable[[bytes], str | None]) -> list[str]:
+    """The stdout lines for the mail past the cursor: each line as ``show`` renders it (None: not shown),
+    or the one "No new messages." line when none of them is shown."""
+    lines = [text for text in map(show, new) if text is not None]
+    return lines or ["No new messages."]
+
+
+def cursor_writes(new_text: str, old_text: str, base: int, total: int) -> str:
+    """What poll writes after showing a batch: "cursor" (the cursor moved; the read hint with it), "hint"
+    (the cursor stands, but a full scan of a non-empty box leaves a hint so the next read skips it), or ""
+    (nothing)."""
+    if new_text != old_text:
+        return "cursor"
+    if base == 0 and total:
+        return "hint"
+    return ""
 
 
 def run(argv: list[str]) -> int:
@@ -31,23 +53,16 @@ def run(argv: list[str]) -> int:
         out("No messages.")
         _touch(ctx, registry)
         return EXIT_OK
-    shown = 0
-    for raw in batch.new:
-        text = showline.show_line(raw)  # as the 0.6.6 reference shows it; None: not shown
-        if text is None:
-            continue
-        out(text)
-        shown += 1
-    if not shown:
-        out("No new messages.")
     from sotd.formats import readhint
 
+    for line in shown_lines(batch.new, showline.show_line):
+        out(line)
     new_text = cursor.encode(batch.total, batch.last_line)
-    if new_text != cursor.read(ctx.layout, name):
+    write = cursor_writes(new_text, cursor.read(ctx.layout, name), batch.view.base, batch.total)
+    if write == "cursor":
         cursor.write(ctx.layout, name, batch.total, batch.last_line)
+    if write:
         readhint.write(ctx.layout, name, new_text, batch.view)
-    elif batch.view.base == 0 and batch.total:
-        readhint.write(ctx.layout, name, new_text, batch.view)  # a full scan: let the next read skip it
     _touch(ctx, registry)
     return EXIT_OK
 

@@ -41,7 +41,9 @@ def parse(argv: list[str]) -> tuple[bool, str | None, str]:
     return broadcast, to, " ".join(words)
 
 
-def run(argv: list[str]) -> int:
+def send_argv(argv: list[str]) -> list[str]:
+    """The ``sotd comm send`` words for the relay's words (``send`` first); raises the relay's usage: no
+    verb, then no recipient, then an empty message."""
     if not argv or argv[0] != "send":
         raise ScriptUsage(f"{USAGE} | bridge")
     broadcast, to, text = parse(argv[1:])
@@ -49,6 +51,11 @@ def run(argv: list[str]) -> int:
         raise ScriptUsage(f"{USAGE}  (no recipient)")
     if not text:
         raise ScriptUsage(f"{USAGE}  (empty message)")
+    return ["--broadcast", text] if broadcast else [f"@{to}", text]
+
+
+def run(argv: list[str]) -> int:
+    words = send_argv(argv)
     from sotd.cli import send
 
-    return send.run(["--broadcast", text] if broadcast else [f"@{to}", text])
+    return send.run(words)

@@ -25,13 +25,37 @@ VERBS = ("prompt", "stop", "interrupted", "working", "idle", "blocked", "done", 
 EVENTS = ("prompt", "stop", "interrupted")
 
 
-def run(argv: list[str]) -> int:
-    me = prog("comm-status.sh", "status")
+def parse(argv: list[str], me: str) -> str:
+    """The verb (the first word); raises the usage when there is none or it is not one of ``VERBS``."""
     if not argv:
         raise UsageError(f'usage: {me} <{"|".join(VERBS)}> ["text"]')
     verb = argv[0]
     if verb not in VERBS:
         raise UsageError(f"{me}: invalid verb '{verb}' (want {'|'.join(VERBS)})")
+    return verb
+
+
+def discard_sentence(me: str, name: str, cwd: str) -> str:
+    """What a declaration says when this row has no registry row (no handle, or the row is gone)."""
+    return (
+        f"{me}: no registry row for '{name or '<no identity>'}' from cwd {cwd} -- stamp discarded; "
+        "run it from the session's project root"
+    )
+
+
+def refusal(event: bool, missing: bool, problem: str | None, discard: str) -> SotdError | None:
+    """After the registry update: None when the stamp was written or an event is silently dropped (no
+    row); a declaration with no row is discarded; a state the rules refuse is refused, event or not."""
+    if missing:
+        return None if event else StampDiscarded(discard)
+    if problem:
+        return StateRefused(problem)
+    return None
+
+
+def run(argv: list[str]) -> int:
+    me = prog("comm-status.sh", "status")
+    verb = parse(argv, me)
     from sotd.text import carry_os
 
     # the words' bytes carried (docs/contract.md, "Text that cannot be carried"), as a send's are
@@ -53,10 +77,7 @@ def run(argv: list[str]) -> int:
     from sotd.formats import registry, reglock
 
     name = ctx.name
-    discard = (
-        f"{me}: no registry row for '{name or '<no identity>'}' from cwd {os.getcwd()} -- stamp discarded; "
-        "run it from the session's project root"
-    )
+    discard = discard_sentence(me, name, os.getcwd())
     if not name:
         if event:
             return EXIT_OK
@@ -95,12 +116,11 @@ def run(argv: list[str]) -> int:
         ) from None
     except SotdError as e:
         raise SotdError(e.message, code=e.code) from None  # its sentence alone (the lock's names its holder)
+    refused = refusal(event, "missing" in outcome, outcome.get("problem"), discard)
+    if refused is not None:
+        raise refused
     if "missing" in outcome:
-        if event:
-            return EXIT_OK
-        raise StampDiscarded(discard)
-    if "problem" in outcome:
-        raise StateRefused(outcome["problem"])
+        return EXIT_OK  # an event with no row: silent
     if verb == "prompt" and env.get("COMM_STATUS_TRANSCRIPT"):
         _save_transcript(ctx, name, env["COMM_STATUS_TRANSCRIPT"])
     return EXIT_OK

@@ -13,18 +13,25 @@ from sotd.cli.common import Context, check_ancestry, out
 from sotd.errors import EXIT_OK, IdentityRefused, InboxBusy, NotJoined, ScriptUsage
 
 
+def asked_handle(argv: list[str], joined: str, prog_env: str) -> str:
+    """Whose directed unread lines to count: the one word given, else this row's joined handle. Raises the
+    usage for more than one word, and poll's "Not joined" when there is no handle at all."""
+    if len(argv) > 1:
+        from sotd import cmdtable
+
+        raise ScriptUsage(cmdtable.usage("comm unread", prog_env))
+    handle = argv[0] if argv else joined
+    if not handle:
+        raise NotJoined("Not joined — run comm-join.sh first.")  # as poll says it
+    return handle
+
+
 def run(argv: list[str]) -> int:
     why = check_ancestry()
     if why:
         raise IdentityRefused(f"sotd comm unread: {why}")
     ctx = Context()
-    handle = argv[0] if argv else ctx.name
-    if len(argv) > 1:
-        from sotd import cmdtable
-
-        raise ScriptUsage(cmdtable.usage("comm unread", os.environ.get("SOT_COMM_PROG", "")))
-    if not handle:
-        raise NotJoined("Not joined — run comm-join.sh first.")  # as poll says it
+    handle = asked_handle(argv, ctx.name, os.environ.get("SOT_COMM_PROG", ""))
     from sotd import handles
     from sotd.cli.inboxread import read_batch
     from sotd.formats import inbox
@@ -36,8 +43,5 @@ def run(argv: list[str]) -> int:
         raise InboxBusy(
             f"the inbox for @{handle} is being written — nothing was counted; ask again"
         ) from None
-    if batch is None:
-        out("0")
-        return EXIT_OK
-    out(str(inbox.count_directed(batch.new, handle)))
+    out("0" if batch is None else str(inbox.count_directed(batch.new, handle)))
     return EXIT_OK
