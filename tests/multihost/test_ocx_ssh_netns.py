@@ -34,9 +34,9 @@ NOWHERE = "10.77.0.250"  # on the boxes' subnet, but no box holds it
 READER = r"""
 import json, os
 from sotd.ocx.config import load_config
-from sotd.ocx.node import Node
+from sotd.ocx.node import NodeClones
 
-node = Node(load_config(os.environ))
+node = NodeClones(load_config(os.environ))
 got = []
 
 def reader(d):
