@@ -93,6 +93,8 @@ def slow_fsync(pid: int, secs: float) -> Iterator[None]:
         except subprocess.TimeoutExpired:
             tracer.kill()
             tracer.wait(5)
+        if tracer.stderr is not None:
+            tracer.stderr.close()
 
 
 def _lock_free(lay: Any) -> bool:

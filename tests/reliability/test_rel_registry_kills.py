@@ -238,4 +238,6 @@ def test_a_live_holders_lock_is_never_broken_by_age(tmp_path: object) -> None:
         if p.stdin is not None:
             p.stdin.close()
         p.wait(10)
+        if p.stdout is not None:
+            p.stdout.close()
     assert read_fresh(lay.reglock)[0] == "gone"  # its holder released it itself
