@@ -290,6 +290,76 @@ class _Counting:
             raise
 
 
+def verb_registry_put(home: str, host: str, name: str) -> dict[str, Any]:
+    """One registry write as ``host``: the row ``name`` put (a whole new file renamed over the registry)."""
+    lay = layout_of(home)
+
+    def change(doc: dict[str, Any]) -> tuple[bool, None]:
+        registry.put(doc, name, {"host": host, "last_seen": _clock.stamp(), "root": "/nowhere"})
+        return True, None
+
+    try:
+        registry.update(lay, host, change, bound=30.0)
+    except SotdError as e:
+        return {"error": e.message}
+    return {"put": name}
+
+
+class _HeldFirstRead:
+    """Replaces ``registry._read_once``: its first call opens the registry, says so (creates ``opened``),
+    waits until ``renamed`` exists and only then reads from the descriptor it opened. That holds open, on
+    purpose, the window in which another host renames a new registry over the opened file; the error the
+    read then gets (ESTALE on v3) is the kernel's own. Every later call is the real ``_read_once``."""
+
+    def __init__(self, opened: str, renamed: str) -> None:
+        self.opened, self.renamed = opened, renamed
+        self.real = registry._read_once
+        self.calls = 0
+        self.first = "not called"
+        registry._read_once = self
+
+    def __call__(self, path: str) -> bytes:
+        self.calls += 1
+        if self.calls > 1:
+            return self.real(path)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            touch_file(self.opened)
+            if not wait_file(self.renamed, 60):
+                self.first = "no rename came"
+                raise OSError(errno.ETIMEDOUT, "no rename came")
+            chunks: list[bytes] = []
+            try:
+                while b := os.read(fd, 1 << 16):
+                    chunks.append(b)
+            except OSError as e:
+                self.first = errno.errorcode.get(e.errno or 0, str(e.errno))
+                raise
+            self.first = "read"
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+
+def verb_stale_read(home: str, opened: str, renamed: str) -> dict[str, Any]:
+    """One ``registry.read_bytes`` whose first try reads, from a descriptor opened before it, a registry
+    another host has since replaced (``_HeldFirstRead``). Returns what that first read got, how many tries
+    the read took and the rows of the document it returned."""
+    lay = layout_of(home)
+    held = _HeldFirstRead(opened, renamed)
+    try:
+        data = registry.read_bytes(lay)
+    except SotdError as e:
+        return {"first_read": held.first, "tries": held.calls, "unreadable": e.message}
+    if data is None:
+        return {"first_read": held.first, "tries": held.calls, "absent": True}
+    try:
+        rows = sorted(registry.agents_of(registry.parse(data)))
+    except SotdError as e:
+        return {"first_read": held.first, "tries": held.calls, "unparseable": e.message}
+    return {"first_read": held.first, "tries": held.calls, "rows": rows}
+
+
 def verb_registry_churn(home: str, host: str, n: str, go: str, secs: str) -> dict[str, Any]:
     """``n`` registry writes as ``host`` once ``go`` exists (joins, touches, leaves in turn, each also
     counting in the shared ``counter`` row), while a reader thread parses every read until the writes end
@@ -377,6 +447,8 @@ def main() -> None:
         "hold_reglock": verb_hold_reglock,
         "take_reglock": verb_take_reglock,
         "registry_churn": verb_registry_churn,
+        "registry_put": verb_registry_put,
+        "stale_read": verb_stale_read,
     }
     out = verbs[verb](*args)
     out["secs"] = round(time.monotonic() - t, 3)

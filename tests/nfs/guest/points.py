@@ -411,6 +411,35 @@ def point_registry(ver: str, n: int) -> dict[str, Any]:
     return {"writers": outs, "final": doc, "n": n}
 
 
+def point_stale_read(ver: str, rounds: int) -> dict[str, Any]:
+    """The stale-handle window made certain, ``rounds`` times: host B writes the registry; host A opens it
+    and pauses before its read; B renames a new registry over it; A reads (the first try of
+    ``registry.read_bytes``, whose retries then run as they are). Host A never wrote the file, so none of
+    it is in A's page cache and the read goes to the server."""
+    home_a, home_b, work = fresh_home(ver, f"stale-read-{ver}")
+    out: list[dict[str, Any]] = []
+    for k in range(rounds):
+        put = helper("b", "registry_put", home_b, HOST_B, f"before-{k}")
+        if "error" in put:
+            out.append({"before": put})
+            continue
+        opened, renamed = os.path.join(work, f"opened-{k}"), os.path.join(work, f"renamed-{k}")
+        reader = spawn([PY, HELPER, "stale_read", home_a, opened, renamed], host="a")
+        deadline = time.monotonic() + 60
+        while not os.path.exists(opened) and time.monotonic() < deadline and reader.poll() is None:
+            time.sleep(0.02)
+        after = helper("b", "registry_put", home_b, HOST_B, f"after-{k}")
+        open(renamed, "w").close()
+        stdout, stderr = reader.communicate(timeout=120)
+        try:
+            got = dict(json.loads(stdout.strip().splitlines()[-1]))
+        except (IndexError, ValueError):
+            got = {"error": f"exit {reader.returncode}: {stdout[-1500:]} {stderr[-1500:]}"}
+        got["after"] = after
+        out.append(got)
+    return {"rounds": out}
+
+
 def point_nocto(ver: str) -> dict[str, Any]:
     """The registry lock's holder record taken on host B through a ``nocto`` mount and a normal one."""
     _home_a, home_b, _work = fresh_home(ver, f"nocto-{ver}")
@@ -566,6 +595,8 @@ POINTS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
     ("killed_v3", lambda: point_killed_holder("v3", inbox_lock=False)),
     ("registry_v4", lambda: point_registry("v4", 45)),
     ("registry_v3", lambda: point_registry("v3", 45)),
+    ("stale_read_v4", lambda: point_stale_read("v4", 3)),
+    ("stale_read_v3", lambda: point_stale_read("v3", 3)),
     ("nocto_v4", lambda: point_nocto("v4")),
     ("nocto_v3", lambda: point_nocto("v3")),
     ("send_v4", lambda: point_send_latency("v4", 15)),
