@@ -96,9 +96,12 @@ def test_codex_home_is_honoured_and_a_file_install_made_is_removed_whole(fresh: 
     path = os.path.join(home, "hooks.json")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert not os.path.exists(os.path.join(fresh.work, ".codex"))
+    config = os.path.join(home, "config.toml")
+    assert stat.S_IMODE(os.stat(config).st_mode) == 0o600
     r = run(fresh, "uninstall", codex_home=home)
     assert f"Removed {path} (install had created it)" in r.out_lines
-    assert not os.path.exists(path)
+    assert f"Removed {config} (install had created it)" in r.out_lines
+    assert not os.path.exists(path) and not os.path.exists(config)
 
 
 def test_uninstall_after_the_user_edited_codex_hooks_takes_out_only_ours(fresh: Comm) -> None:
@@ -232,3 +235,35 @@ def test_plain_install_prints_the_codex_config_lines(fresh: Comm) -> None:
     lines = codex_config.function_lines(install_mod._codex_functions(fresh.layout.bin_dir))
     assert "  [shell_environment_policy.set]" in r.out_lines
     assert ["  " + ln for ln in lines] == [ln for ln in r.out_lines if "BASH_FUNC_" in ln]
+
+
+def test_a_codex_config_symlink_is_written_through_and_stays_a_link(fresh: Comm) -> None:
+    target = os.path.join(fresh.work, "dotfiles", "codex.toml")
+    os.makedirs(os.path.dirname(target))
+    with open(target, "w") as f:
+        f.write(CONFIG)
+    os.chmod(target, 0o644)
+    link = _config(fresh)
+    os.makedirs(os.path.dirname(link))
+    os.symlink(target, link)
+    assert run(fresh, "install", "--agent-settings").code == 0
+    assert os.path.islink(link) and stat.S_IMODE(os.stat(target).st_mode) == 0o644
+    with open(target) as f:
+        assert f.read().startswith(CONFIG + "\n[shell_environment_policy.set]\n")
+    assert f"Restored {link} to its bytes before the install" in run(fresh, "uninstall").out_lines
+    assert os.path.islink(link)
+    with open(target) as f:
+        assert f.read() == CONFIG
+
+
+def test_a_shell_other_than_bash_is_told_the_functions_are_bashs(fresh: Comm) -> None:
+    env = clean_env()
+    env.update(SOT_COMM_HOME=fresh.home, HOME=fresh.work, SHELL="/usr/bin/zsh")
+    env.pop("CODEX_HOME", None)
+    p = subprocess.run([SOTD, "comm", "install", "--agent-settings"], check=False, cwd=fresh.work, env=env,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 0, p
+    assert (
+        "note: your shell is zsh; Codex runs the model's commands in it, and only bash imports these "
+        f"functions: name the scripts by full path there ({fresh.layout.bin_dir}/comm-poll.sh)"
+    ) in p.stdout.splitlines()
