@@ -101,3 +101,41 @@ def test_without_homes_the_environment_is_exactly_process_env(lab: tuple[runner.
     r, out = _run(node, [], {"PATH": "/usr/bin:/bin"})
     assert out.splitlines()[0] == "HOME=unset"
     assert not os.path.exists(os.path.join(r.values["workspace"], "home"))
+
+
+def test_a_session_run_is_prepared_with_the_same_home(lab: tuple[runner.JobNode, str]) -> None:
+    """A ``session: true`` run shares the preparation: its row's launch spec (what ``sotd.jobs.launch``
+    execs) sets HOME to the copies. The row itself is not started here (tests/integration/
+    test_ocx_sessions.py runs rows; their runs set HOME themselves)."""
+    from dataclasses import replace
+
+    from sotd.ocxrun import sessions
+
+    node, entry = lab
+    node = replace(node, policy=replace(node.policy, sessions=True))
+    b: dict[str, Any] = {
+        "clone": SC, "objective": "test",
+        "workspace": [{"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"}],
+        "sandbox": {
+            "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": False,
+            "isolate_terminal": True, "ends_with_parent": True, "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
+            "read_only": ["/usr", "/etc/alternatives"], "read_write": ["$$workspace$$"], "homes": [entry],
+            "created_files": [],
+        },
+        "limits": {"wall": 20},
+        "process": {"user": "build-user", "command": ["sh"], "env": {"PATH": "/usr/bin:/bin"}, "session": True},
+    }  # fmt: skip
+    raw = json.dumps({"ocx": 2, "to": "lab-user", "run": b}).encode()
+    r = sessions.SessionRun(b, run_hash=hashlib.sha3_256(raw).hexdigest(), repository_name="proj",
+                            target=Target("/nonexistent.fossil"), node=node, hash_name="sha3_256")  # fmt: skip
+    r.hosted = True
+    try:
+        assert r.start() is not None, r.result
+        with open(os.path.join(r.dir, sessions.LAUNCH_SPEC)) as f:
+            argv = json.load(f)["argv"]
+        ws = r.values["workspace"]
+        at = argv.index("HOME")
+        assert argv[at - 1 : at + 2] == ["--setenv", "HOME", f"{ws}/home"], argv
+    finally:
+        if r.cgroups is not None:
+            r.cgroups.remove()
