@@ -96,9 +96,12 @@ def test_codex_home_is_honoured_and_a_file_install_made_is_removed_whole(fresh: 
     path = os.path.join(home, "hooks.json")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert not os.path.exists(os.path.join(fresh.work, ".codex"))
+    config = os.path.join(home, "config.toml")
+    assert stat.S_IMODE(os.stat(config).st_mode) == 0o600
     r = run(fresh, "uninstall", codex_home=home)
     assert f"Removed {path} (install had created it)" in r.out_lines
-    assert not os.path.exists(path)
+    assert f"Removed {config} (install had created it)" in r.out_lines
+    assert not os.path.exists(path) and not os.path.exists(config)
 
 
 def test_uninstall_after_the_user_edited_codex_hooks_takes_out_only_ours(fresh: Comm) -> None:
@@ -144,3 +147,123 @@ def test_a_codex_hooks_file_that_is_not_json_is_refused_before_anything_is_writt
     with open(path, "rb") as f:
         assert f.read() == b"{not json"
     assert not os.path.exists(os.path.join(fresh.work, ".claude"))
+
+
+CONFIG = 'model = "gpt-5.5"\n\n[shell_environment_policy]\ninherit = "all"\n'
+
+
+def _config(comm: Comm) -> str:
+    return os.path.join(comm.work, ".codex", "config.toml")
+
+
+def test_codex_config_gets_the_script_functions_keeps_the_users_keys_and_uninstall_restores(
+    fresh: Comm,
+) -> None:
+    path = _config(fresh)
+    os.makedirs(os.path.dirname(path))
+    with open(path, "w") as f:
+        f.write(CONFIG)
+    os.chmod(path, 0o640)
+    r = run(fresh, "install", "--agent-settings")
+    assert r.code == 0, r
+    assert (
+        f"Put the comm scripts on Codex's shell by name (bash functions under [shell_environment_policy.set]): "
+        f"{path}" in r.out_lines
+    )
+    with open(path) as f:
+        text = f.read()
+    bin_dir = fresh.layout.bin_dir
+    funcs = install_mod._codex_functions(bin_dir)
+    from sotd.cli import codex_config
+
+    assert text == CONFIG + "\n[shell_environment_policy.set]\n" + codex_config.MARK + "\n" + "".join(
+        ln + "\n" for ln in codex_config.function_lines(funcs)
+    )
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+    assert sorted(funcs) == sorted(f"BASH_FUNC_{n}%%" for n in install_mod.WRAPPERS)
+    # bash imports each one: the bare name runs sotd's script
+    env = {"PATH": "/usr/bin:/bin", "SOT_COMM_HOME": fresh.home, "HOME": fresh.work, **funcs}
+    p = subprocess.run(["bash", "-c", "type -t comm-list.sh && comm-list.sh --help"], env=env,
+                       capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert p.stdout.startswith("function\n") and "usage" in p.stdout.lower(), p
+    assert (
+        f"The comm scripts were already on Codex's shell by name in {path}"
+        in run(fresh, "install", "--agent-settings").out_lines
+    )
+    r = run(fresh, "uninstall")
+    assert f"Restored {path} to its bytes before the install" in r.out_lines, r
+    with open(path) as f:
+        assert f.read() == CONFIG
+
+
+def test_uninstall_after_codex_recorded_trust_in_its_config_takes_out_only_our_lines(fresh: Comm) -> None:
+    path = _config(fresh)
+    assert run(fresh, "install", "--agent-settings").code == 0
+    trust = '\n[projects."/p"]\ntrust_level = "trusted"\n'
+    with open(path, "a") as f:
+        f.write(trust)
+    r = run(fresh, "uninstall")
+    assert (
+        f"Took sotd's shell functions out of {path} (it had changed since the install, so only those)"
+        in r.out_lines
+    ), r
+    with open(path) as f:
+        assert f.read() == trust  # Codex's bytes, as it appended them
+
+
+def test_a_codex_config_that_is_not_toml_is_refused_before_anything_is_written(fresh: Comm) -> None:
+    path = _config(fresh)
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(b"model = [1,\n")
+    r = run(fresh, "install", "--agent-settings")
+    assert r.code == 1, r
+    assert r.err_lines[-2:] == [
+        f"{path} is not valid TOML (Invalid value (at end of document)); nothing was changed",
+        "Fix that line, then run: sotd comm install --agent-settings",
+    ]
+    with open(path, "rb") as f:
+        assert f.read() == b"model = [1,\n"
+    assert not os.path.exists(os.path.join(fresh.work, ".codex", "hooks.json"))
+    assert not os.path.exists(os.path.join(fresh.work, ".claude"))
+
+
+def test_plain_install_prints_the_codex_config_lines(fresh: Comm) -> None:
+    from sotd.cli import codex_config
+
+    r = run(fresh, "install")
+    lines = codex_config.function_lines(install_mod._codex_functions(fresh.layout.bin_dir))
+    assert "  [shell_environment_policy.set]" in r.out_lines
+    assert ["  " + ln for ln in lines] == [ln for ln in r.out_lines if "BASH_FUNC_" in ln]
+
+
+def test_a_codex_config_symlink_is_written_through_and_stays_a_link(fresh: Comm) -> None:
+    target = os.path.join(fresh.work, "dotfiles", "codex.toml")
+    os.makedirs(os.path.dirname(target))
+    with open(target, "w") as f:
+        f.write(CONFIG)
+    os.chmod(target, 0o644)
+    link = _config(fresh)
+    os.makedirs(os.path.dirname(link))
+    os.symlink(target, link)
+    assert run(fresh, "install", "--agent-settings").code == 0
+    assert os.path.islink(link) and stat.S_IMODE(os.stat(target).st_mode) == 0o644
+    with open(target) as f:
+        assert f.read().startswith(CONFIG + "\n[shell_environment_policy.set]\n")
+    assert f"Restored {link} to its bytes before the install" in run(fresh, "uninstall").out_lines
+    assert os.path.islink(link)
+    with open(target) as f:
+        assert f.read() == CONFIG
+
+
+def test_a_shell_other_than_bash_is_told_the_functions_are_bashs(fresh: Comm) -> None:
+    env = clean_env()
+    env.update(SOT_COMM_HOME=fresh.home, HOME=fresh.work, SHELL="/usr/bin/zsh")
+    env.pop("CODEX_HOME", None)
+    p = subprocess.run([SOTD, "comm", "install", "--agent-settings"], check=False, cwd=fresh.work, env=env,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 0, p
+    assert (
+        "note: your shell is zsh; Codex runs the model's commands in it, and only bash imports these "
+        f"functions: name the scripts by full path there ({fresh.layout.bin_dir}/comm-poll.sh)"
+    ) in p.stdout.splitlines()

@@ -744,6 +744,136 @@ def unwrite_codex_rules(path: str) -> str | None:
     return f"Removed {path}"
 
 
+def codex_config_path() -> str:
+    return os.path.join(codex_dir(), "config.toml")
+
+
+def _codex_functions(bin_dir: str) -> dict[str, str]:
+    from sotd.cli import codex_config
+
+    return codex_config.shell_functions(bin_dir, list(WRAPPERS))
+
+
+def codex_functions_trial(bin_dir: str) -> None:
+    """Raise (before anything is written) when Codex's ``config.toml`` cannot take our lines."""
+    from sotd.cli import codex_config
+
+    path = codex_config_path()
+    data = _read_bytes(_settings_target(path))
+    codex_config.add_functions(path, _decode_toml(path, data), _codex_functions(bin_dir))
+
+
+def _decode_toml(path: str, data: bytes | None) -> str:
+    try:
+        return (data or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        raise SotdError(f"{path} is not valid TOML (it is not UTF-8); nothing was changed",
+                        hint="Fix it, then run: sotd comm install --agent-settings") from None  # fmt: skip
+
+
+def write_codex_functions(path: str, bin_dir: str, record: dict[str, object]) -> tuple[bool, list[str]]:
+    """Add the comm scripts' bash functions to Codex's ``config.toml`` at ``path`` (through a symlink,
+    mode kept, 0600 when new); (whether it changed, the keys the user holds with another value).
+    ``record`` (this file's entry in the install record, changed in place) keeps the bytes from before,
+    the digest written and the lines added, for ``unwrite_codex_functions``."""
+    from sotd.cli import codex_config
+
+    target = _settings_target(path)
+    data = _read_bytes(target)
+    new, added, foreign = codex_config.add_functions(
+        path, _decode_toml(path, data), _codex_functions(bin_dir)
+    )
+    if not added:
+        return False, foreign
+    mode = 0o600
+    if data is not None:
+        mode = os.stat(target).st_mode & 0o7777
+    else:
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+    if not record:
+        record.update(before=_b64(data), before_known=True, added=[], keys=[])
+    elif record.get("after_sha256") != (_sha(data) if data is not None else None):
+        record["before_known"] = False
+    lines = record.setdefault("added", [])
+    if isinstance(lines, list):
+        lines.extend(added)
+    funcs = _codex_functions(bin_dir)
+    keys = record.setdefault("keys", [])
+    if isinstance(keys, list):
+        for key, line in zip(funcs, codex_config.function_lines(funcs), strict=True):
+            if line in added and key not in keys:
+                keys.append(key)
+    encoded = new.encode()
+    _replace_keeping_mode(target, encoded, mode)
+    record["after_sha256"] = _sha(encoded)
+    return True, foreign
+
+
+def unwrite_codex_functions(path: str, record: dict[str, object]) -> str:
+    """Take the install's lines out of Codex's ``config.toml``; the line saying what happened. Unchanged
+    since our write: the bytes from before are put back (or the file we made is removed); changed since
+    (Codex itself records trust there): exactly our lines are taken out."""
+    from sotd.cli import codex_config
+
+    target = _settings_target(path)
+    data = _read_bytes(target)
+    if data is None:
+        return f"{path} is gone; nothing to take out of it"
+    mode = os.stat(target).st_mode & 0o7777
+    if record.get("before_known") and record.get("after_sha256") == _sha(data):
+        before = _unb64(record.get("before"))
+        if before is None:
+            os.unlink(target)
+            return f"Removed {path} (install had created it)"
+        _replace_keeping_mode(target, before, mode)
+        return f"Restored {path} to its bytes before the install"
+    added = _strs(record.get("added"))
+    keys = _strs(record.get("keys"))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    new = None if text is None else codex_config.remove_functions(path, text, added, keys)
+    if new is None:
+        return (
+            f"{path} no longer holds sotd's lines as install wrote them; left as it is "
+            f"(take any {codex_config.function_key('comm-…')} keys out of {codex_config.HEADER} by hand)"
+        )
+    _replace_keeping_mode(target, new.encode(), mode)
+    return f"Took sotd's shell functions out of {path} (it had changed since the install, so only those)"
+
+
+def _strs(v: object) -> list[str]:
+    return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+
+
+def _install_codex_functions(lay: Layout, record: dict[str, object]) -> None:
+    from sotd.cli import codex_config
+
+    path = codex_config_path()
+    configs = record.setdefault("codex_config", {})
+    assert isinstance(configs, dict)
+    entry = configs.setdefault(path, {})
+    assert isinstance(entry, dict)
+    changed_now, foreign = write_codex_functions(path, lay.bin_dir, entry)
+    if changed_now:
+        out(
+            f"Put the comm scripts on Codex's shell by name (bash functions under {codex_config.HEADER}): {path}"
+        )
+    else:
+        out(f"The comm scripts were already on Codex's shell by name in {path}")
+    for key in foreign:
+        out(f"{path}: {key} is set to something else there; left as it is")
+    shell = os.path.basename(os.environ.get("SHELL", "") or "bash")
+    if shell != "bash":
+        out(
+            f"note: your shell is {shell}; Codex runs the model's commands in it, and only bash imports "
+            f"these functions: name the scripts by full path there ({lay.bin_dir}/comm-poll.sh)"
+        )
+    if not entry:
+        configs.pop(path, None)
+
+
 CODEX_TRUST_NOTE = (
     "Codex runs new or changed hooks only once a person trusts them: start codex and pick "
     "'Trust all and continue' (or review them with /hooks)"
@@ -792,6 +922,15 @@ def instructions(bin_dir: str) -> list[str]:
         "writes it), then trust them in Codex with /hooks:",
     ]
     lines += ["  " + ln for ln in json.dumps(codex, indent=2, ensure_ascii=False).splitlines()]
+    from sotd.cli import codex_config
+
+    lines += [
+        "",
+        "So that a Codex session outside a sotd row finds the scripts by name, add to ~/.codex/config.toml",
+        "(--agent-settings adds them):",
+        f"  {codex_config.HEADER}",
+    ]
+    lines += ["  " + ln for ln in codex_config.function_lines(_codex_functions(bin_dir))]
     lines += [
         "A Codex without lifecycle hooks reads its mail only when it polls: tell it so in AGENTS.md",
         f"('run {bin_dir}/comm-poll.sh after each task').",
@@ -829,6 +968,7 @@ def run(argv: list[str]) -> int:
         codex_hooks = os.path.join(codex_dir(), "hooks.json")
         merge_claude_settings(_load_doc(codex_hooks, _read_bytes(_settings_target(codex_hooks))), lay.bin_dir,
                               CODEX_EVENTS)  # fmt: skip
+        codex_functions_trial(lay.bin_dir)
     recorded = sotd or sotd_executable()
     names, removed = install(lay, recorded)
     note = checkout_note(recorded)
@@ -882,6 +1022,7 @@ def _install_codex(lay: Layout, record: dict[str, object]) -> None:
         files = record.get("settings")
         if isinstance(files, dict):
             files.pop(path, None)
+    _install_codex_functions(lay, record)
     rules = os.path.join(codex_dir(), "rules", CODEX_RULES)
     out(write_codex_rules(rules, lay.bin_dir))
     if _read_bytes(rules) == codex_rules_text(lay.bin_dir, os.path.expanduser("~")).encode():
@@ -911,6 +1052,15 @@ def uninstall(argv: list[str]) -> int:
             if isinstance(path, str) and isinstance(entry, dict):
                 try:
                     out(unwrite_claude_settings(path, entry))
+                except OSError as e:
+                    err(f"FAILED to change {path}: {e.strerror or e}; it was left as it is")
+                    status = 1
+    configs = record.get("codex_config")
+    if isinstance(configs, dict):
+        for path, entry in configs.items():
+            if isinstance(path, str) and isinstance(entry, dict):
+                try:
+                    out(unwrite_codex_functions(path, entry))
                 except OSError as e:
                     err(f"FAILED to change {path}: {e.strerror or e}; it was left as it is")
                     status = 1

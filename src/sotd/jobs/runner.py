@@ -20,7 +20,9 @@ through a descriptor opened one component at a time without following links and 
 the state folder, so a symlink planted by the process never makes the node read or upload a file
 outside the workspace, and what is uploaded is what was hashed. Bind sources reach bwrap as descriptors
 (``--bind-fd``), the seccomp filter as a memfd; a run's workspace may not nest with another's
-(``claim_workspace``).
+(``claim_workspace``). A run that brings ``homes`` gets ``HOME=$$workspace$$/home`` (where they were
+copied) unless its ``process.env`` sets ``HOME`` itself (``env_with_home``); a node that left ``HOME``
+unset there would hand the process entries it cannot find.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from sotd import _clock, fsprim, sysprobe
@@ -212,6 +214,16 @@ def _starttime(pid: int) -> int | None:
     return None if tick is None else int(tick)
 
 
+def env_with_home(env: Mapping[str, str], homes: tuple[str, ...], workspace: str) -> dict[str, str]:
+    """The sandboxed process's whole environment (O7; docs/ocx.md "The HOME"): ``process.env`` as it is,
+    plus ``HOME=<workspace>/home`` (where ``bring_homes`` copied them) when the run brings ``homes`` and
+    its ``env`` names no ``HOME``. A ``HOME`` the run sets itself wins, wherever it points. Pure."""
+    out = dict(env)
+    if homes and "HOME" not in out:
+        out["HOME"] = os.path.join(workspace, "home")
+    return out
+
+
 def _write_json(path: str, obj: object) -> None:
     fsprim.write_atomic(path, json.dumps(obj).encode(), tmp=path + ".tmp", mode=0o666, sync_folder=False)
 
@@ -369,6 +381,8 @@ class JobRun:
             self._check_sources(run, before_steps=False)
             assert self.values.get("workspace")
             stp.bring_homes(run.sandbox.homes, self.values["workspace"], run.sandbox.uid, run.sandbox.gid)
+            env = env_with_home(run.process.env, run.sandbox.homes, self.values["workspace"])
+            run = self.run = replace(run, process=replace(run.process, env=env))
             if self._stop.is_set():
                 self._end_early(Ended("stopped"))
                 return None

@@ -1,0 +1,141 @@
+"""``homes`` with real bubblewrap (ocx.md O7; docs/ocx.md "The HOME"): the entries are copied into
+``$$workspace$$/home`` owned by the sandbox uid, and the process finds them at ``$HOME`` — the node sets
+``HOME`` there when ``process.env`` does not, and a ``HOME`` the run sets itself wins."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sotd.jobs import nodepolicy, runner
+from sotd.jobs.steps import Target
+from tests.integration.test_jobs_limits import SC, DirCarrier
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.serial,
+    pytest.mark.root,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or not os.path.exists("/usr/bin/bwrap"), reason="needs root and bubblewrap"
+    ),
+]
+
+SHOW = 'echo "HOME=${HOME-unset}"; cat "${HOME-/nonexistent}/.agentrc/conf" 2>&1; true'
+
+
+@pytest.fixture
+def lab() -> Iterator[tuple[runner.JobNode, str]]:
+    """A node whose policy brings ``<top>/admin/.agentrc`` (a 0700 folder of root's, like /root/.claude)."""
+    top = f"/tmp/sotd-homes-{secrets.token_hex(4)}"
+    os.mkdir(top, 0o755)
+    src = os.path.join(top, "src")
+    os.mkdir(src)
+    entry = os.path.join(top, "admin", ".agentrc")
+    os.makedirs(entry)
+    os.chmod(os.path.dirname(entry), 0o700)
+    with open(os.path.join(entry, "conf"), "w") as f:
+        f.write("logged-in\n")
+    os.mkdir(os.path.join(top, "root"), 0o755)
+    policy = nodepolicy.parse_policy(
+        {
+            "users": ["build-user"], "uids": [1000], "gids": [1000],
+            "read_only": ["/usr", "/etc/alternatives"], "read_write": ["$$workspace$$"],
+            "homes": [entry], "limits": {"wall": "1h", "processes": 64},
+        }
+    )  # fmt: skip
+    node = runner.JobNode(root=os.path.join(top, "root"), policy=policy, carrier=DirCarrier(src),
+                          state_dir=os.path.join(top, "state"))  # fmt: skip
+    yield node, entry
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def _run(node: runner.JobNode, homes: list[str], env: dict[str, str]) -> tuple[runner.JobRun, str]:
+    b: dict[str, Any] = {
+        "clone": SC, "objective": "test",
+        "workspace": [{"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"}],
+        "sandbox": {
+            "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": False,
+            "isolate_terminal": True, "ends_with_parent": True, "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
+            "read_only": ["/usr", "/etc/alternatives"], "read_write": ["$$workspace$$"], "homes": homes,
+            "created_files": [],
+        },
+        "limits": {"wall": 20},
+        "process": {"user": "build-user", "command": ["sh", "-c", SHOW], "env": env},
+    }  # fmt: skip
+    raw = json.dumps({"ocx": 2, "to": "lab-user", "run": b}).encode()
+    r = runner.JobRun(b, run_hash=hashlib.sha3_256(raw).hexdigest(), repository_name="proj",
+                      target=Target("/nonexistent.fossil"), node=node, hash_name="sha3_256")  # fmt: skip
+    started, ended = r.execute()
+    assert started is not None, r.result
+    assert ended.outcome == "exited" and ended.exit == 0, ended
+    with open(ended.log_files["stdout"]) as f:
+        return r, f.read()
+
+
+def test_a_run_that_brings_homes_finds_them_at_home(lab: tuple[runner.JobNode, str]) -> None:
+    node, entry = lab
+    r, out = _run(node, [entry], {"PATH": "/usr/bin:/bin"})
+    ws = r.values["workspace"]
+    assert out == f"HOME={ws}/home\nlogged-in\n"
+    copy = os.path.join(ws, "home", ".agentrc", "conf")
+    assert os.stat(copy).st_uid == 1000 and os.stat(os.path.join(ws, "home")).st_uid == 1000
+
+
+def test_a_home_the_run_sets_itself_wins(lab: tuple[runner.JobNode, str]) -> None:
+    node, entry = lab
+    r, out = _run(node, [entry], {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$"})
+    ws = r.values["workspace"]
+    assert out.splitlines()[0] == f"HOME={ws}"  # the run's HOME, though the copies are in $HOME/home
+    assert os.path.isfile(os.path.join(ws, "home", ".agentrc", "conf"))
+
+
+def test_without_homes_the_environment_is_exactly_process_env(lab: tuple[runner.JobNode, str]) -> None:
+    node, _ = lab
+    r, out = _run(node, [], {"PATH": "/usr/bin:/bin"})
+    assert out.splitlines()[0] == "HOME=unset"
+    assert not os.path.exists(os.path.join(r.values["workspace"], "home"))
+
+
+def test_a_session_run_is_prepared_with_the_same_home(lab: tuple[runner.JobNode, str]) -> None:
+    """A ``session: true`` run shares the preparation: its row's launch spec (what ``sotd.jobs.launch``
+    execs) sets HOME to the copies. The row itself is not started here (tests/integration/
+    test_ocx_sessions.py runs rows; their runs set HOME themselves)."""
+    from dataclasses import replace
+
+    from sotd.ocxrun import sessions
+
+    node, entry = lab
+    node = replace(node, policy=replace(node.policy, sessions=True))
+    b: dict[str, Any] = {
+        "clone": SC, "objective": "test",
+        "workspace": [{"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"}],
+        "sandbox": {
+            "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": False,
+            "isolate_terminal": True, "ends_with_parent": True, "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
+            "read_only": ["/usr", "/etc/alternatives"], "read_write": ["$$workspace$$"], "homes": [entry],
+            "created_files": [],
+        },
+        "limits": {"wall": 20},
+        "process": {"user": "build-user", "command": ["sh"], "env": {"PATH": "/usr/bin:/bin"}, "session": True},
+    }  # fmt: skip
+    raw = json.dumps({"ocx": 2, "to": "lab-user", "run": b}).encode()
+    r = sessions.SessionRun(b, run_hash=hashlib.sha3_256(raw).hexdigest(), repository_name="proj",
+                            target=Target("/nonexistent.fossil"), node=node, hash_name="sha3_256")  # fmt: skip
+    r.hosted = True
+    try:
+        assert r.start() is not None, r.result
+        with open(os.path.join(r.dir, sessions.LAUNCH_SPEC)) as f:
+            argv = json.load(f)["argv"]
+        ws = r.values["workspace"]
+        at = argv.index("HOME")
+        assert argv[at - 1 : at + 2] == ["--setenv", "HOME", f"{ws}/home"], argv
+    finally:
+        if r.cgroups is not None:
+            r.cgroups.remove()
