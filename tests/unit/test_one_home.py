@@ -9,10 +9,9 @@ The test reads every module of the ``sotd`` package (ast, nothing is imported) a
 - a read of the liveness stamp rule (``_clock.is_fresh``) outside the registry's row view;
 - a string ``"stat"`` path part or ``.../stat`` f-string (a ``/proc/<pid>/stat`` read) outside ``sotd.sysprobe``;
 - the registry's ``"agents"`` object reached by subscript or ``.get`` outside ``formats/registry.py``
-  (``registry.agents_of`` is its home), but for the files listed in ``AGENTS_NOT_YET`` with the reason.
+  (``registry.agents_of`` is its home; the daemon's pure decisions get the entry from their caller).
 
-Each exemption names a reason, and an exemption that no longer matches anything fails too, so the list
-only shrinks. ``SOTD_ONE_HOME_ROOT`` points the walk at another tree (used to check that the old tree
+There are no exemptions. ``SOTD_ONE_HOME_ROOT`` points the walk at another tree (used to check that the old tree
 fails this test).
 """
 
@@ -68,11 +67,6 @@ MOVE_KEYWORD = "src_dir_fd"
 FRESH_HOME = "formats/registry.py"
 STAT_HOME = "sysprobe.py"
 
-AGENTS_NOT_YET = {
-    "daemon/decide.py": "the daemon's decisions are pure (an import-linter contract): they may not import formats",
-    "daemon/ops.py": "16b's file: registry_verdict answers file_failed on a document with no agents object",
-}
-
 
 def _modules(root: str) -> list[tuple[str, ast.Module]]:
     out = []
@@ -99,7 +93,6 @@ def _is_os_attr(node: ast.AST, names: tuple[str, ...]) -> bool:
 def second_homes(root: str) -> list[str]:
     """Every place that defines or re-derives a rule outside its home, as ``file:line: what``."""
     found: list[str] = []
-    agents_seen: set[str] = set()
     for rel, tree in _modules(root):
         for node in ast.walk(tree):
             where = f"{rel}:{getattr(node, 'lineno', 0)}"
@@ -125,10 +118,7 @@ def second_homes(root: str) -> list[str]:
                     and node.args[0].value == "agents"
                     and rel != "formats/registry.py"
                 ):
-                    if rel in AGENTS_NOT_YET:
-                        agents_seen.add(rel)
-                    else:
-                        found.append(f'{where}: .get("agents") (use registry.agents_of)')
+                    found.append(f'{where}: .get("agents") (use registry.agents_of)')
                 if rel != STAT_HOME and any(
                     isinstance(a, ast.Constant) and a.value == "stat" for a in node.args
                 ):
@@ -136,10 +126,7 @@ def second_homes(root: str) -> list[str]:
             elif isinstance(node, ast.Subscript):
                 sl = node.slice
                 if isinstance(sl, ast.Constant) and sl.value == "agents" and rel != "formats/registry.py":
-                    if rel in AGENTS_NOT_YET:
-                        agents_seen.add(rel)
-                    else:
-                        found.append(f'{where}: ["agents"] (use registry.agents_of)')
+                    found.append(f'{where}: ["agents"] (use registry.agents_of)')
             elif isinstance(node, ast.JoinedStr) and rel != STAT_HOME:
                 tail = node.values[-1] if node.values else None
                 if isinstance(tail, ast.Constant) and str(tail.value).endswith("/stat"):
@@ -153,8 +140,6 @@ def second_homes(root: str) -> list[str]:
                             found.append(
                                 f"{rel}:{stmt.lineno}: {target.id} spelled again (its home is {home})"
                             )
-    for rel in sorted(set(AGENTS_NOT_YET) - agents_seen):
-        found.append(f"{rel}: listed in AGENTS_NOT_YET but reads no agents by hand any more: drop it")
     return found
 
 
@@ -184,9 +169,6 @@ def test_the_walk_finds_a_planted_copy(tmp_path) -> None:
     (pkg / "formats").mkdir(parents=True)
     (pkg / "fsprim.py").write_text("import os\ndef write_atomic():\n    os.rename('a', 'b')\n")
     (pkg / "mover.py").write_text("import os\nos.replace('a', 'a', src_dir_fd=3, dst_dir_fd=4)\n")
-    for rel in AGENTS_NOT_YET:
-        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
-        (pkg / rel).write_text("x = {}['agents']\n")
     (pkg / "copy.py").write_text(
         "import os\n"
         "ROLES = ('cli',)\n"

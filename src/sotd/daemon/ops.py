@@ -99,12 +99,11 @@ def registry_verdict(
     """
     if doc is None:
         return {**refusal(NOT_HERE, not_here_text(to)), UNLISTED: True}
-    if isinstance(doc, RegistryUnreadable):
-        return refusal(
-            FILE_FAILED, f"the registry could not be read, so @{to} is unverified; nothing was filed"
-        )
-    agents = doc.get("agents")
-    if not isinstance(agents, dict):
+    try:
+        if isinstance(doc, RegistryUnreadable):
+            raise doc
+        agents = registry.agents_of(doc)
+    except RegistryUnreadable:
         return refusal(
             FILE_FAILED, f"the registry could not be read, so @{to} is unverified; nothing was filed"
         )
