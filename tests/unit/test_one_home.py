@@ -11,7 +11,12 @@ The test reads every module of the ``sotd`` package (ast, nothing is imported) a
 - the registry's ``"agents"`` object reached by subscript or ``.get`` outside ``formats/registry.py``
   (``registry.agents_of`` is its home; the daemon's pure decisions get the entry from their caller).
 
-There are no exemptions. ``SOTD_ONE_HOME_ROOT`` points the walk at another tree (used to check that the old tree
+A second walk holds the wire's names to ``sotd.wire``: outside it, no string literal spells an op name
+(``wire/payloads.py``, ``wire/hello.py``) or an answer code (``wire/answers.py``), and no answer's ``ok``
+is read by hand (``answers.is_ok``), but for the few literals in ``WIRE_NAME_ELSEWHERE`` that are other
+things with the same spelling.
+
+There are no other exemptions. ``SOTD_ONE_HOME_ROOT`` points the walk at another tree (used to check that the old tree
 fails this test).
 """
 
@@ -201,6 +206,71 @@ def class_names_used_twice(root: str) -> dict[str, list[str]]:
             if isinstance(node, ast.ClassDef):
                 where.setdefault(node.name, []).append(rel)
     return {name: rels for name, rels in where.items() if len(rels) > 1}
+
+
+# (file, literal) -> why that literal is not the wire's name
+WIRE_NAME_ELSEWHERE = {
+    ("errors.py", "bad_handle"): "the CLI's own error code (docs/errors.md); a leaf may not import the wire",
+    ("errors.py", "file_failed"): "the CLI's own error code (docs/errors.md); a leaf may not import the wire",
+    ("demo/scripted_agent.py", "hello"): "the text the scripted agent drafts, not the hello op",
+}
+
+
+def wire_names() -> set[str]:
+    from sotd.wire import answers, hello, payloads
+
+    return {*payloads.OPS, payloads.WORKSPACE_CHANGED, hello.HELLO_OP, *answers.CODES}
+
+
+def wire_names_by_hand(root: str, names: set[str]) -> list[str]:
+    """Every op name or answer code spelled outside ``sotd.wire``, and every ``.get("ok")``, as
+    ``file:line: what``."""
+    found: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for rel, tree in _modules(root):
+        if rel.startswith("wire/"):
+            continue
+        for node in ast.walk(tree):
+            where = f"{rel}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+                if (rel, node.value) in WIRE_NAME_ELSEWHERE:
+                    seen.add((rel, node.value))
+                else:
+                    found.append(f"{where}: {node.value!r} spelled by hand (use sotd.wire's constant)")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value == "ok"
+            ):
+                found.append(f'{where}: .get("ok") (use wire.answers.is_ok)')
+    if root == ROOT:
+        for rel, value in sorted(set(WIRE_NAME_ELSEWHERE) - seen):
+            found.append(
+                f"{rel}: {value!r} is in WIRE_NAME_ELSEWHERE but not spelled there any more: drop it"
+            )
+    return found
+
+
+def test_op_names_and_answer_codes_are_spelled_only_in_the_wire() -> None:
+    found = wire_names_by_hand(ROOT, wire_names())
+    assert not found, "an op name or answer code is written outside sotd.wire:\n" + "\n".join(found)
+
+
+def test_the_wire_name_walk_finds_a_planted_spelling(tmp_path) -> None:
+    (tmp_path / "wire").mkdir()
+    (tmp_path / "wire" / "payloads.py").write_text("COMM_FILE = 'comm.file'\n")
+    (tmp_path / "hub.py").write_text(
+        "def f(a, call):\n    call('comm.file')\n    return a.get('ok'), {'code': 'not_here'}\n"
+    )
+    got = wire_names_by_hand(str(tmp_path), wire_names())
+    assert sorted(g.split(" (")[0] for g in got) == [
+        "hub.py:2: 'comm.file' spelled by hand",
+        "hub.py:3: 'not_here' spelled by hand",
+        'hub.py:3: .get("ok")',
+    ], got
 
 
 def test_no_two_classes_of_the_package_share_a_name() -> None:

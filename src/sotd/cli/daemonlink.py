@@ -94,14 +94,14 @@ def relay_endpoint(environ: Mapping[str, str]) -> str | None:
 def call(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[str, Any]:
     """One request; the daemon's response payload. Raises ``DaemonUnreachable`` past the verdict bound."""
     from sotd.client import unix
-    from sotd.wire import messages
+    from sotd.wire import hello as wire_hello
 
     ep, discard = unix.parse_endpoint(endpoint)
     if ep is None:
         raise SotdError(discard or f"ERROR: bad endpoint '{endpoint}'")
-    hello = messages.hello_payload(
+    hello = wire_hello.hello_payload(
         host=ctx.host,
-        os_user=messages.os_user_for_uid(os.geteuid()),
+        os_user=wire_hello.os_user_for_uid(os.geteuid()),
         role="agent" if ctx.environ.get("SOT_WORKSPACE") else "cli",
         name=ctx.name,
     )

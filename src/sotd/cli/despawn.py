@@ -29,6 +29,7 @@ from sotd.errors import (
     ScriptUsage,
     SotdError,
 )
+from sotd.wire import answers, payloads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def run(argv: list[str]) -> int:
         why = "no workspace has that name, slug or id"
         listed_ok = False
         try:
-            listed = ask(ctx, endpoint, "workspace.list", {})
+            listed = ask(ctx, endpoint, payloads.WORKSPACE_LIST, {})
             spaces = listed.get("workspaces")
             if not isinstance(spaces, list):
                 raise SotdError(f"workspace.list answered {json.dumps(listed, ensure_ascii=False)}")
@@ -139,7 +140,7 @@ def run(argv: list[str]) -> int:
             )
 
     try:
-        info = ask(ctx, endpoint, "version.query", {}).get("daemon")
+        info = ask(ctx, endpoint, payloads.VERSION_QUERY, payloads.version_query_payload()).get("daemon")
     except SotdError as e:
         raise DespawnFailed(
             f"FAILED: the daemon at {endpoint} did not answer version.query ({e.message}); nothing was despawned.",
@@ -153,11 +154,11 @@ def run(argv: list[str]) -> int:
         )
 
     try:
-        answer: dict[str, Any] = ask(ctx, endpoint, "workspace.destroy", {"workspace_id": wid})
+        answer: dict[str, Any] = ask(ctx, endpoint, payloads.WORKSPACE_DESTROY, {"workspace_id": wid})
     except SotdError as e:
         raise DespawnFailed(f"ERROR: workspace.destroy failed: {e.message}", hint=hints.rows()) from None
     payload = json.dumps(answer, ensure_ascii=False)
-    if answer.get("ok") is not True:
+    if not answers.is_ok(answer):
         raise DespawnFailed(f"ERROR: workspace.destroy failed: {payload}", hint=hints.rows())
     out(f"Destroyed workspace: {payload}")
     try:
