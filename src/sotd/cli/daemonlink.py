@@ -112,6 +112,17 @@ def call(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[
     return unix.request(ep.path, op, payload, hello, deadline_s=VERDICT_S)
 
 
+def daemon_info(ctx: Context, endpoint: str) -> tuple[object, str]:
+    """The ``daemon`` object of the ``version.query`` answer at ``endpoint`` (as sent) and the host it
+    declares (``""`` when it names none: spawn then assumes this box, despawn refuses). ``SotdError`` when
+    it does not answer."""
+    from sotd.wire import payloads
+
+    info = call(ctx, endpoint, payloads.VERSION_QUERY, payloads.version_query_payload()).get("daemon")
+    host = info.get("host") if isinstance(info, dict) else None
+    return info, host if isinstance(host, str) else ""
+
+
 def chosen_endpoint(named: str, environ: Mapping[str, str]) -> str | None:
     """The daemon a spawn or despawn asks: ``named`` (``--endpoint``), else ``$SOT_SPAWN_ENDPOINT``, else
     this box's (started when none runs). A named endpoint that does not parse is refused

@@ -263,14 +263,13 @@ def run(argv: list[str]) -> int:
             hint=f"or start this box's daemon: {hints.START_DAEMON}",
         )
     try:
-        info = ask(ctx, endpoint, payloads.VERSION_QUERY, payloads.version_query_payload()).get("daemon")
+        info, dhost = daemonlink.daemon_info(ctx, endpoint)
     except SotdError as e:
         raise SpawnFailed(
             f"ERROR: the sotd daemon at {endpoint} did not answer version.query: {e.message}",
             hint=daemonlink.silent_hint(ctx.environ, endpoint),
         ) from None
-    dhost = info.get("host") if isinstance(info, dict) else None
-    if not isinstance(dhost, str) or not dhost:
+    if not dhost:
         err(f"comm-spawn: the daemon at {endpoint} did not declare its host; assuming it runs on this box")
         dhost = ctx.host
     local = dhost == ctx.host
