@@ -90,7 +90,8 @@ def run(rounds: int, per_round: int, tput_each: int) -> dict[str, object]:
     from sotd import _clock
     from sotd.client import unix
     from sotd.formats import inbox, registry
-    from sotd.wire import messages, payloads
+    from sotd.wire import hello as wire_hello
+    from sotd.wire import payloads
 
     work = tempfile.mkdtemp(prefix="sotd-bd-", dir=common.bench_dir() or "/tmp")
     proc: subprocess.Popen[bytes] | None = None
@@ -121,8 +122,8 @@ def run(rounds: int, per_round: int, tput_each: int) -> dict[str, object]:
             )
         finally:
             log.close()
-        hello = messages.hello_payload(
-            host=common.HOST, os_user=messages.os_user_for_uid(os.geteuid()), role="cli", name="bench"
+        hello = wire_hello.hello_payload(
+            host=common.HOST, os_user=wire_hello.os_user_for_uid(os.geteuid()), role="cli", name="bench"
         )
         deadline = time.monotonic() + 20
         while True:

@@ -111,9 +111,9 @@ class Daemon:
 
     def request(self, op: str, payload: dict[str, object], deadline: float = 10.0) -> dict[str, object]:
         from sotd.client import unix
-        from sotd.wire import messages
+        from sotd.wire import hello as wire_hello
 
-        hello = messages.hello_payload(host=HOST, os_user=f"uid:{os.geteuid()}", role="cli")
+        hello = wire_hello.hello_payload(host=HOST, os_user=f"uid:{os.geteuid()}", role="cli")
         return unix.request(self.sock, op, payload, hello, deadline_s=deadline)
 
     def row(self, wid: str) -> dict[str, object]:

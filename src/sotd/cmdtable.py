@@ -15,11 +15,27 @@ A leaf (standard library only), so the CLI and the daemon can both print from it
 from __future__ import annotations
 
 # One entry per command path ("" is ``sotd`` itself; "comm", "daemon" and "ocx" are groups whose help
-# lists their members). Each entry: (synopsis, summary, options, free). An option is (flag, value name or
-# "" for a switch, help). ``free``: the words after the first positional one are text (a message), so
-# option checking stops there.
+# lists their members), made by ``cmd``. An option is (flag, value name or "" for a switch, help).
 Opt = tuple[str, str, str]
-Entry = tuple[str, str, tuple[Opt, ...], bool]
+
+
+class Entry:
+    """One command: its synopsis, one-line summary, options, and ``free``: the words after the first
+    positional one are text (a message), so option checking stops there."""
+
+    __slots__ = ("free", "options", "summary", "synopsis")
+
+    def __init__(self, synopsis: str, summary: str, options: tuple[Opt, ...], free: bool) -> None:
+        self.synopsis = synopsis
+        self.summary = summary
+        self.options = options
+        self.free = free
+
+
+def cmd(synopsis: str, summary: str, *options: Opt, free: bool = False) -> Entry:
+    """A table entry: ``cmd(synopsis, summary, option, ..., free=...)``."""
+    return Entry(synopsis, summary, options, free)
+
 
 _SOCKET: Opt = ("--socket", "PATH", "the daemon's socket (default: $SOT_SOCKET, else this user's default)")
 _ENDPOINT: Opt = (
@@ -31,192 +47,142 @@ _JSON: Opt = ("--json", "", "print JSON for scripts")
 _REPO: Opt = ("--repo", "R", "the OCX repository (its name in ocx.toml)")
 
 TABLE: dict[str, Entry] = {
-    "": (
+    "": cmd(
         "<command> [args]",
         "sot-comm: mail between coding-agent sessions, a daemon that files it and runs agent rows, OCX.",
-        (("--version", "", "print the version"),),
-        False,
+        ("--version", "", "print the version"),
     ),
-    "comm": ("<verb> [args]", "the commands sessions type (each has a comm-<verb>.sh wrapper)", (), False),
-    "comm context": ("", "print this session's context: host, handle, project root, comm folder", (), False),
-    "comm join": (
+    "comm": cmd("<verb> [args]", "the commands sessions type (each has a comm-<verb>.sh wrapper)"),
+    "comm context": cmd("", "print this session's context: host, handle, project root, comm folder"),
+    "comm join": cmd(
         "[NAME] [options]",
         "take a handle in this comm folder: NAME, else $SOT_COMM_NAME, else this slot's own, else one "
         "derived from the project folder and the host",
-        (
-            ("--name", "NAME", "the handle to take"),
-            ("--expertise", '"a, b"', "what this session knows, shown by list"),
-            ("--repin", "", "pin this slot to the handle again"),
-        ),
-        False,
+        ("--name", "NAME", "the handle to take"),
+        ("--expertise", '"a, b"', "what this session knows, shown by list"),
+        ("--repin", "", "pin this slot to the handle again"),
     ),
-    "comm leave": (
+    "comm leave": cmd(
         "[options]",
         "remove this session's row (never its inbox or cursor)",
-        (("--name", "HANDLE", "remove another handle's row instead"),),
-        False,
+        ("--name", "HANDLE", "remove another handle's row instead"),
     ),
-    "comm send": (
+    "comm send": cmd(
         '@name "msg" | --broadcast "msg"',
         "file one message; the answer is `filed -> @h` (exit 0) or `FAILED -> @h: <reason>` (exit 1)",
-        (("--broadcast", "", "one copy to every handle this folder lists, but this one"),),
-        True,
+        ("--broadcast", "", "one copy to every handle this folder lists, but this one"),
+        free=True,
     ),
-    "comm poll": ("", "show the mail past the read cursor, then move the cursor", (), False),
-    "comm unread": (
-        "[HANDLE]",
-        "the number of directed unread messages (default: this session's handle)",
-        (),
-        False,
-    ),
-    "comm list": ("", "who is registered in this comm folder, live or stale", (), False),
-    "comm status": (
+    "comm poll": cmd("", "show the mail past the read cursor, then move the cursor"),
+    "comm unread": cmd("[HANDLE]", "the number of directed unread messages (default: this session's handle)"),
+    "comm list": cmd("", "who is registered in this comm folder, live or stale"),
+    "comm status": cmd(
         'prompt|stop|interrupted|working|idle|blocked|done|waiting ["text"]',
         "record this session's work state (events from the hooks, states from the agent)",
-        (),
-        True,
+        free=True,
     ),
-    "comm spawn": (
+    "comm spawn": cmd(
         "<repo-path> [options]",
         "run an agent for a project as a row of this box's daemon (started when none runs)",
-        (
-            ("--name", "NAME", "the row's handle"),
-            ("--agent", "claude|codex", "which agent to run"),
-            ("--account", "A", "the agent account to use"),
-            ("--expertise", '"a, b"', "the row's expertise"),
-            ("--task", '"do X"', "the first prompt typed into the row"),
-            ("--label", "L", "the row's label"),
-            ("--display-label", "L", "the label shown to people"),
-            _ENDPOINT,
-            ("--command", "'argv words'", "run this command as the row's agent"),
-        ),
-        False,
+        ("--name", "NAME", "the row's handle"),
+        ("--agent", "claude|codex", "which agent to run"),
+        ("--account", "A", "the agent account to use"),
+        ("--expertise", '"a, b"', "the row's expertise"),
+        ("--task", '"do X"', "the first prompt typed into the row"),
+        ("--label", "L", "the row's label"),
+        ("--display-label", "L", "the label shown to people"),
+        _ENDPOINT,
+        ("--command", "'argv words'", "run this command as the row's agent"),
     ),
-    "comm despawn": (
-        "<name|slug|workspace_id> [options]",
-        "stop a row and remove it",
-        (_ENDPOINT,),
-        False,
-    ),
-    "comm install": (
+    "comm despawn": cmd("<name|slug|workspace_id> [options]", "stop a row and remove it", _ENDPOINT),
+    "comm install": cmd(
         "[options]",
         "put the comm-*.sh wrappers and the agent hooks into $SOT_COMM_HOME/bin",
         (
-            (
-                "--agent-settings",
-                "[=PATH]",
-                "also register the hooks and the allow rules for sotd's mail scripts in Claude Code's "
-                "settings (~/.claude/settings.json, or PATH), and put the sot-session-start skill beside it; "
-                "for Codex, its hooks in $CODEX_HOME/hooks.json (~/.codex) and rules/sot-comm.rules",
-            ),
-            ("--skill", "", "put the sot-session-start skill into ~/.claude/skills only"),
-            ("--sotd", "PATH", "the sotd the scripts and hooks run (default: this installation's own)"),
+            "--agent-settings",
+            "[=PATH]",
+            "also register the hooks and the allow rules for sotd's mail scripts in Claude Code's "
+            "settings (~/.claude/settings.json, or PATH), and put the sot-session-start skill beside it; "
+            "for Codex, its hooks in $CODEX_HOME/hooks.json (~/.codex) and rules/sot-comm.rules",
         ),
-        False,
+        ("--skill", "", "put the sot-session-start skill into ~/.claude/skills only"),
+        ("--sotd", "PATH", "the sotd the scripts and hooks run (default: this installation's own)"),
     ),
-    "comm uninstall": (
-        "",
-        "take out exactly what install added (wrappers, hooks, allow rules, skill); the mail stays",
-        (),
-        False,
+    "comm uninstall": cmd(
+        "", "take out exactly what install added (wrappers, hooks, allow rules, skill); the mail stays"
     ),
-    "comm hook": (
+    "comm hook": cmd(
         "start|stop|prompt|pre-tool|post-tool|permission",
         "the agent hooks (run by Claude Code or Codex; JSON on stdin)",
-        (),
-        False,
     ),
-    "comm relay": ('send @to "msg" | send --all "msg"', "the relay's send (comm-relay.sh send)", (), True),
-    "daemon": (
-        "<command> [--socket PATH]",
-        "this box's daemon: files mail, links boxes, runs rows",
-        (),
-        False,
+    "comm relay": cmd(
+        'send @to "msg" | send --all "msg"', "the relay's send (comm-relay.sh send)", free=True
     ),
-    "daemon run": ("[options]", "serve in the foreground until SIGTERM or SIGINT", (_SOCKET,), False),
-    "daemon start": (
-        "[options]",
-        "start one in the background (unless one answers); prints its socket",
-        (_SOCKET,),
-        False,
+    "daemon": cmd("<command> [--socket PATH]", "this box's daemon: files mail, links boxes, runs rows"),
+    "daemon run": cmd("[options]", "serve in the foreground until SIGTERM or SIGINT", _SOCKET),
+    "daemon start": cmd(
+        "[options]", "start one in the background (unless one answers); prints its socket", _SOCKET
     ),
-    "daemon stop": ("[options]", "stop the daemon that the status file names", (_SOCKET,), False),
-    "daemon status": (
-        "[options]",
-        "ask the daemon for its version, role, links and restart request",
-        (_SOCKET,),
-        False,
+    "daemon stop": cmd("[options]", "stop the daemon that the status file names", _SOCKET),
+    "daemon status": cmd(
+        "[options]", "ask the daemon for its version, role, links and restart request", _SOCKET
     ),
-    "daemon reload": (
+    "daemon reload": cmd(
         "[options]",
         "read hosts.toml again and apply it without dropping working links; prints what changed",
-        (_SOCKET,),
-        False,
+        _SOCKET,
     ),
-    "daemon install": (
+    "daemon install": cmd(
         "[options]",
         "write a systemd user unit that runs the daemon (enabled where systemd runs for you)",
-        (_SOCKET,),
-        False,
+        _SOCKET,
     ),
-    "daemon uninstall": ("[options]", "disable and remove that systemd user unit", (_SOCKET,), False),
-    "doctor": (
+    "daemon uninstall": cmd("[options]", "disable and remove that systemd user unit", _SOCKET),
+    "doctor": cmd(
         "[options]",
         "check this box: comm folder, locks, inboxes, the daemon, hub and links, rows, hooks, identity",
-        (_JSON, ("--fix", "", "apply the fixes that are safe, printing each")),
-        False,
+        _JSON,
+        ("--fix", "", "apply the fixes that are safe, printing each"),
     ),
-    "stdio-bridge": (
+    "stdio-bridge": cmd(
         "[options]",
         "join stdin/stdout to a daemon (what an ssh link runs on the far box)",
-        (
-            ("--endpoint", "unix:<path>", "the daemon to join (default: this box's)"),
-            ("--host", "<host>", "the host this end declares"),
-        ),
-        False,
+        ("--endpoint", "unix:<path>", "the daemon to join (default: this box's)"),
+        ("--host", "<host>", "the host this end declares"),
     ),
-    "topology": (
-        "relay-endpoint|path",
-        "what hosts.toml says: the relay endpoint, or the file's path",
-        (),
-        False,
-    ),
-    "ocx": ("<command> [args]", "OCX v2 messages carried through Fossil", (), False),
-    "ocx post": ("FILE [options]", "post a message; prints its hash", (_REPO, _JSON), False),
-    "ocx answer": (
+    "topology": cmd("relay-endpoint|path", "what hosts.toml says: the relay endpoint, or the file's path"),
+    "ocx": cmd("<command> [args]", "OCX v2 messages carried through Fossil"),
+    "ocx post": cmd("FILE [options]", "post a message; prints its hash", _REPO, _JSON),
+    "ocx answer": cmd(
         "HASH [options]",
         "answer a message",
-        (("--kind", "K", "the answer's kind"), ("--body", "JSON", "the answer's body"), _REPO, _JSON),
-        False,
+        ("--kind", "K", "the answer's kind"),
+        ("--body", "JSON", "the answer's body"),
+        _REPO,
+        _JSON,
     ),
-    "ocx list": (
+    "ocx list": cmd(
         "[options]",
         "list messages",
-        (
-            ("--to", "L", "addressed to L"),
-            ("--re", "H", "answering H"),
-            ("--kind", "K", "of kind K"),
-            _REPO,
-            _JSON,
-        ),
-        False,
+        ("--to", "L", "addressed to L"),
+        ("--re", "H", "answering H"),
+        ("--kind", "K", "of kind K"),
+        _REPO,
+        _JSON,
     ),
-    "ocx show": ("HASH [options]", "show one message", (_JSON,), False),
-    "ocx answers": ("HASH [options]", "the answers to a message", (_JSON,), False),
-    "ocx sync": ("[options]", "sync with the node's peers", (_JSON,), False),
-    "ocx rebuild": ("[options]", "rebuild the index from the repositories", (_REPO,), False),
-    "ocx clone": ("URL FILE", "clone a repository", (), False),
-    "ocx server-code": (
-        "REPO [options]",
-        "print (or make) a repository's server code",
-        (("--new", "", "make a new one"),),
-        False,
+    "ocx show": cmd("HASH [options]", "show one message", _JSON),
+    "ocx answers": cmd("HASH [options]", "the answers to a message", _JSON),
+    "ocx sync": cmd("[options]", "sync with the node's peers", _JSON),
+    "ocx rebuild": cmd("[options]", "rebuild the index from the repositories", _REPO),
+    "ocx clone": cmd("URL FILE", "clone a repository"),
+    "ocx server-code": cmd(
+        "REPO [options]", "print (or make) a repository's server code", ("--new", "", "make a new one")
     ),
-    "ocx node": (
+    "ocx node": cmd(
         "[options]",
         "run the node (sync, runs) in the foreground",
-        (("--once", "", "one pass, then exit"), ("--interval", "S", "seconds between passes")),
-        False,
+        ("--once", "", "one pass, then exit"),
+        ("--interval", "S", "seconds between passes"),
     ),
 }
 
@@ -232,7 +198,7 @@ def members(path: str) -> list[str]:
 
 def flags(path: str) -> list[str]:
     """The option names of ``path`` (``--agent-settings`` for ``--agent-settings[=PATH]``)."""
-    return [flag for flag, _value, _help in TABLE[path][2]]
+    return [flag for flag, _value, _help in TABLE[path].options]
 
 
 def name_of(path: str, prog: str = "") -> str:
@@ -247,7 +213,8 @@ def _shown(opt: Opt) -> str:
 
 def usage(path: str, prog: str = "") -> str:
     """``usage: <name> <synopsis>``, the synopsis's ``[options]`` spelled out from the entry's options."""
-    synopsis, _summary, opts, _free = TABLE[path]
+    entry = TABLE[path]
+    synopsis, opts = entry.synopsis, entry.options
     if "[options]" in synopsis:
         synopsis = synopsis.replace("[options]", " ".join(f"[{_shown(o)}]" for o in opts))
     return f"usage: {name_of(path, prog)} {synopsis}".rstrip()
@@ -260,14 +227,15 @@ def usages(group: str) -> str:
 
 def help_text(path: str, prog: str = "") -> str:
     """Usage, summary, options (``-h, --help`` last) and, for a group, its members."""
-    synopsis, summary, opts, _free = TABLE[path]
-    lines = [usage(path, prog), "", summary]
+    entry = TABLE[path]
+    synopsis, opts = entry.synopsis, entry.options
+    lines = [usage(path, prog), "", entry.summary]
     below = members(path)
     if below:
         width = max(len(k.split()[-1]) for k in below)
         lines += ["", "commands:" if not path else f"{path} commands:"]
         for k in below:
-            lines.append(f"  {k.split()[-1]:<{width}}  {TABLE[k][1]}")
+            lines.append(f"  {k.split()[-1]:<{width}}  {TABLE[k].summary}")
         lines += [
             "",
             f"`{name_of(path, prog)} {synopsis.split()[0]} --help` shows each one's options",
@@ -287,7 +255,7 @@ def check(path: str, argv: list[str]) -> tuple[str, str]:
     """(``HELP``, "") when help is asked; (``BAD``, the problem) for an option ``path`` does not have;
     ("", "") otherwise. Options are checked up to ``--``, and for a ``free`` command up to its first
     positional word (the rest is text). A value-taking option's next word is its value."""
-    _synopsis, _summary, opts, free = TABLE[path]
+    opts, free = TABLE[path].options, TABLE[path].free
     valued = {flag for flag, value, _ in opts if value and not value.startswith("[")}
     known = {flag for flag, _, _ in opts}
     i = 0
@@ -327,7 +295,7 @@ def parse(path: str, argv: list[str]) -> Parsed:
     ``--flag`` for a switch, ``-h``/``--help`` as the switch ``help``; any other word (an unknown option
     included: ``check`` refused those first) is kept in ``words``. A later option replaces an earlier one.
     Pure; the verbs decide what the words mean and say what is wrong in their own words."""
-    _synopsis, _summary, opts, _free = TABLE[path]
+    opts = TABLE[path].options
     valued = {flag for flag, value, _ in opts if value and not value.startswith("[")}
     switches = {flag for flag, value, _ in opts if not value}
     parsed = Parsed()

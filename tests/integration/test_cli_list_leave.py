@@ -158,7 +158,7 @@ def test_1_7_frontends_block_names_the_attached_front_ends(two, tmp_path) -> Non
     import socket
     import time
 
-    from sotd.wire import messages
+    from sotd.wire import hello as wire_hello
     from tests.integration.test_daemon import Daemon
 
     comm, a, _ = two
@@ -173,7 +173,7 @@ def test_1_7_frontends_block_names_the_attached_front_ends(two, tmp_path) -> Non
             r.out_lines
         )
         hello = dict(
-            messages.hello_payload(host="boxf", os_user=f"uid:{os.geteuid()}", role="cli", name="watcher")
+            wire_hello.hello_payload(host="boxf", os_user=f"uid:{os.geteuid()}", role="cli", name="watcher")
         )
         hello["role"] = "fe"  # the comm tools never say fe; a front end (sot-fe) does
         fe.settimeout(10)

@@ -11,7 +11,8 @@ import pytest
 
 from sotd.client.unix import DISCARD, Endpoint, parse_endpoint, request
 from sotd.errors import DaemonUnreachable, WireError
-from sotd.wire.messages import comm_file_payload, hello_payload
+from sotd.wire.hello import hello_payload
+from sotd.wire.payloads import comm_file_payload
 from tests.fakes.fake_daemon import FakeDaemon
 
 pytestmark = pytest.mark.integration

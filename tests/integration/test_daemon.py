@@ -29,14 +29,14 @@ from sotd.client import unix
 from sotd.errors import DaemonUnreachable
 from sotd.formats import registry
 from sotd.formats.layout import Layout, ensure_home
-from sotd.wire import messages
+from sotd.wire import hello as wire_hello
 from tests.conftest import SOTD, Comm, clean_env, wait_for
 from tests.fakes.fake_daemon import FakeDaemon
 from tests.integration import reference_066
 
 pytestmark = pytest.mark.integration
 
-HELLO = messages.hello_payload(host="testhost", os_user=f"uid:{os.geteuid()}", role="cli")
+HELLO = wire_hello.hello_payload(host="testhost", os_user=f"uid:{os.geteuid()}", role="cli")
 
 
 class Daemon:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from sotd.daemon import server
-from sotd.wire import messages
+from sotd.wire import hello as wire_hello
 from tests.conftest import wait_for
 from tests.integration.test_daemon import Daemon, daemons, eof, folder, live, put_agents, raw, read_lines
 
@@ -31,7 +31,7 @@ DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "daemon.md")
 
 
 def hello_line(role: str, rid: int = 1) -> bytes:
-    hello = messages.hello_payload(host="testhost", os_user=f"uid:{os.geteuid()}", role="cli")
+    hello = wire_hello.hello_payload(host="testhost", os_user=f"uid:{os.geteuid()}", role="cli")
     hello["role"] = role  # the comm tools say cli/agent/link; a front end says fe
     return (json.dumps({"v": 1, "id": rid, "kind": "req", "op": "hello", "payload": hello}) + "\n").encode()
 

@@ -34,7 +34,7 @@ from sotd.formats.layout import Layout, ensure_home
 from sotd.formats.reglock import RegistryLock
 from sotd.terminal.prompt import WAKE_LINE
 from sotd.terminal.tmux import Tmux
-from sotd.wire import messages
+from sotd.wire import hello as wire_hello
 from tests.conftest import SOTD, clean_env, wait_for
 
 pytestmark = [
@@ -43,7 +43,7 @@ pytestmark = [
 ]
 
 HOST = "testhost"
-HELLO = messages.hello_payload(host=HOST, os_user=f"uid:{os.geteuid()}", role="cli")
+HELLO = wire_hello.hello_payload(host=HOST, os_user=f"uid:{os.geteuid()}", role="cli")
 
 
 class Box:

@@ -18,7 +18,8 @@ import pytest
 
 from sotd.client import ssh
 from sotd.errors import DaemonUnreachable
-from sotd.wire.messages import comm_file_payload, hello_payload
+from sotd.wire.hello import hello_payload
+from sotd.wire.payloads import comm_file_payload
 from tests.conftest import SOTD, Comm, Session, clean_env
 from tests.fakes.fake_daemon import FakeDaemon
 

@@ -20,14 +20,14 @@ from sotd import __version__, _clock
 from sotd.daemon.ops import Ops
 from sotd.daemon.server import Server
 from sotd.formats import registry
-from sotd.wire import messages
+from sotd.wire import hello as wire_hello
 from sotd.wire.framing import Envelope, encode
 from tests.conftest import Comm
 
 pytestmark = pytest.mark.integration
 
 HOST = "testhost"
-HELLO = messages.hello_payload(host=HOST, os_user=f"uid:{os.geteuid()}", role="cli")
+HELLO = wire_hello.hello_payload(host=HOST, os_user=f"uid:{os.geteuid()}", role="cli")
 VERSION = {"host": HOST, "version": __version__}
 
 
@@ -126,7 +126,7 @@ def _file(to: str, **kw: Any) -> dict[str, Any]:
     return {"from": "bob", "to": to, "text": "hi", **kw}
 
 
-HELLO_OK = {"ok": True, "protocol": messages.PROTOCOL, "host": HOST, "version": __version__}
+HELLO_OK = {"ok": True, "protocol": wire_hello.PROTOCOL, "host": HOST, "version": __version__}
 
 # (op, payload, answer) after a good hello; the spec's texts (behaviour 2.3, D5)
 TABLE: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
@@ -208,7 +208,7 @@ def test_hello_first_and_hello_refused(folder: Comm) -> None:
     assert got == [res(7, "version.query", {"error": "the first request on a connection must be hello", "code": "hello_required"})]  # fmt: skip
     assert closed
     for bad, answer in (
-        (dict(HELLO, protocol=2), {"error": f"protocol mismatch: this daemon speaks protocol {messages.PROTOCOL}, the client 2", "code": "protocol_mismatch"}),
+        (dict(HELLO, protocol=2), {"error": f"protocol mismatch: this daemon speaks protocol {wire_hello.PROTOCOL}, the client 2", "code": "protocol_mismatch"}),
         (dict(HELLO, role="boss"), {"error": 'unknown role: "boss" (one of fe, bridge, cli, agent, link)', "code": "bad_hello"}),
         ({k: v for k, v in HELLO.items() if k != "host"}, {"error": "a hello must name its host", "code": "bad_hello"}),
     ):  # fmt: skip

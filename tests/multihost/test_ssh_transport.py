@@ -26,7 +26,8 @@ CLIENT = r"""
 import json, sys, time
 from sotd.client import ssh
 from sotd.errors import SotdError
-from sotd.wire.messages import comm_file_payload, hello_payload
+from sotd.wire.hello import hello_payload
+from sotd.wire.payloads import comm_file_payload
 target, host, deadline, n = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 hello = hello_payload(host="boxa", os_user="uid:0", role="cli", name="alice")
 

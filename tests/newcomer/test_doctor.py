@@ -347,9 +347,9 @@ def test_row_down(box: Box) -> None:
     """A row whose agent exits before it is Ready ends ``terminal`` (the daemon's own rows, on its own
     private tmux server)."""
     from sotd.client import unix
-    from sotd.wire import messages
+    from sotd.wire import hello as wire_hello
 
-    hello = messages.hello_payload(host="testhost", os_user=f"uid:{os.geteuid()}", role="cli")
+    hello = wire_hello.hello_payload(host="testhost", os_user=f"uid:{os.geteuid()}", role="cli")
     root = os.path.join(box.comm.work, "proj")
     os.makedirs(root)
     created = unix.request(

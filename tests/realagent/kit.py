@@ -358,9 +358,9 @@ class Box:
 
     def rows(self) -> list[dict[str, Any]]:
         from sotd.client import unix
-        from sotd.wire import messages
+        from sotd.wire import hello as wire_hello
 
-        hello = messages.hello_payload(host="testhost", os_user=f"uid:{os.geteuid()}", role="cli")
+        hello = wire_hello.hello_payload(host="testhost", os_user=f"uid:{os.geteuid()}", role="cli")
         answer = unix.request(self.sock, "workspace.list", {}, hello, deadline_s=5.0)
         spaces = answer.get("workspaces")
         return spaces if isinstance(spaces, list) else []

@@ -9,10 +9,14 @@ The test reads every module of the ``sotd`` package (ast, nothing is imported) a
 - a read of the liveness stamp rule (``_clock.is_fresh``) outside the registry's row view;
 - a string ``"stat"`` path part or ``.../stat`` f-string (a ``/proc/<pid>/stat`` read) outside ``sotd.sysprobe``;
 - the registry's ``"agents"`` object reached by subscript or ``.get`` outside ``formats/registry.py``
-  (``registry.agents_of`` is its home), but for the files listed in ``AGENTS_NOT_YET`` with the reason.
+  (``registry.agents_of`` is its home; the daemon's pure decisions get the entry from their caller).
 
-Each exemption names a reason, and an exemption that no longer matches anything fails too, so the list
-only shrinks. ``SOTD_ONE_HOME_ROOT`` points the walk at another tree (used to check that the old tree
+A second walk holds the wire's names to ``sotd.wire``: outside it, no string literal spells an op name
+(``wire/payloads.py``, ``wire/hello.py``) or an answer code (``wire/answers.py``), and no answer's ``ok``
+is read by hand (``answers.is_ok``), but for the few literals in ``WIRE_NAME_ELSEWHERE`` that are other
+things with the same spelling.
+
+There are no other exemptions. ``SOTD_ONE_HOME_ROOT`` points the walk at another tree (used to check that the old tree
 fails this test).
 """
 
@@ -68,11 +72,6 @@ MOVE_KEYWORD = "src_dir_fd"
 FRESH_HOME = "formats/registry.py"
 STAT_HOME = "sysprobe.py"
 
-AGENTS_NOT_YET = {
-    "daemon/decide.py": "the daemon's decisions are pure (an import-linter contract): they may not import formats",
-    "daemon/ops.py": "16b's file: registry_verdict answers file_failed on a document with no agents object",
-}
-
 
 def _modules(root: str) -> list[tuple[str, ast.Module]]:
     out = []
@@ -99,7 +98,6 @@ def _is_os_attr(node: ast.AST, names: tuple[str, ...]) -> bool:
 def second_homes(root: str) -> list[str]:
     """Every place that defines or re-derives a rule outside its home, as ``file:line: what``."""
     found: list[str] = []
-    agents_seen: set[str] = set()
     for rel, tree in _modules(root):
         for node in ast.walk(tree):
             where = f"{rel}:{getattr(node, 'lineno', 0)}"
@@ -125,10 +123,7 @@ def second_homes(root: str) -> list[str]:
                     and node.args[0].value == "agents"
                     and rel != "formats/registry.py"
                 ):
-                    if rel in AGENTS_NOT_YET:
-                        agents_seen.add(rel)
-                    else:
-                        found.append(f'{where}: .get("agents") (use registry.agents_of)')
+                    found.append(f'{where}: .get("agents") (use registry.agents_of)')
                 if rel != STAT_HOME and any(
                     isinstance(a, ast.Constant) and a.value == "stat" for a in node.args
                 ):
@@ -136,10 +131,7 @@ def second_homes(root: str) -> list[str]:
             elif isinstance(node, ast.Subscript):
                 sl = node.slice
                 if isinstance(sl, ast.Constant) and sl.value == "agents" and rel != "formats/registry.py":
-                    if rel in AGENTS_NOT_YET:
-                        agents_seen.add(rel)
-                    else:
-                        found.append(f'{where}: ["agents"] (use registry.agents_of)')
+                    found.append(f'{where}: ["agents"] (use registry.agents_of)')
             elif isinstance(node, ast.JoinedStr) and rel != STAT_HOME:
                 tail = node.values[-1] if node.values else None
                 if isinstance(tail, ast.Constant) and str(tail.value).endswith("/stat"):
@@ -153,8 +145,6 @@ def second_homes(root: str) -> list[str]:
                             found.append(
                                 f"{rel}:{stmt.lineno}: {target.id} spelled again (its home is {home})"
                             )
-    for rel in sorted(set(AGENTS_NOT_YET) - agents_seen):
-        found.append(f"{rel}: listed in AGENTS_NOT_YET but reads no agents by hand any more: drop it")
     return found
 
 
@@ -184,9 +174,6 @@ def test_the_walk_finds_a_planted_copy(tmp_path) -> None:
     (pkg / "formats").mkdir(parents=True)
     (pkg / "fsprim.py").write_text("import os\ndef write_atomic():\n    os.rename('a', 'b')\n")
     (pkg / "mover.py").write_text("import os\nos.replace('a', 'a', src_dir_fd=3, dst_dir_fd=4)\n")
-    for rel in AGENTS_NOT_YET:
-        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
-        (pkg / rel).write_text("x = {}['agents']\n")
     (pkg / "copy.py").write_text(
         "import os\n"
         "ROLES = ('cli',)\n"
@@ -219,6 +206,71 @@ def class_names_used_twice(root: str) -> dict[str, list[str]]:
             if isinstance(node, ast.ClassDef):
                 where.setdefault(node.name, []).append(rel)
     return {name: rels for name, rels in where.items() if len(rels) > 1}
+
+
+# (file, literal) -> why that literal is not the wire's name
+WIRE_NAME_ELSEWHERE = {
+    ("errors.py", "bad_handle"): "the CLI's own error code (docs/errors.md); a leaf may not import the wire",
+    ("errors.py", "file_failed"): "the CLI's own error code (docs/errors.md); a leaf may not import the wire",
+    ("demo/scripted_agent.py", "hello"): "the text the scripted agent drafts, not the hello op",
+}
+
+
+def wire_names() -> set[str]:
+    from sotd.wire import answers, hello, payloads
+
+    return {*payloads.OPS, payloads.WORKSPACE_CHANGED, hello.HELLO_OP, *answers.CODES}
+
+
+def wire_names_by_hand(root: str, names: set[str]) -> list[str]:
+    """Every op name or answer code spelled outside ``sotd.wire``, and every ``.get("ok")``, as
+    ``file:line: what``."""
+    found: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for rel, tree in _modules(root):
+        if rel.startswith("wire/"):
+            continue
+        for node in ast.walk(tree):
+            where = f"{rel}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+                if (rel, node.value) in WIRE_NAME_ELSEWHERE:
+                    seen.add((rel, node.value))
+                else:
+                    found.append(f"{where}: {node.value!r} spelled by hand (use sotd.wire's constant)")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value == "ok"
+            ):
+                found.append(f'{where}: .get("ok") (use wire.answers.is_ok)')
+    if root == ROOT:
+        for rel, value in sorted(set(WIRE_NAME_ELSEWHERE) - seen):
+            found.append(
+                f"{rel}: {value!r} is in WIRE_NAME_ELSEWHERE but not spelled there any more: drop it"
+            )
+    return found
+
+
+def test_op_names_and_answer_codes_are_spelled_only_in_the_wire() -> None:
+    found = wire_names_by_hand(ROOT, wire_names())
+    assert not found, "an op name or answer code is written outside sotd.wire:\n" + "\n".join(found)
+
+
+def test_the_wire_name_walk_finds_a_planted_spelling(tmp_path) -> None:
+    (tmp_path / "wire").mkdir()
+    (tmp_path / "wire" / "payloads.py").write_text("COMM_FILE = 'comm.file'\n")
+    (tmp_path / "hub.py").write_text(
+        "def f(a, call):\n    call('comm.file')\n    return a.get('ok'), {'code': 'not_here'}\n"
+    )
+    got = wire_names_by_hand(str(tmp_path), wire_names())
+    assert sorted(g.split(" (")[0] for g in got) == [
+        "hub.py:2: 'comm.file' spelled by hand",
+        "hub.py:3: 'not_here' spelled by hand",
+        'hub.py:3: .get("ok")',
+    ], got
 
 
 def test_no_two_classes_of_the_package_share_a_name() -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from sotd.client import ssh
 from sotd.errors import WireError
-from sotd.wire.messages import OneShot, hello_payload
+from sotd.wire.hello import hello_payload
+from sotd.wire.messages import OneShot
 
 pytestmark = pytest.mark.unit
 

@@ -148,30 +148,29 @@ def test_scan_matches_the_unread_command() -> None:
 # --------------------------------------------------------------------------------------------- stop_at
 
 
-def reg(mark: object, handle: str = "b") -> dict:
-    return {"agents": {handle: {"host": "h", "stop_at": mark}}}
+def entry(mark: object) -> dict:
+    return {"host": "h", "stop_at": mark}
 
 
 STOP = [
-    ("offset 0 holds", reg(stamp(T)), True),
-    ("offset -60 holds", reg(stamp(T - 60)), True),
-    ("offset +1 holds", reg(stamp(T + 1)), True),
-    ("offset -61 does not hold", reg(stamp(T - 61)), False),
-    ("offset +2 does not hold", reg(stamp(T + 2)), False),
-    ("offset +60 does not hold", reg(stamp(T + 60)), False),
-    ("missing stop_at does not hold", {"agents": {"b": {"host": "h"}}}, False),
-    ("null stop_at does not hold", reg(None), False),
-    ("numeric stop_at does not hold", reg(T), False),
-    ("another handle's mark does not hold", reg(stamp(T), "c"), False),
-    ("empty registry does not hold", {}, False),
-    ("invalid registry does not hold", "garbage", False),
-    ("agents not an object does not hold", {"agents": []}, False),
+    ("offset 0 holds", entry(stamp(T)), True),
+    ("offset -60 holds", entry(stamp(T - 60)), True),
+    ("offset +1 holds", entry(stamp(T + 1)), True),
+    ("offset -61 does not hold", entry(stamp(T - 61)), False),
+    ("offset +2 does not hold", entry(stamp(T + 2)), False),
+    ("offset +60 does not hold", entry(stamp(T + 60)), False),
+    ("missing stop_at does not hold", {"host": "h"}, False),
+    ("null stop_at does not hold", entry(None), False),
+    ("numeric stop_at does not hold", entry(T), False),
+    ("no entry (unlisted, or no registry) does not hold", None, False),
+    ("an entry that is not an object does not hold", "garbage", False),
+    ("a list entry does not hold", [], False),
 ]
 
 
-@pytest.mark.parametrize(("name", "registry", "held"), STOP, ids=[r[0] for r in STOP])
-def test_stop_held(name: str, registry: object, held: bool) -> None:
-    assert stop_held(registry, "b", T) is held
+@pytest.mark.parametrize(("name", "entry", "held"), STOP, ids=[r[0] for r in STOP])
+def test_stop_held(name: str, entry: object, held: bool) -> None:
+    assert stop_held(entry, T) is held
 
 
 # ------------------------------------------------------------------------------------------- heartbeat

@@ -108,3 +108,37 @@ def test_answers() -> None:
     assert [answers.quoted(v) for v in (None, "", 'a"b', 7, "é")] == ['""', '""', '"a\\"b"', '"7"', '"é"']
     assert len(set(answers.CODES)) == len(answers.CODES)
     assert len(set(payloads.OPS)) == len(payloads.OPS)
+
+
+READ = [
+    # answer, is_ok, refusal_text, code_of
+    ({"ok": True}, True, None, None),
+    ({"ok": 1}, False, None, None),
+    ({"ok": "true"}, False, None, None),
+    (
+        {"error": "no box knows that handle: b", "code": "not_here"},
+        False,
+        "no box knows that handle: b",
+        "not_here",
+    ),
+    ({"error": "", "code": "x"}, False, None, "x"),
+    ({"error": True}, False, None, None),
+    ({"error": ["a"]}, False, None, None),
+    ({}, False, None, None),
+]
+
+
+@pytest.mark.parametrize(("answer", "ok", "text", "code"), READ)
+def test_reading_an_answer(answer: dict[str, Any], ok: bool, text: str | None, code: object) -> None:
+    assert answers.is_ok(answer) is ok
+    assert answers.refusal_text(answer) == text
+    assert answers.code_of(answer) == code
+
+
+def test_an_ok_answer_with_fields_keeps_ok_first_and_their_order() -> None:
+    got = answers.ok_with({"workspace_id": "w1", "slug": "s", "ok": True})
+    assert list(got) == ["ok", "workspace_id", "slug"] and got["ok"] is True
+    assert encode(Envelope(1, "res", payloads.WORKSPACE_DESTROY, answers.ok_with({"pruned": []}))) == (
+        b'{"v":1,"id":1,"kind":"res","op":"workspace.destroy","payload":{"ok":true,"pruned":[]}}\n'
+    )
+    assert answers.OK == {"ok": True} and answers.ROOT_TAKEN in answers.CODES

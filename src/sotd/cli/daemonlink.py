@@ -94,14 +94,14 @@ def relay_endpoint(environ: Mapping[str, str]) -> str | None:
 def call(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[str, Any]:
     """One request; the daemon's response payload. Raises ``DaemonUnreachable`` past the verdict bound."""
     from sotd.client import unix
-    from sotd.wire import messages
+    from sotd.wire import hello as wire_hello
 
     ep, discard = unix.parse_endpoint(endpoint)
     if ep is None:
         raise SotdError(discard or f"ERROR: bad endpoint '{endpoint}'")
-    hello = messages.hello_payload(
+    hello = wire_hello.hello_payload(
         host=ctx.host,
-        os_user=messages.os_user_for_uid(os.geteuid()),
+        os_user=wire_hello.os_user_for_uid(os.geteuid()),
         role="agent" if ctx.environ.get("SOT_WORKSPACE") else "cli",
         name=ctx.name,
     )
@@ -110,6 +110,17 @@ def call(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[
 
         return ssh.request(ep.target, ep.host, op, payload, hello, deadline_s=VERDICT_S, environ=ctx.environ)
     return unix.request(ep.path, op, payload, hello, deadline_s=VERDICT_S)
+
+
+def daemon_info(ctx: Context, endpoint: str) -> tuple[object, str]:
+    """The ``daemon`` object of the ``version.query`` answer at ``endpoint`` (as sent) and the host it
+    declares (``""`` when it names none: spawn then assumes this box, despawn refuses). ``SotdError`` when
+    it does not answer."""
+    from sotd.wire import payloads
+
+    info = call(ctx, endpoint, payloads.VERSION_QUERY, payloads.version_query_payload()).get("daemon")
+    host = info.get("host") if isinstance(info, dict) else None
+    return info, host if isinstance(host, str) else ""
 
 
 def chosen_endpoint(named: str, environ: Mapping[str, str]) -> str | None:

@@ -29,6 +29,7 @@ from sotd.errors import (
     ScriptUsage,
     SotdError,
 )
+from sotd.wire import answers, payloads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -97,7 +98,6 @@ def run(argv: list[str]) -> int:
     named, who = parse(argv, me)
     ctx = open_context()
     from sotd.cli import daemonlink
-    from sotd.cli.spawn import ask
     from sotd.formats import registry, reglock
 
     lay = ctx.layout
@@ -119,7 +119,7 @@ def run(argv: list[str]) -> int:
         why = "no workspace has that name, slug or id"
         listed_ok = False
         try:
-            listed = ask(ctx, endpoint, "workspace.list", {})
+            listed = daemonlink.call(ctx, endpoint, payloads.WORKSPACE_LIST, {})
             spaces = listed.get("workspaces")
             if not isinstance(spaces, list):
                 raise SotdError(f"workspace.list answered {json.dumps(listed, ensure_ascii=False)}")
@@ -139,25 +139,26 @@ def run(argv: list[str]) -> int:
             )
 
     try:
-        info = ask(ctx, endpoint, "version.query", {}).get("daemon")
+        _info, dhost = daemonlink.daemon_info(ctx, endpoint)
     except SotdError as e:
         raise DespawnFailed(
             f"FAILED: the daemon at {endpoint} did not answer version.query ({e.message}); nothing was despawned.",
             hint=daemonlink.silent_hint(ctx.environ, endpoint),
         ) from None
-    dhost = info.get("host") if isinstance(info, dict) else None
-    if not isinstance(dhost, str) or not dhost:
+    if not dhost:
         raise DespawnFailed(
             f"FAILED: the daemon at {endpoint} did not declare its host, so the row's self-file slot cannot be "
             "named; nothing was despawned."
         )
 
     try:
-        answer: dict[str, Any] = ask(ctx, endpoint, "workspace.destroy", {"workspace_id": wid})
+        answer: dict[str, Any] = daemonlink.call(
+            ctx, endpoint, payloads.WORKSPACE_DESTROY, {"workspace_id": wid}
+        )
     except SotdError as e:
         raise DespawnFailed(f"ERROR: workspace.destroy failed: {e.message}", hint=hints.rows()) from None
     payload = json.dumps(answer, ensure_ascii=False)
-    if answer.get("ok") is not True:
+    if not answers.is_ok(answer):
         raise DespawnFailed(f"ERROR: workspace.destroy failed: {payload}", hint=hints.rows())
     out(f"Destroyed workspace: {payload}")
     try:

@@ -22,6 +22,7 @@ import sys
 
 from sotd.cli.common import out
 from sotd.errors import EXIT_FAILED, EXIT_OK, SotdError, UsageError
+from sotd.wire import payloads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -362,15 +363,18 @@ def check_lock_record(lay: Layout, host: str, env: dict[str, str], rep: Report) 
 
 
 def _ask(
-    endpoint: str, env: dict[str, str], op: str = "version.query", payload: dict[str, object] | None = None
+    endpoint: str,
+    env: dict[str, str],
+    op: str = payloads.VERSION_QUERY,
+    payload: dict[str, object] | None = None,
 ) -> dict[str, object]:
     from sotd import runtime
     from sotd.client import unix
-    from sotd.wire import messages
+    from sotd.wire import hello as wire_hello
 
-    hello = messages.hello_payload(
+    hello = wire_hello.hello_payload(
         host=runtime.self_host(env) or "unknown",
-        os_user=messages.os_user_for_uid(os.geteuid()),
+        os_user=wire_hello.os_user_for_uid(os.geteuid()),
         role="cli",
         name="sotd-doctor",
     )
@@ -457,7 +461,7 @@ def check_topology(lay: Layout, env: dict[str, str], host: str, rep: Report) -> 
     mine = lockmanager.folder_mark(lay) if routes else ""
     for box, route in routes:
         try:
-            answer = _ask(route, env, payload={"comm_folder": True})
+            answer = _ask(route, env, payload=payloads.version_query_payload(comm_folder=True))
         except SotdError as e:
             rep.add(
                 Finding(
@@ -495,7 +499,7 @@ def check_rows(env: dict[str, str], rep: Report) -> None:
     from sotd import runtime
 
     try:
-        listed = _ask("unix:" + runtime.socket_path(env), env, "workspace.list").get("workspaces")
+        listed = _ask("unix:" + runtime.socket_path(env), env, payloads.WORKSPACE_LIST).get("workspaces")
     except SotdError:
         return
     rows = [r for r in listed if isinstance(r, dict)] if isinstance(listed, list) else []

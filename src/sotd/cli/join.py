@@ -305,6 +305,7 @@ def _touch_inbox(path: str) -> None:
 def _declare(ctx: Context, row: str, handle: str, me: str) -> None:
     """Tell the row's daemon which handle the row now holds (``agent.join``); a failure only warns."""
     from sotd.cli import daemonlink
+    from sotd.wire import payloads
 
     endpoint = daemonlink.local_endpoint(ctx.environ)
     if endpoint is None:
@@ -314,7 +315,7 @@ def _declare(ctx: Context, row: str, handle: str, me: str) -> None:
         )
         return
     try:
-        daemonlink.call(ctx, endpoint, "agent.join", {"workspace_id": row, "handle": handle})
+        daemonlink.call(ctx, endpoint, payloads.AGENT_JOIN, payloads.agent_join_payload(row, handle))
     except SotdError:
         err(
             f"{me}: WARNING — could not declare '@{handle}' to the daemon (agent.join); it will retry at the "

@@ -122,12 +122,13 @@ def frontends_block(ctx: Context) -> list[str]:
     """Ask this box's daemon (``version.query``, the 5 s bound of every daemon call) who is attached."""
     from sotd.cli import daemonlink
     from sotd.errors import SotdError
+    from sotd.wire import payloads
 
     ep = daemonlink.local_endpoint(ctx.environ)
     if ep is None:
         return frontend_lines(None)
     try:
-        answer = daemonlink.call(ctx, ep, "version.query", {})
+        answer = daemonlink.call(ctx, ep, payloads.VERSION_QUERY, payloads.version_query_payload())
     except (SotdError, OSError):
         return frontend_lines(None)
     return frontend_lines(answer.get("daemon"))

@@ -166,7 +166,7 @@ class Sender:
 
         # ``expires``: when this send stops waiting (D6: 5 s from the dial), so a daemon that gets the
         # frame late refuses it rather than file mail this command already reported as FAILED
-        from sotd.wire import payloads
+        from sotd.wire import answers, payloads
 
         expires = round(_clock.now() + daemonlink.VERDICT_S, 3)
         payload = payloads.comm_file_payload(
@@ -176,10 +176,10 @@ class Sender:
             answer = daemonlink.call(self.ctx, endpoint, payloads.COMM_FILE, payload)
         except SotdError as e:
             return e.message
-        if answer.get("ok") is True:
+        if answers.is_ok(answer):
             out(f"filed -> @{target}")
             return None
-        error = answer.get("error")
-        if isinstance(error, str) and error:
+        error = answers.refusal_text(answer)
+        if error is not None:
             return error
         return f"the daemon answered neither ok nor a refusal: {answer}"

@@ -35,6 +35,7 @@ from sotd.errors import (
     SpawnFailed,
     TaskNotQueued,
 )
+from sotd.wire import answers, payloads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -262,20 +263,19 @@ def run(argv: list[str]) -> int:
             hint=f"or start this box's daemon: {hints.START_DAEMON}",
         )
     try:
-        info = ask(ctx, endpoint, "version.query", {}).get("daemon")
+        info, dhost = daemonlink.daemon_info(ctx, endpoint)
     except SotdError as e:
         raise SpawnFailed(
             f"ERROR: the sotd daemon at {endpoint} did not answer version.query: {e.message}",
             hint=daemonlink.silent_hint(ctx.environ, endpoint),
         ) from None
-    dhost = info.get("host") if isinstance(info, dict) else None
-    if not isinstance(dhost, str) or not dhost:
+    if not dhost:
         err(f"comm-spawn: the daemon at {endpoint} did not declare its host; assuming it runs on this box")
         dhost = ctx.host
     local = dhost == ctx.host
 
     try:
-        listed = ask(ctx, endpoint, "workspace.list", {})
+        listed = ask(ctx, endpoint, payloads.WORKSPACE_LIST, {})
     except SotdError as e:
         raise SpawnFailed(
             f"ERROR: workspace.list did not answer via {endpoint} ({e.message}); nothing was spawned.",
@@ -395,14 +395,17 @@ def create_payload(*, label: str, root: str, args: SpawnArgs, name: str) -> dict
 def _create(ctx: Context, endpoint: str, *, label: str, root: str, args: SpawnArgs, name: str) -> str:
     try:
         answer = ask(
-            ctx, endpoint, "workspace.create", create_payload(label=label, root=root, args=args, name=name)
+            ctx,
+            endpoint,
+            payloads.WORKSPACE_CREATE,
+            create_payload(label=label, root=root, args=args, name=name),
         )
     except SotdError as e:
         raise SpawnFailed(
             f"ERROR: workspace.create failed via {endpoint}\n  daemon said: {e.message}", hint=hints.rows()
         ) from None
     wid = answer.get("workspace_id")
-    if answer.get("ok") is not True or not isinstance(wid, str) or not wid:
+    if not answers.is_ok(answer) or not isinstance(wid, str) or not wid:
         import json
 
         raise SpawnFailed(
@@ -435,7 +438,7 @@ def _wait_ready(ctx: Context, endpoint: str, wid: str, me: str, *, remote: bool 
     phase = "unknown"
     while True:
         try:
-            phase = phase_of(ask(ctx, endpoint, "workspace.list", {}), wid)
+            phase = phase_of(ask(ctx, endpoint, payloads.WORKSPACE_LIST, {}), wid)
         except SotdError:
             pass
         verdict = phase_verdict(phase, past_deadline=time.monotonic() >= deadline)

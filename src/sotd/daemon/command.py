@@ -82,21 +82,28 @@ def run(argv: list[str]) -> int:
     return _status(sock, environ)
 
 
-def query(sock: str, environ: dict[str, str], deadline_s: float = 5.0) -> dict[str, Any]:
-    """``version.query`` round trip; the ``daemon`` object. ``SotdError`` when nobody answers."""
-    from sotd.client import unix
-    from sotd.wire import messages
+def _hello(environ: dict[str, str]) -> dict[str, Any]:
+    """The hello ``sotd daemon status|reload`` says (role ``cli``, name ``sotd-daemon-cli``)."""
+    from sotd.wire import hello as wire_hello
 
-    hello = messages.hello_payload(
+    return wire_hello.hello_payload(
         host=runtime.self_host(environ) or "unknown",
-        os_user=messages.os_user_for_uid(os.geteuid()),
+        os_user=wire_hello.os_user_for_uid(os.geteuid()),
         role="cli",
         name="sotd-daemon-cli",
     )
-    answer = unix.request(sock, "version.query", {}, hello, deadline_s=deadline_s)
+
+
+def query(sock: str, environ: dict[str, str], deadline_s: float = 5.0) -> dict[str, Any]:
+    """``version.query`` round trip; the ``daemon`` object. ``SotdError`` when nobody answers."""
+    from sotd.client import unix
+    from sotd.wire import payloads
+
+    op = payloads.VERSION_QUERY
+    answer = unix.request(sock, op, payloads.version_query_payload(), _hello(environ), deadline_s=deadline_s)
     daemon = answer.get("daemon")
     if not isinstance(daemon, dict):
-        raise SotdError(f"the daemon at unix:{sock} answered version.query without a daemon object: {answer}")
+        raise SotdError(f"the daemon at unix:{sock} answered {op} without a daemon object: {answer}")
     return daemon
 
 
@@ -234,20 +241,14 @@ def status_lines(info: dict[str, Any]) -> list[str]:
 def _reload(sock: str, environ: dict[str, str]) -> int:
     """``daemon.reload``: the daemon reads ``hosts.toml`` again; print what changed."""
     from sotd.client import unix
-    from sotd.wire import messages
+    from sotd.wire import answers, payloads
 
-    hello = messages.hello_payload(
-        host=runtime.self_host(environ) or "unknown",
-        os_user=messages.os_user_for_uid(os.geteuid()),
-        role="cli",
-        name="sotd-daemon-cli",
-    )
     try:
-        answer = unix.request(sock, "daemon.reload", {}, hello, deadline_s=10.0)
+        answer = unix.request(sock, payloads.DAEMON_RELOAD, {}, _hello(environ), deadline_s=10.0)
     except SotdError as e:
         sys.stderr.write(f"sotd daemon: no daemon answered at {sock}: {e.message}\n")
         return 1
-    if answer.get("ok") is not True:
+    if not answers.is_ok(answer):
         sys.stderr.write(f"sotd daemon: reload refused: {answer.get('error', answer)}\n")
         return 1
     changes = answer.get("changes") or []

@@ -24,7 +24,7 @@ from sotd import handles
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable
 
 TICK_SECS = 2.0
 REPEAT_SECS = 600.0
@@ -134,16 +134,15 @@ def after_wake(total: int, now: float, *, entered: bool) -> Woken:
     return Woken(line=total, at=now, enter_owed=not entered)
 
 
-def stop_held(registry: object, handle: str, now: float) -> bool:
-    """True when ``handle``'s registry entry carries a ``stop_at`` within ``[now - 60 s, now + 1 s]``,
-    compared as strings against the stamps of those bounds: its Stop hook is running.
+def stop_held(entry: object, now: float) -> bool:
+    """True when a handle's registry entry (``registry.AgentRow.entry``, read by the caller) carries a
+    ``stop_at`` within ``[now - 60 s, now + 1 s]``, compared as strings against the stamps of those bounds:
+    its Stop hook is running.
 
-    Missing, null or non-string ``stop_at``, another handle's mark, or a registry that is not an object
-    with an ``agents`` object: not held.
+    No entry (None), an entry that is not an object, a missing, null or non-string ``stop_at``: not held.
     """
     from sotd._clock import stamp
 
-    entry = registry_entries(registry).get(handle)
     if not isinstance(entry, dict):
         return False
     mark = entry.get("stop_at")
@@ -251,12 +250,3 @@ def refused(streak: Streak | None, now: float, silent: float = STREAK_SILENT_SEC
 def streak_line(handle: str, reason: str, border: str) -> str:
     """The one log line of a refusal streak (a wake or clear ends the streak: the caller drops it)."""
     return f"{STREAK_TEXT} (handle @{handle}, reason: {reason}, border: {border!r})"
-
-
-def registry_entries(registry: object) -> Mapping[str, object]:
-    """The ``agents`` object of a parsed registry, or an empty mapping for anything else."""
-    if isinstance(registry, dict):
-        agents = registry.get("agents")
-        if isinstance(agents, dict):
-            return agents
-    return {}

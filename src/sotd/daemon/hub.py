@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from sotd.daemon import ops
 from sotd.formats import inbox, lockmanager
+from sotd.wire import answers as wire_answers
+from sotd.wire import payloads
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -77,20 +79,22 @@ def offer_outcome(
     """
     answers = list(answers)
     for _box, a in answers:
-        if a is not None and a.get("ok") is True:
-            return dict(ops.OK)
+        if a is not None and wire_answers.is_ok(a):
+            return dict(wire_answers.OK)
     for box, a in answers:
-        if a is None or a.get("code") == ops.NOT_HERE:
+        if a is None or wire_answers.code_of(a) == wire_answers.NOT_HERE:
             continue
-        if isinstance(a.get("error"), str) and a["error"]:
+        if wire_answers.refusal_text(a) is not None:
             return dict(a)
-        return ops.refusal(
-            ops.FILE_FAILED, f"{box} answered neither ok nor a refusal: {json.dumps(a, ensure_ascii=False)}"
+        return wire_answers.refusal(
+            wire_answers.FILE_FAILED,
+            f"{box} answered neither ok nor a refusal: {json.dumps(a, ensure_ascii=False)}",
         )
     silent = sorted(box for box, a in answers if a is None)
     if silent:
-        return ops.refusal(
-            ops.FILE_FAILED, f"no box answered for @{handle} within {secs(bound_s)}s: {', '.join(silent)}"
+        return wire_answers.refusal(
+            wire_answers.FILE_FAILED,
+            f"no box answered for @{handle} within {secs(bound_s)}s: {', '.join(silent)}",
         )
     missing = sorted(set(should_link) - set(linked))
     text = ops.not_here_text(handle)
@@ -99,7 +103,7 @@ def offer_outcome(
         for box in missing:
             if down and box in down:
                 text += "; " + link_down_text(box, *down[box])
-    return ops.refusal(ops.NOT_HERE, text)
+    return wire_answers.refusal(wire_answers.NOT_HERE, text)
 
 
 def record_at_start(layout: Layout, hub: bool, manager: str) -> str:
@@ -140,29 +144,29 @@ class Hub:
         """A guest hands a frame it cannot file to the hub (``forwarded: true``); the hub's answer verbatim."""
         if self.uplink is None:
             why = self.topology_error or "no hosts.toml names a hub"
-            return ops.refusal(ops.FILE_FAILED, why)
+            return wire_answers.refusal(wire_answers.FILE_FAILED, why)
         ep = self.uplink.endpoint
         # never wait (nor let the hub file) past the sending command's own deadline: a send that has
         # already said FAILED must not be followed by a filing (found by the NFS tier, issue 15)
         bound = ops.budget(payload.get("expires"), time.time(), self.lock_wait() + FORWARD_SLACK_S)
         if bound is None:
-            return ops.refusal(ops.FILE_FAILED, ops.EXPIRED)
+            return wire_answers.refusal(wire_answers.FILE_FAILED, ops.EXPIRED)
         frame = dict(payload, forwarded=True, expires=round(time.time() + bound, 3))
         try:
-            answer = await self.uplink.call("comm.file", frame, bound)
+            answer = await self.uplink.call(payloads.COMM_FILE, frame, bound)
         except TimeoutError:
-            err = f"{ep}: no reply to comm.file within {secs(bound)}s"
+            err = f"{ep}: no reply to {payloads.COMM_FILE} within {secs(bound)}s"
         except ConnectionError as e:
             err = f"{ep}: the daemon is shutting down" if self.shutting_down.is_set() else f"{ep}: {e}"
         else:
-            if answer.get("ok") is True or (isinstance(answer.get("error"), str) and answer["error"]):
+            if wire_answers.is_ok(answer) or wire_answers.refusal_text(answer) is not None:
                 return answer
-            return ops.refusal(
-                ops.FILE_FAILED,
+            return wire_answers.refusal(
+                wire_answers.FILE_FAILED,
                 f"the hub answered neither ok nor a refusal: {json.dumps(answer, ensure_ascii=False)}",
             )
         log.warning("forward of a comm.file to the hub failed: %s", err)
-        return ops.refusal(ops.FILE_FAILED, f"the hub did not answer at {ep}: {err}")
+        return wire_answers.refusal(wire_answers.FILE_FAILED, f"the hub did not answer at {ep}: {err}")
 
     def should_link(self) -> list[str]:
         """The topology's boxes other than this hub (each should hold a link to it)."""
@@ -180,7 +184,7 @@ class Hub:
         handle = str(payload.get("to", ""))
         bound = self.lock_wait() + OFFER_SLACK_S
         expires = payload.get("expires")
-        if isinstance(expires, int | float) and not isinstance(expires, bool):
+        if payloads.is_deadline(expires):
             bound = max(0.0, min(bound, float(expires) - time.time() - ops.ANSWER_MARGIN_S))
         should = [b for b in self.should_link() if b != exclude]
         if not links and not (set(should) - set(self.server.links)):
@@ -190,7 +194,7 @@ class Hub:
 
         async def ask(box: str) -> tuple[str, dict[str, Any] | None]:
             try:
-                return box, await links[box].channel.call("comm.file", frame, bound)
+                return box, await links[box].channel.call(payloads.COMM_FILE, frame, bound)
             except (TimeoutError, ConnectionError) as e:
                 log.info("offer of @%s to %s: no answer (%s)", handle, box, e or "timeout")
                 return box, None
@@ -201,7 +205,7 @@ class Hub:
                 for next_done in asyncio.as_completed(tasks):
                     box, answer = await next_done
                     answers.append((box, answer))
-                    if answer is not None and answer.get("ok") is True:
+                    if answer is not None and wire_answers.is_ok(answer):
                         log.info("offer of @%s: filed by %s", handle, box)
                         break
             finally:

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 from sotd import __version__
 from sotd.daemon.server import Channel
 from sotd.errors import WireError
-from sotd.wire import answers, messages
+from sotd.wire import answers, payloads
+from sotd.wire import hello as wire_hello
 from sotd.wire.framing import Decoder, Envelope
 
 if TYPE_CHECKING:
@@ -120,9 +121,9 @@ def link_argv(endpoint: str, self_host: str, environ: Mapping[str, str]) -> list
 
 
 def link_hello(self_host: str) -> dict[str, Any]:
-    return messages.hello_payload(
+    return wire_hello.hello_payload(
         host=self_host,
-        os_user=messages.os_user_for_uid(os.geteuid()),
+        os_user=wire_hello.os_user_for_uid(os.geteuid()),
         role="link",
         name=f"sotd-{self_host}",
         client_id=f"sotd-hub-link-{os.getpid()}",
@@ -310,7 +311,7 @@ class Uplink:
         while True:
             await asyncio.sleep(PING_S)
             try:
-                await channel.call("version.query", {}, PING_WAIT_S)
+                await channel.call(payloads.VERSION_QUERY, payloads.version_query_payload(), PING_WAIT_S)
             except TimeoutError:
                 failed.append(f"no answer to the link's keepalive within {PING_WAIT_S:g}s")
             except ConnectionError as e:
@@ -322,7 +323,7 @@ class Uplink:
 
     async def _hello(self, stdout: asyncio.StreamReader, channel: Channel) -> tuple[Decoder, list[Envelope]]:
         """Say hello; skip banner lines before the first JSON line; wait for the hello's answer."""
-        await channel.send(Envelope(0, "req", messages.HELLO_OP, link_hello(self.self_host)))
+        await channel.send(Envelope(0, "req", wire_hello.HELLO_OP, link_hello(self.self_host)))
         buf = b""
         skipped = 0
         decoder = Decoder()
@@ -349,7 +350,7 @@ class Uplink:
                 data, buf = buf, b""
             envs = decoder.feed(data)
             for i, env in enumerate(envs):
-                if env.kind == "res" and env.op == messages.HELLO_OP and env.id == 0:
+                if env.kind == "res" and env.op == wire_hello.HELLO_OP and env.id == 0:
                     err = env.payload.get("error")
                     if err:
                         raise LinkError(f"hello refused: {err}")

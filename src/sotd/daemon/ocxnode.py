@@ -24,6 +24,7 @@ from typing import Any
 
 from sotd import _clock
 from sotd.errors import SotdError
+from sotd.wire import answers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class RowSessions:
             "command": argv,
         }
         ans = self._on_loop(self.rows.create(payload, before=before))
-        if not ans.get("ok"):
+        if not answers.is_ok(ans):
             raise SotdError(str(ans.get("message") or ans.get("error") or ans))
         row_id = str(ans["workspace_id"])
         try:
@@ -87,7 +88,7 @@ class RowSessions:
                 return self.rows.declare(row_id, handle)
 
             got = self._on_loop(declare())
-            if not got.get("ok"):
+            if not answers.is_ok(got):
                 raise SotdError(str(got.get("message") or got))
             lay = self.rows.layout
             os.close(os.open(lay.inbox(handle), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600))
@@ -120,7 +121,7 @@ class RowSessions:
             text=text,
             broadcast=False,
         )
-        return None if ans.get("ok") else str(ans.get("message") or ans)
+        return None if answers.is_ok(ans) else str(ans.get("message") or ans)
 
     def close(self, session_id: str) -> None:
         if session_id not in self.rows.rows:

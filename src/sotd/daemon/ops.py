@@ -33,12 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sotd")
 
-# the codes are the wire's (``sotd.wire.answers``); named here for the hub logic that builds answers
-NOT_HERE = answers.NOT_HERE
-NO_LIVE = answers.NO_LIVE_SESSION
-BAD_HANDLE = answers.BAD_HANDLE
-FILE_FAILED = answers.FILE_FAILED
-
 # origins of a request: a local client; a guest's link up to this hub; an offer down our own link
 CLIENT = "client"
 LINK = "link"
@@ -58,7 +52,7 @@ def check_to(to: object, home_exists: bool) -> dict[str, Any] | None:
     if not handles.is_valid(to):
         return payloads.not_a_handle(to).answer()
     if not home_exists:
-        return refusal(NOT_HERE, not_here_text(str(to)))
+        return refusal(answers.NOT_HERE, not_here_text(str(to)))
     return None
 
 
@@ -73,7 +67,7 @@ EXPIRED = "the frame arrived after its sender stopped waiting for it, so nothing
 def budget(expires: object, now: float, lock_wait: float) -> float | None:
     """The inbox-lock bound a receiver may spend on a frame: ``lock_wait`` for a frame without ``expires``,
     less when its sender stops waiting sooner, None when it is too late to file at all."""
-    if isinstance(expires, bool) or not isinstance(expires, int | float):
+    if not payloads.is_deadline(expires):
         return lock_wait
     left = float(expires) - now - ANSWER_MARGIN_S
     if left <= 0:
@@ -85,7 +79,7 @@ def filing_deadline(expires: object, now: float, mono_now: float) -> float | Non
     """The ``time.monotonic()`` moment a receiver's whole filing (lock wait, append, sync) must end by:
     ``expires`` less the answer margin, on the clock ``mono_now`` reads at wall time ``now``; None for a
     frame without ``expires`` (``inbox.deadline_action``, docs/contract.md "A filing's deadline")."""
-    if isinstance(expires, bool) or not isinstance(expires, int | float):
+    if not payloads.is_deadline(expires):
         return None
     return mono_now + (float(expires) - now - ANSWER_MARGIN_S)
 
@@ -98,28 +92,27 @@ def registry_verdict(
     A not_here answer carries ``UNLISTED: True`` (removed before it is sent) so the hub knows to offer.
     """
     if doc is None:
-        return {**refusal(NOT_HERE, not_here_text(to)), UNLISTED: True}
-    if isinstance(doc, RegistryUnreadable):
+        return {**refusal(answers.NOT_HERE, not_here_text(to)), UNLISTED: True}
+    try:
+        if isinstance(doc, RegistryUnreadable):
+            raise doc
+        agents = registry.agents_of(doc)
+    except RegistryUnreadable:
         return refusal(
-            FILE_FAILED, f"the registry could not be read, so @{to} is unverified; nothing was filed"
-        )
-    agents = doc.get("agents")
-    if not isinstance(agents, dict):
-        return refusal(
-            FILE_FAILED, f"the registry could not be read, so @{to} is unverified; nothing was filed"
+            answers.FILE_FAILED, f"the registry could not be read, so @{to} is unverified; nothing was filed"
         )
     verdict = registry.AgentRow.of(agents, to).verdict(now)
     if verdict == registry.UNLISTED:
-        return {**refusal(NOT_HERE, not_here_text(to)), UNLISTED: True}
+        return {**refusal(answers.NOT_HERE, not_here_text(to)), UNLISTED: True}
     if verdict == registry.NOT_LIVE:
-        return refusal(NO_LIVE, f"no live session holds @{to}")
+        return refusal(answers.NO_LIVE_SESSION, f"no live session holds @{to}")
     return None
 
 
 def join_verdict(workspace_id: object, handle: object, rows: JoinRows) -> dict[str, Any]:
     """``agent.join``: a bad handle; a question from outside any row (D5); a row's declaration."""
     if not handles.is_valid(handle):
-        return refusal(BAD_HANDLE, f"invalid handle: {quoted(handle)}")
+        return refusal(answers.BAD_HANDLE, f"invalid handle: {quoted(handle)}")
     assert isinstance(handle, str)
     if workspace_id == "" or workspace_id is None:
         holder = rows.holder_of(handle)
@@ -240,7 +233,7 @@ def file_locally(
         )
     except SotdError as e:
         log.warning("filing for @%s failed: %s", to, e.message)
-        return refusal(FILE_FAILED, e.message)
+        return refusal(answers.FILE_FAILED, e.message)
     return OK
 
 
@@ -318,14 +311,14 @@ class Ops:
         route = await asyncio.to_thread(route_now, self.layout, self.is_hub, req.forwarded, self.self_host)
         if route.where == lockmanager.REFUSE:
             log.error("comm.file for @%s refused: %s", req.to, route.text)
-            return refusal(FILE_FAILED, route.text)
+            return refusal(answers.FILE_FAILED, route.text)
         if route.where == lockmanager.FORWARD:
             # the sender's deadline caps the forward's (hub.Hub.forward)
             return await self.forward(req.frame())
         bound = budget(req.expires, time.time(), inbox.inbox_wait(self.environ))
         if bound is None:
             log.warning("comm.file for @%s from %s: %s", req.to, origin, EXPIRED)
-            return refusal(FILE_FAILED, EXPIRED)
+            return refusal(answers.FILE_FAILED, EXPIRED)
         answer = await asyncio.to_thread(
             file_locally,
             self.layout,
@@ -376,17 +369,12 @@ def version_payload(
     }
 
 
-__all__ = [  # OK, quoted and refusal are the wire's (sotd.wire.answers), named here for the hub and the rows
+__all__ = [
     "ANSWER_MARGIN_S",
-    "BAD_HANDLE",
     "CLIENT",
     "EXPIRED",
-    "FILE_FAILED",
     "LINK",
-    "NOT_HERE",
-    "NO_LIVE",
     "OFFER",
-    "OK",
     "UNLISTED",
     "JoinRows",
     "NoRows",
@@ -397,8 +385,6 @@ __all__ = [  # OK, quoted and refusal are the wire's (sotd.wire.answers), named 
     "file_locally",
     "join_verdict",
     "not_here_text",
-    "quoted",
-    "refusal",
     "registry_verdict",
     "route_now",
     "version_payload",

@@ -41,6 +41,7 @@ from sotd.daemon.server import Server
 from sotd.errors import SotdError
 from sotd.formats import lockmanager
 from sotd.formats.layout import Layout, ensure_home
+from sotd.wire import answers
 
 log = logging.getLogger("sotd")
 
@@ -291,7 +292,7 @@ class Daemon:
 
     async def _reload_op(self) -> dict[str, Any]:
         changes = await self.reload_topology("sotd daemon reload")
-        return {"ok": True, "path": topology.path(self.environ), "changes": changes}
+        return answers.ok_with({"path": topology.path(self.environ), "changes": changes})
 
     async def _watch_topology(self) -> None:
         every = _float_env(self.environ, "SOTD_TEST_TOPOLOGY_CHECK_SECS", TOPOLOGY_CHECK_S)

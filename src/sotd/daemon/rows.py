@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 from sotd import _clock, fsprim, handles
 from sotd.daemon import decide, regturn
-from sotd.daemon.ops import OK, quoted, refusal
 from sotd.errors import SotdError
 from sotd.formats import registry, selffile
 from sotd.terminal import prompt
 from sotd.terminal.tmux import Tmux, TmuxError, Window
 from sotd.wire import answers, payloads
+from sotd.wire.answers import OK, quoted, refusal
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -344,7 +344,7 @@ class DaemonRows:
         """``agent.join`` for a row: the handle becomes this row's and no other row's; persisted first."""
         row = self.rows.get(workspace_id)
         if row is None:
-            return refusal("unknown_workspace", f"unknown workspace: {quoted(workspace_id)}")
+            return refusal(answers.UNKNOWN_WORKSPACE, f"unknown workspace: {quoted(workspace_id)}")
         now = _clock.stamp()
         new = replace(row, handle=handle, joined_at=now, phase=READY if row.phase == STARTING else row.phase)
         others = [r for r in self.rows.values() if r.id != row.id and r.handle == handle]
@@ -354,7 +354,7 @@ class DaemonRows:
                 self.save(replace(o, handle=""))
         except OSError as e:
             log.error("row %s: could not persist @%s: %s", row.id, handle, e)
-            return refusal("persist_failed", f"could not persist row {row.id}: {e.strerror or e}")
+            return refusal(answers.PERSIST_FAILED, f"could not persist row {row.id}: {e.strerror or e}")
         self.rows[row.id] = new
         for o in others:
             o.handle = ""
@@ -369,7 +369,7 @@ class DaemonRows:
             payload: dict[str, Any] = {"action": action, "workspace_id": row_id}
             if row is not None:
                 payload["workspace"] = row.wire()
-            self.publish("workspace.changed", payload)
+            self.publish(payloads.WORKSPACE_CHANGED, payload)
         if self.on_change is not None:
             self.on_change(row_id)
 
@@ -485,7 +485,7 @@ class DaemonRows:
         wid = payload.get("workspace_id")
         row = self.rows.get(wid) if isinstance(wid, str) else None
         if row is None:
-            return refusal("unknown_workspace", f"unknown workspace: {quoted(wid)}")
+            return refusal(answers.UNKNOWN_WORKSPACE, f"unknown workspace: {quoted(wid)}")
         return row
 
     async def create(self, payload: dict[str, Any], *, before: list[str] | None = None) -> dict[str, Any]:
@@ -493,34 +493,40 @@ class DaemonRows:
         prefix that execs the row's ``sot-capsule`` in place: an OCX session joins its cgroups with it."""
         root_in = payload.get("project_root")
         if not isinstance(root_in, str) or not os.path.isabs(root_in):
-            return refusal("bad_request", f"project_root must be an absolute path, not {quoted(root_in)}")
+            return refusal(
+                answers.BAD_REQUEST, f"project_root must be an absolute path, not {quoted(root_in)}"
+            )
         try:
             root = await asyncio.to_thread(os.path.realpath, root_in, strict=True)
         except OSError as e:
-            return refusal("bad_request", f"project root {root_in} cannot be resolved: {e.strerror or e}")
+            return refusal(
+                answers.BAD_REQUEST, f"project root {root_in} cannot be resolved: {e.strerror or e}"
+            )
         if not os.path.isdir(root):
-            return refusal("bad_request", f"project root {root} is not a folder")
+            return refusal(answers.BAD_REQUEST, f"project root {root} is not a folder")
         agent = payload.get("agent") or "claude"
         if agent not in AGENTS:
-            return refusal("bad_request", f"agent must be one of {', '.join(AGENTS)}, not {quoted(agent)}")
+            return refusal(
+                answers.BAD_REQUEST, f"agent must be one of {', '.join(AGENTS)}, not {quoted(agent)}"
+            )
         name = payload.get("agent_name") or ""
         if not isinstance(name, str) or (name and not handles.is_valid(name)):
-            return refusal("bad_handle", f"invalid handle: {quoted(name)}")
+            return refusal(answers.BAD_HANDLE, f"invalid handle: {quoted(name)}")
         label = payload.get("label") or os.path.basename(root)
         if not isinstance(label, str):
-            return refusal("bad_request", f"label must be a string, not {quoted(label)}")
+            return refusal(answers.BAD_REQUEST, f"label must be a string, not {quoted(label)}")
         account = payload.get("account") or ""
         for r in self.rows.values():
             if r.project_root == root:
                 return refusal(
-                    "root_taken",
+                    answers.ROOT_TAKEN,
                     f"{root} already has a workspace: '{r.label}' (slug '{r.slug}', id {r.id})",
                 )
             if name and (r.handle == name or (r.phase in LIVE and r.agent_name == name and not r.handle)):
-                return refusal("held_by_row", f"@{name} is held by row {r.id}")
+                return refusal(answers.HELD_BY_ROW, f"@{name} is held by row {r.id}")
         argv = agent_argv(str(agent), payload.get("command"), self.environ)
         if argv is None:
-            return refusal("bad_request", "a row with agent 'none' needs a command")
+            return refusal(answers.BAD_REQUEST, "a row with agent 'none' needs a command")
         if payload.get("command") is None:  # an explicit command runs exactly as given
             from sotd import rowargv  # Claude Code rows: --settings; Codex rows: PATH and a first prompt
 
@@ -528,7 +534,7 @@ class DaemonRows:
             argv = rowargv.row_argv(argv, self.layout.bin_dir, path)
         capsule = capsule_exe()
         if capsule is None:
-            return refusal("start_failed", "sot-capsule is not installed beside this sotd")
+            return refusal(answers.START_FAILED, "sot-capsule is not installed beside this sotd")
         slug = handles.slug(label)
         taken = {r.slug for r in self.rows.values()}
         base, n = slug, 2
@@ -555,10 +561,10 @@ class DaemonRows:
             await asyncio.to_thread(shutil.rmtree, ws, True)
             why = e.message if isinstance(e, SotdError) else (e.strerror or str(e))
             log.error("row %s (%s) could not start: %s", row_id, label, why)
-            return refusal("start_failed", f"the row's window could not be started: {why}")
+            return refusal(answers.START_FAILED, f"the row's window could not be started: {why}")
         log.info("row %s (%s) started in %s: %s", row_id, label, row.pane, " ".join(row.argv))
         self._changed(row_id, "created")
-        return {"ok": True, "workspace": row.wire(), "attach": self.tmux.attach_command(), **row.wire()}
+        return answers.ok_with({"workspace": row.wire(), "attach": self.tmux.attach_command(), **row.wire()})
 
     def row_env(self, row: RowRecord) -> dict[str, str]:
         env = {
@@ -608,8 +614,10 @@ class DaemonRows:
             await asyncio.to_thread(os.unlink, self.layout.self_file(self.host, row.id))
         log.info("row %s (%s) destroyed; pruned %s", row.id, row.label, pruned or "nothing")
         if self.publish is not None:
-            self.publish("workspace.changed", {"action": "destroyed", "workspace_id": row.id})
-        return {"ok": True, "workspace_id": row.id, "slug": row.slug, "label": row.label, "pruned": pruned}
+            self.publish(payloads.WORKSPACE_CHANGED, {"action": "destroyed", "workspace_id": row.id})
+        return answers.ok_with(
+            {"workspace_id": row.id, "slug": row.slug, "label": row.label, "pruned": pruned}
+        )
 
     async def activate(self, payload: dict[str, Any]) -> dict[str, Any]:
         row = self._row_for(payload)

@@ -115,13 +115,16 @@ class Inotify:
 
 
 class Facts:
-    __slots__ = ("doc", "fresh", "total", "unread")
+    """The inbox scan's counts and the handle's registry entry (``entry``: None when the handle has no
+    unread mail, no registry, or an unreadable one), read by ``read_facts``."""
 
-    def __init__(self, total: int, unread: int, fresh: int, doc: object) -> None:
+    __slots__ = ("entry", "fresh", "total", "unread")
+
+    def __init__(self, total: int, unread: int, fresh: int, entry: object) -> None:
         self.total = total
         self.unread = unread
         self.fresh = fresh
-        self.doc = doc
+        self.entry = entry
 
 
 def read_facts(layout: Layout, handle: str, woken_line: int | None) -> Facts | None:
@@ -137,11 +140,13 @@ def read_facts(layout: Layout, handle: str, woken_line: int | None) -> Facts | N
     total, unread, fresh = decide.scan(
         lines, cursor_text, handle, woken_line, offset=cursor.offset, base=base
     )
-    doc: object = None
+    entry: object = None
     if unread:
         with contextlib.suppress(RegistryUnreadable, OSError):
             doc = registry.read(layout)
-    return Facts(total, unread, fresh, doc)
+            if doc is not None:
+                entry = registry.AgentRow.of(registry.agents_of(doc), handle).entry
+    return Facts(total, unread, fresh, entry)
 
 
 class Waker:
@@ -253,7 +258,7 @@ class Waker:
             return action
         if action == decide.HOLD:
             return action
-        if decide.stop_held(facts.doc, h, now):
+        if decide.stop_held(facts.entry, now):
             return "stop_held"
         started = time.monotonic()
         if action == decide.WAKE:

@@ -295,10 +295,11 @@ class RowsDemo:
 
     def _list(self) -> list[dict[str, str]]:
         from sotd.client import unix
-        from sotd.wire import messages
+        from sotd.wire import hello as wire_hello
+        from sotd.wire import payloads
 
-        hello = messages.hello_payload(host="demo", os_user=f"uid:{os.geteuid()}", role="cli")
-        answer = unix.request(self.sock, "workspace.list", {}, hello, deadline_s=5.0)
+        hello = wire_hello.hello_payload(host="demo", os_user=f"uid:{os.geteuid()}", role="cli")
+        answer = unix.request(self.sock, payloads.WORKSPACE_LIST, {}, hello, deadline_s=5.0)
         spaces = answer.get("workspaces")
         return spaces if isinstance(spaces, list) else []
 

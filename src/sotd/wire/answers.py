@@ -30,6 +30,7 @@ NO_LIVE_SESSION = "no_live_session"
 FILE_FAILED = "file_failed"
 # agent.join, agent.send, workspace.* (behaviour 2.3, D5)
 HELD_BY_ROW = "held_by_row"
+ROOT_TAKEN = "root_taken"
 UNKNOWN_WORKSPACE = "unknown_workspace"
 PERSIST_FAILED = "persist_failed"
 MAIL_REQUIRES_COMM_FILE = "mail_requires_comm_file"
@@ -48,6 +49,7 @@ CODES = (
     NO_LIVE_SESSION,
     FILE_FAILED,
     HELD_BY_ROW,
+    ROOT_TAKEN,
     UNKNOWN_WORKSPACE,
     PERSIST_FAILED,
     MAIL_REQUIRES_COMM_FILE,
@@ -57,9 +59,35 @@ CODES = (
 OK: dict[str, Any] = {"ok": True}  # never mutated: a caller that adds keys copies it first
 
 
+def ok_with(fields: dict[str, Any]) -> dict[str, Any]:
+    """An ok answer that carries more: ``ok: true`` first, then ``fields`` in their order."""
+    return {"ok": True, **fields}
+
+
 def refusal(code: str, text: str) -> dict[str, Any]:
     """A refusal answer: the spec's sentence and its code."""
     return {"error": text, "code": code}
+
+
+# Reading an answer (a client, the hub reading a linked box's answer). An answer is ok only when its
+# ``ok`` is ``true``; it is a refusal only when its ``error`` is a non-empty string; anything else is
+# neither, and the reader says so in its own words.
+
+
+def is_ok(answer: dict[str, Any]) -> bool:
+    """The answer says ``ok: true`` (no other value counts)."""
+    return answer.get("ok") is True
+
+
+def refusal_text(answer: dict[str, Any]) -> str | None:
+    """A refusal's sentence (``error``, a non-empty string), else None."""
+    error = answer.get("error")
+    return error if isinstance(error, str) and error else None
+
+
+def code_of(answer: dict[str, Any]) -> object:
+    """A refusal's ``code`` as sent (None when there is none)."""
+    return answer.get("code")
 
 
 def quoted(value: object) -> str:
@@ -83,4 +111,15 @@ def internal(error: BaseException) -> dict[str, Any]:
     return refusal(INTERNAL, f"internal error: {error}")
 
 
-__all__ = ["CODES", "OK", "internal", "quoted", "refusal", "unknown_op"]
+__all__ = [
+    "CODES",
+    "OK",
+    "code_of",
+    "internal",
+    "is_ok",
+    "ok_with",
+    "quoted",
+    "refusal",
+    "refusal_text",
+    "unknown_op",
+]

@@ -33,7 +33,6 @@ CLIENT_ROLES = ("agent", "cli", "link")
 ONE_SHOT_ROLES = ("cli", "agent")
 EVENT_ROLES = ("fe", "bridge")  # the connections a daemon's events are sent to
 LINK_ROLE = "link"
-PROTOCOL_MISMATCH = answers.PROTOCOL_MISMATCH
 
 
 def os_user_for_uid(euid: int) -> str:
@@ -78,7 +77,7 @@ def hello_verdict(payload: dict[str, Any]) -> tuple[str, str] | None:
     protocol = payload.get("protocol")
     if protocol != PROTOCOL:
         return (
-            PROTOCOL_MISMATCH,
+            answers.PROTOCOL_MISMATCH,
             f"protocol mismatch: this daemon speaks protocol {PROTOCOL}, the client {json.dumps(protocol)}",
         )
     role = payload.get("role")

@@ -4,8 +4,9 @@ Every connection opens with a hello request; a refused hello (``payload.error``)
 ``protocol_mismatch``, which is decisive only if no reply ever comes. ``OneShot`` produces the two lines to
 send and consumes what comes back: it skips events and lines for other ops, and ends at the first response
 for its op (or at a decisive hello refusal). The transport (sockets, deadline) lives in ``sotd.client``.
-The hello's payload and the ops' payloads are ``sotd.wire.hello``'s and ``sotd.wire.payloads``' (named
-here too, so a client needs one import); the daemon's side of a connection is ``sotd.wire.serverconn``.
+The hello's payload and the ops' payloads are built by ``sotd.wire.hello`` and ``sotd.wire.payloads``
+(imported from there, never through this module); the daemon's side of a connection is
+``sotd.wire.serverconn``.
 
 What would break it: treating an event that carries the op's name as the answer, or ending the wait on a
 ``protocol_mismatch`` refusal while an answer may still come.
@@ -14,18 +15,9 @@ What would break it: treating an event that carries the op's name as the answer,
 from __future__ import annotations
 
 from sotd.errors import WireError
+from sotd.wire import answers
+from sotd.wire import hello as wire_hello
 from sotd.wire.framing import Decoder, Envelope, encode
-from sotd.wire.hello import (
-    APP_VERSION,
-    CLIENT_ID,
-    HELLO_OP,
-    PROTOCOL,
-    PROTOCOL_MISMATCH,
-    ROLES,
-    hello_payload,
-    os_user_for_uid,
-)
-from sotd.wire.payloads import comm_file_payload
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,7 +63,9 @@ class OneShot:
         self.mismatch: str | None = None
 
     def to_send(self) -> bytes:
-        return request(self.hello_id, HELLO_OP, self.hello) + request(self.req_id, self.op, self.payload)
+        return request(self.hello_id, wire_hello.HELLO_OP, self.hello) + request(
+            self.req_id, self.op, self.payload
+        )
 
     def _hello_answer(self, env: Envelope) -> bool:
         """Record a hello refusal; True when it is decisive (ends the wait)."""
@@ -79,7 +73,7 @@ class OneShot:
         if err is None or err is False:
             return False
         msg = err if isinstance(err, str) else str(err)
-        if env.payload.get("code") == PROTOCOL_MISMATCH:
+        if env.payload.get("code") == answers.PROTOCOL_MISMATCH:
             self.mismatch = msg
             return False
         self.refused = msg
@@ -92,11 +86,11 @@ class OneShot:
         for env in self._decoder.feed(data):
             if env.kind != "res":
                 continue
-            if env.op == self.op and (env.id == self.req_id or self.op != HELLO_OP):
+            if env.op == self.op and (env.id == self.req_id or self.op != wire_hello.HELLO_OP):
                 self.response = env.payload
                 self.done = True
                 return True
-            if env.op == HELLO_OP and self._hello_answer(env):
+            if env.op == wire_hello.HELLO_OP and self._hello_answer(env):
                 return True
         failed = self._decoder.failed
         if failed is not None:
@@ -110,17 +104,4 @@ class OneShot:
         return self.refused if self.refused is not None else self.mismatch
 
 
-__all__ = [
-    "APP_VERSION",
-    "CLIENT_ID",
-    "HELLO_OP",
-    "PROTOCOL",
-    "PROTOCOL_MISMATCH",
-    "ROLES",
-    "OneShot",
-    "WireError",
-    "comm_file_payload",
-    "hello_payload",
-    "os_user_for_uid",
-    "request",
-]
+__all__ = ["OneShot", "request"]

@@ -23,7 +23,7 @@ from sotd.wire.errors import RemoteProtocolError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeGuard
 
 COMM_FILE = "comm.file"
 AGENT_JOIN = "agent.join"
@@ -40,7 +40,7 @@ WORKSPACE_CHANGED = "workspace.changed"  # an event, not an op
 OPS = (COMM_FILE, AGENT_JOIN, AGENT_SEND, VERSION_QUERY, DAEMON_RELOAD, *WORKSPACE_OPS)
 
 
-def is_deadline(value: object) -> bool:
+def is_deadline(value: object) -> TypeGuard[int | float]:
     """An ``expires`` that counts: a number (a JSON ``true`` is not one)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 

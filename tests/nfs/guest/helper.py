@@ -133,9 +133,9 @@ def verb_file_via_daemon(
     ``go`` exists: how a host that does not take the inbox lock itself files (v3 host B). ``waits_s``: the
     sender's wait for each, cycled through a comma-separated list (``sotd comm send`` waits 5 s)."""
     from sotd.client import unix
-    from sotd.wire import messages
+    from sotd.wire import hello as wire_hello
 
-    hello = messages.hello_payload(host=socket.gethostname(), os_user=f"uid:{os.geteuid()}", role="cli")
+    hello = wire_hello.hello_payload(host=socket.gethostname(), os_user=f"uid:{os.geteuid()}", role="cli")
     waits = [float(x) for x in waits_s.split(",")]
     failures: list[str] = []
     failed_seq: list[int] = []
