@@ -28,13 +28,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Callable
 from typing import Any
 
 from sotd.terminal import codex_prompt
 from sotd.terminal.tmux import parse_capture
-from tests.conftest import wait_for
 from tests.realagent import kit
 from tests.realagent.codex_standin import MODEL, CodexStandIn
 
@@ -254,8 +252,11 @@ def wait_idle(read: Callable[[], str], timeout: float = 40.0) -> str:
     return kit.settled(read, lambda r: verdict(r) == (True, None), timeout, "Codex's idle composer", 0.8)
 
 
-class Codex:
+class Codex(kit.PaneSession):
     """One real Codex session in ``panes``: its home, project folder and pane."""
+
+    BOX = "the composer"
+    SUBMIT_PAUSE_S = 0.2
 
     def __init__(self, panes: kit.Panes, home: CodexHome, project: str, *, extra_env=None,
                  args: tuple[str, ...] = (), name: str = "codex") -> None:  # fmt: skip
@@ -265,24 +266,11 @@ class Codex:
         self.env = home.env(None, extra_env)
         self.pane = panes.start(self.project, self.env, [codex_exe(), *args], name)
 
-    def raw(self) -> str:
-        return self.panes.raw(self.pane)
-
-    def text(self) -> str:
-        return self.panes.text(self.pane)
-
     def wait(self, pred: Callable[[str], bool], what: str, timeout: float = 30.0) -> str:
         return self.panes.wait(self.pane, pred, what, timeout)
 
     def wait_idle(self, timeout: float = 40.0) -> str:
         return wait_idle(self.raw, timeout)
-
-    def submit(self, text: str) -> None:
-        """Type ``text`` and press Enter once it shows in the composer (as a person would)."""
-        self.panes.type(self.pane, text)
-        wait_for(lambda: text in self.text(), timeout=10, what=f"{text!r} in the composer")
-        time.sleep(0.2)
-        self.panes.enter(self.pane)
 
 
 class CodexBox(kit.Box):

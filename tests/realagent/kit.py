@@ -237,7 +237,32 @@ class Panes:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class Claude:
+class PaneSession:
+    """One agent's session in a pane of ``panes`` (``Claude`` here, ``codex_kit.Codex``): its screen, and
+    typing into its input box as a person would. ``BOX`` names the box in a timeout's message;
+    ``SUBMIT_PAUSE_S`` is how long the text stays in the box before Enter."""
+
+    BOX = "the box"
+    SUBMIT_PAUSE_S = 0.0
+    panes: Panes
+    pane: str
+
+    def raw(self) -> str:
+        return self.panes.raw(self.pane)
+
+    def text(self) -> str:
+        return self.panes.text(self.pane)
+
+    def submit(self, text: str) -> None:
+        """Type ``text`` and press Enter once it shows in the box (as a person would)."""
+        self.panes.type(self.pane, text)
+        wait_for(lambda: text in self.text(), timeout=10, what=f"{text!r} in {self.BOX}")
+        if self.SUBMIT_PAUSE_S:
+            time.sleep(self.SUBMIT_PAUSE_S)
+        self.panes.enter(self.pane)
+
+
+class Claude(PaneSession):
     """One real Claude Code session in ``panes``: its HOME, project folder and pane."""
 
     def __init__(self, panes: Panes, home: ClaudeHome, model: StandIn, project: str, *, extra_env=None,
@@ -249,12 +274,6 @@ class Claude:
         self.env = home.env(model, extra_env)
         self.pane = panes.start(self.project, self.env, [claude_exe(), *args], name)
 
-    def raw(self) -> str:
-        return self.panes.raw(self.pane)
-
-    def text(self) -> str:
-        return self.panes.text(self.pane)
-
     def wait(
         self, pred: Callable[[str], bool], what: str, timeout: float = 30.0, *, settle: bool = True
     ) -> str:
@@ -265,12 +284,6 @@ class Claude:
 
     def wait_idle(self, timeout: float = 40.0) -> str:
         return self.panes.wait_idle(self.pane, timeout)
-
-    def submit(self, text: str) -> None:
-        """Type ``text`` and press Enter once it shows in the box (as a person would)."""
-        self.panes.type(self.pane, text)
-        wait_for(lambda: text in self.text(), timeout=10, what=f"{text!r} in the box")
-        self.panes.enter(self.pane)
 
 
 # -------------------------------------------------------------------------------------------------- box
