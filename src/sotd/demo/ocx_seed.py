@@ -8,8 +8,10 @@ real-agent OCX test build their nodes and runs from the same functions, so a cha
 examples is made in one place.
 
 Guarantee: every builder returns the same bytes each call for the same arguments (the run bodies are
-posted as JSON, so their key order is part of the run's hash). What would break it: a builder that fills
-in a value from the environment (a port, a path) the caller did not pass.
+posted as JSON, so their key order is part of the run's hash), and a new object each call: a test that
+edits a body (an attack's workspace) changes only its own. What would break it: a builder that fills in a
+value from the environment (a port, a path) the caller did not pass, or one that hands out a module
+constant (``WORKSPACE_DIR``, ``SESSION_STEPS``) instead of a copy.
 """
 
 from __future__ import annotations
@@ -162,7 +164,7 @@ def build_body(
     return {
         "clone": clone,
         "objective": objective,
-        "workspace": [WORKSPACE_DIR, {"step": "files", "of": "trunk", "into": "$$workspace$$/tree"}],
+        "workspace": [dict(WORKSPACE_DIR), {"step": "files", "of": "trunk", "into": "$$workspace$$/tree"}],
         "sandbox": {
             "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": False,
             "isolate_terminal": True, "ends_with_parent": ends_with_parent,
