@@ -127,15 +127,8 @@ def lab() -> Iterator[rk.Lab]:
 
 
 def carol_node(lab: rk.Lab) -> None:
-    env_c = dict(lab.envs["a"])
-    carol = os.path.join(lab.top, "carol.fossil")
-    assert rk.sotd("ocx", "clone", f"http://carol:carolpw@127.0.0.1:{lab.port}/", carol, env=env_c).code == 0
-    cfg_c = os.path.join(lab.top, "carol.toml")
-    rk.write_config(cfg_c, os.path.join(lab.top, "carol.sqlite"),
-                    [{"name": "proj", "repository": carol, "login": "carol",
-                      "url": f"http://carol@127.0.0.1:{lab.port}/"}])  # fmt: skip
-    env_c["SOT_OCX_CONFIG"] = cfg_c
-    lab.envs["c"] = env_c
+    """Node configuration ``c``: carol, who may post in the project but is nobody to a run."""
+    rk.add_poster(lab, "c", "carol")
 
 
 def wait_for(pred: Any, bound: float, what: str) -> Any:

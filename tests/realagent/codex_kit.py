@@ -45,31 +45,13 @@ API_KEY = "sk-sotd-standin-realagent-tier"
 
 
 def pin() -> str:
-    with open(PIN_FILE, encoding="utf-8") as f:
-        return f.read().strip()
+    return kit.read_pin(PIN_FILE)
 
 
 def codex_exe() -> str:
     """The pinned ``codex``, checked by running ``codex --version`` (``codex-cli <version>``)."""
     want = pin()
-    exe = os.path.join(PREFIX, "node_modules", ".bin", "codex")
-    why = ""
-    if os.path.exists(ERROR_FILE):
-        with open(ERROR_FILE, encoding="utf-8", errors="replace") as f:
-            why = f.read().strip()
-    if not os.access(exe, os.X_OK):
-        raise kit.NotInstalled(
-            f"Codex {want} is not installed in {PREFIX} (the real-agent tier needs it): "
-            + (f"the install failed:\n{why}" if why else "run scripts/setup")
-        )
-    try:
-        p = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30, check=False)
-        got = p.stdout.strip()
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise kit.NotInstalled(f"{exe} --version failed: {e}") from e
-    if got != f"codex-cli {want}":
-        raise kit.NotInstalled(f"{exe} is {got or p.stderr.strip()!r}, the pin is {want}: run scripts/setup")
-    return exe
+    return kit.pinned_exe("Codex", PREFIX, ERROR_FILE, "codex", want, lambda got: got == f"codex-cli {want}")
 
 
 # ------------------------------------------------------------------------------------------ config.toml

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -144,6 +145,22 @@ def _screens(d: Daemon) -> str:
                                     text=True, timeout=10, check=False).stdout for p in panes)  # fmt: skip
 
 
+@contextmanager
+def _node_b(lab: rk.Lab, model: StandIn, claude_exe: str) -> Iterator[NsDaemon]:
+    """Node B set up (``_setup``) and its daemon running in its namespace; after the block the daemon and
+    the server of B's clone are stopped, and the daemon must have exited 0."""
+    srv, fake = _setup(lab, model, claude_exe)
+    d = NsDaemon.__new__(NsDaemon)
+    d.fake_home = fake
+    Daemon.__init__(d, lab)
+    try:
+        yield d
+    finally:
+        rc = d.stop()
+        seed.stop(srv)
+    assert rc == 0, d.log()[-3000:]
+
+
 def _said(lab: rk.Lab, h: str, n: int) -> list[dict[str, Any]]:
     got = [b for k, b, s in rk.answers(lab, "a", h) if k == "said" and s == "lab-user"]
     return got if len(got) >= n else []
@@ -153,11 +170,7 @@ def test_real_claude_session_hears_answers_restarts_and_stops(
     lab: rk.Lab, model: StandIn, claude_exe: str
 ) -> None:
     carol_node(lab)
-    srv, fake = _setup(lab, model, claude_exe)
-    d = NsDaemon.__new__(NsDaemon)
-    d.fake_home = fake
-    Daemon.__init__(d, lab)
-    try:
+    with _node_b(lab, model, claude_exe) as d:
         h = rk.post_run(lab, "a", _body(lab, model, _release(claude_exe), "8h"))
         started = rk.wait_answer(lab, "a", h, "started", bound=90)
         ws = started["values"]["workspace"]
@@ -210,28 +223,16 @@ def test_real_claude_session_hears_answers_restarts_and_stops(
         rk.post_stop(lab, "a", h)
         assert rk.wait_answer(lab, "a", h, "ended", bound=60)["outcome"] == "stopped"
         wait_for(lambda: not os.listdir(os.path.join(d.state, "workspaces")), 20, "the row's removal")
-    finally:
-        rc = d.stop()
-        seed.stop(srv)
-    assert rc == 0, d.log()[-3000:]
 
 
 def test_real_claude_session_ends_timed_out_at_its_wall_limit(
     lab: rk.Lab, model: StandIn, claude_exe: str
 ) -> None:
     """The wall limit despawns the row with Claude Code in it and ends the run ``timed_out``."""
-    srv, fake = _setup(lab, model, claude_exe)
-    d = NsDaemon.__new__(NsDaemon)
-    d.fake_home = fake
-    Daemon.__init__(d, lab)
-    try:
+    with _node_b(lab, model, claude_exe) as d:
         h = rk.post_run(lab, "a", _body(lab, model, _release(claude_exe), "15s"))
         assert rk.wait_answer(lab, "a", h, "started", bound=90)["limits"]["wall"] == "15s"
         wait_for(lambda: f"session @{session_handle(h)} in row" in d.log(), 60, "the session's row")
         ended = rk.wait_answer(lab, "a", h, "ended", bound=90)
         assert ended["outcome"] == "timed_out", ended
         wait_for(lambda: not os.listdir(os.path.join(d.state, "workspaces")), 20, "the row's removal")
-    finally:
-        rc = d.stop()
-        seed.stop(srv)
-    assert rc == 0, d.log()[-3000:]
