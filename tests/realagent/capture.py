@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple, Protocol
 
+from sotd.terminal.tmux import parse_capture
 from tests.realagent import kit
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "screens")
@@ -165,6 +166,20 @@ def fix_run_values(row: list[Cell]) -> None:
     """What differs in every agent's frames between two runs: the test's temp folder, seconds counters."""
     sub(row, TMP, lambda t: "/tmp/" + PREFIX + "0" * 8)
     sub(row, COUNTER, lambda t: "0")
+
+
+def normalised(raw: str, fix_row: Callable[[list[Cell], str], None], *, blank_cursor: bool = False) -> str:
+    """A capture as cells with ``fix_run_values`` and the agent's ``fix_row(row, frame)`` applied to each
+    row (and, with ``blank_cursor``, a blank cell under the cursor unstyled), written back with ``emit``,
+    then the cursor line ``x y width``."""
+    frame, x, y, w = parse_capture(raw)
+    rows = cells(frame.rstrip("\n"))
+    for row in rows:
+        fix_run_values(row)
+        fix_row(row, frame)
+    if blank_cursor and 0 <= y < len(rows) and 0 <= x < len(rows[y]) and rows[y][x][0] == " ":
+        rows[y][x] = (" ", ())
+    return emit(rows) + f"\n{x} {y} {w}\n"
 
 
 # ----------------------------------------------------------------------------------- taking a capture

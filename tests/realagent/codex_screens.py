@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from sotd.terminal.tmux import parse_capture
 from tests.realagent import capture as cap
 from tests.realagent import codex_kit, kit, screens
 from tests.realagent.codex_standin import CodexStandIn, bash, sleep, text
@@ -79,24 +78,23 @@ _FOOTER_ROW = re.compile(r"^  GPT-\S+ default · ")
 
 
 def normalise(raw: str) -> str:
-    frame, x, y, w = parse_capture(raw)
-    rows = cap.cells(frame.rstrip("\n"))
-    for row in rows:
-        cap.fix_run_values(row)
-        cap.sub(row, _CLOCK, lambda t: "00:00")
-        line = "".join(ch for ch, _st in row)
-        if _FOOTER_ROW.match(line) and line.count(" · ") >= 2:
-            # the footer's third part is the thread's title, in a colour picked per thread
-            at = line.index(" · ", line.index(" · ") + 1) + 3
-            row[at:] = [(ch, ()) for ch, _st in row[at:]]
-        if "│" in line and "Agent command center" in frame:
-            # the command center's detail pane draws the thread's title in its per-thread colour
-            at = line.index("│") + 1
-            row[at:] = [(ch, tuple(kv for kv in st if kv[0] != "fg")) for ch, st in row[at:]]
-        if _WORKING_ROW.match(line):
-            # the status line blinks (its glyph is • or ◦) and shimmers: glyph and colours are frames
-            row[:] = [("•", ())] + [(ch, ()) for ch, _st in row[1:]]
-    return cap.emit(rows) + f"\n{x} {y} {w}\n"
+    return cap.normalised(raw, _fix_row)
+
+
+def _fix_row(row: list[cap.Cell], frame: str) -> None:
+    cap.sub(row, _CLOCK, lambda t: "00:00")
+    line = "".join(ch for ch, _st in row)
+    if _FOOTER_ROW.match(line) and line.count(" · ") >= 2:
+        # the footer's third part is the thread's title, in a colour picked per thread
+        at = line.index(" · ", line.index(" · ") + 1) + 3
+        row[at:] = [(ch, ()) for ch, _st in row[at:]]
+    if "│" in line and "Agent command center" in frame:
+        # the command center's detail pane draws the thread's title in its per-thread colour
+        at = line.index("│") + 1
+        row[at:] = [(ch, tuple(kv for kv in st if kv[0] != "fg")) for ch, st in row[at:]]
+    if _WORKING_ROW.match(line):
+        # the status line blinks (its glyph is • or ◦) and shimmers: glyph and colours are frames
+        row[:] = [("•", ())] + [(ch, ()) for ch, _st in row[1:]]
 
 
 # ------------------------------------------------------------------------------------ reaching a state

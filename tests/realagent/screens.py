@@ -37,7 +37,6 @@ import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from sotd.terminal.tmux import parse_capture
 from tests.realagent import capture as cap
 from tests.realagent import kit, standin
 
@@ -109,21 +108,19 @@ SPIN_GLYPH = "✻"
 
 def normalise(raw: str) -> str:
     """A capture with only what must vary between two runs made fixed (the module text says what), its
-    SGR codes rewritten canonically: per cell its visible style, a reset at the end of each row."""
-    frame, x, y, w = parse_capture(raw)
-    rows = cap.cells(frame.rstrip("\n"))
-    for row in rows:
-        cap.fix_run_values(row)
-        cap.sub(row, _DONE, lambda t: "Worked")
-        text = "".join(ch for ch, _st in row)
-        if _SPINNER.match(text):
-            row[0] = (SPIN_GLYPH, ())
-            row[1:] = [(ch, ()) for ch, _st in row[1:]]  # the verb shimmers: its colours are frames
-        elif _TOOL_ROW.match(text):
-            row[0] = ("●", ())  # the running call's dot blinks (and its colour with it)
-    if 0 <= y < len(rows) and 0 <= x < len(rows[y]) and rows[y][x][0] == " ":
-        rows[y][x] = (" ", ())  # the drawn cursor block blinks after a turn
-    return cap.emit(rows) + f"\n{x} {y} {w}\n"
+    SGR codes rewritten canonically: per cell its visible style, a reset at the end of each row. The
+    drawn cursor block blinks after a turn: a blank cell under the cursor is unstyled."""
+    return cap.normalised(raw, _fix_row, blank_cursor=True)
+
+
+def _fix_row(row: list[cap.Cell], frame: str) -> None:
+    cap.sub(row, _DONE, lambda t: "Worked")
+    text = "".join(ch for ch, _st in row)
+    if _SPINNER.match(text):
+        row[0] = (SPIN_GLYPH, ())
+        row[1:] = [(ch, ()) for ch, _st in row[1:]]  # the verb shimmers: its colours are frames
+    elif _TOOL_ROW.match(text):
+        row[0] = ("●", ())  # the running call's dot blinks (and its colour with it)
 
 
 # ------------------------------------------------------------------------------------ reaching a state
