@@ -9,10 +9,13 @@ how many cases ran (counted by the tests themselves; the summary line is ``tests
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, seed, settings
+
+from tests.fuzz.kit import Box, scratch_dir
 
 BUDGET = os.environ.get("SOTD_FUZZ_BUDGET", "ci")
 SCALE = 10 if BUDGET == "long" else 1
@@ -66,3 +69,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.fuzz)
             item.add_marker(pytest.mark.timeout(600 * SCALE))
+
+
+@pytest.fixture(scope="module")
+def box() -> Iterator[Box]:
+    """A box of one module's fuzz tests (``Box.reset`` gives each case a fresh comm folder in it)."""
+    with scratch_dir() as d:
+        yield Box(d)

@@ -9,9 +9,7 @@ file it could not read except by a join that says so.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,14 +27,7 @@ from tests.fuzz.kit import (
     json_value,
     nasty_text,
     run_proc,
-    scratch_dir,
 )
-
-
-@pytest.fixture(scope="module")
-def box() -> Iterator[Box]:
-    with scratch_dir() as d:
-        yield Box(d)
 
 
 @st.composite
@@ -79,6 +70,13 @@ VERBS = [
 ]
 
 
+def fresh_registry(box: Box, data: bytes) -> None:
+    """A fresh box whose registry holds ``data``."""
+    box.reset()
+    with open(box.layout.registry, "wb") as f:
+        f.write(data)
+
+
 def readable(data: bytes) -> bool:
     try:
         registry.parse(data)
@@ -93,9 +91,7 @@ def test_fuzz_any_registry_through_the_verbs(
     box: Box, cases: Cases, data: bytes, verb: tuple[str, ...]
 ) -> None:
     cases.one()
-    box.reset()
-    with open(box.layout.registry, "wb") as f:
-        f.write(data)
+    fresh_registry(box, data)
     r = box.cli("alpha", *verb)
     holds_to_contract(r, VERB_CODES)
     with open(box.layout.registry, "rb") as f:
@@ -113,9 +109,7 @@ def test_fuzz_any_registry_through_the_real_process(
     box: Box, cases: Cases, data: bytes, verb: tuple[str, ...]
 ) -> None:
     cases.one()
-    box.reset()
-    with open(box.layout.registry, "wb") as f:
-        f.write(data)
+    fresh_registry(box, data)
     r = run_proc([b"comm", *(v.encode() for v in verb)], box.env("alpha"), box.root("alpha"))
     holds_to_contract(r, VERB_CODES)
     if not readable(data):

@@ -9,9 +9,7 @@ lone surrogates in ``session_id``), the Stop hook holds the turn exactly when di
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,17 +26,10 @@ from tests.fuzz.kit import (
     nasty_text,
     nested,
     run_proc,
-    scratch_dir,
 )
 
 HOOKS = ["stop", "prompt", "pre-tool", "post-tool", "permission"]
 OUTPUT_KEYS = {"decision", "reason", "systemMessage"}
-
-
-@pytest.fixture(scope="module")
-def box() -> Iterator[Box]:
-    with scratch_dir() as d:
-        yield Box(d)
 
 
 hook_doc = st.fixed_dictionaries(

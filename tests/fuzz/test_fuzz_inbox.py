@@ -9,9 +9,7 @@ appended exactly the line the 0.6.6 reference writes for its argv bytes.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,16 +23,8 @@ from tests.fuzz.kit import (
     json_value,
     nasty_text,
     run_proc,
-    scratch_dir,
 )
 from tests.unit.test_text import rules_decode
-
-
-@pytest.fixture(scope="module")
-def box() -> Iterator[Box]:
-    with scratch_dir() as d:
-        yield Box(d)
-
 
 field = st.one_of(nasty_text, json_value)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sotd.demo.ocx_part import BOARD_C, MAKEFILE  # the board project the demo builds too
+from sotd.demo.ocx_seed import BOARD_C, MAKEFILE  # the board project the demo builds too
 from sotd.jobs import limits as lim
 from sotd.jobs import nodepolicy, runner, spec
 from sotd.jobs.nodepolicy import DEFAULT_MAXIMA

@@ -137,17 +137,7 @@ def test_stop_ends_a_long_run_and_others_cannot_stop_it(lab: rk.Lab) -> None:
     try:
         rk.wait_answer(lab, "a", h, "started")
         # carol is neither the run's sender, its to, nor an admin: her stop is indexed and ignored
-        env_c = dict(lab.envs["a"])
-        carol = os.path.join(lab.top, "carol.fossil")
-        assert (
-            rk.sotd("ocx", "clone", f"http://carol:carolpw@127.0.0.1:{lab.port}/", carol, env=env_c).code == 0
-        )
-        cfg_c = os.path.join(lab.top, "carol.toml")
-        rk.write_config(cfg_c, os.path.join(lab.top, "carol.sqlite"),
-                        [{"name": "proj", "repository": carol, "login": "carol",
-                          "url": f"http://carol@127.0.0.1:{lab.port}/"}])  # fmt: skip
-        env_c["SOT_OCX_CONFIG"] = cfg_c
-        lab.envs["c"] = env_c
+        rk.add_poster(lab, "c", "carol")
         # (the same bytes are the same message, first received from carol: hers must differ from alice's)
         rk.post_stop(lab, "c", h, {"note": "carol asks"})
         deadline = time.monotonic() + 30

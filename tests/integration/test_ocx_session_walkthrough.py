@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from sotd.demo import ocx_seed as seed
 from tests.integration.test_ocx_sessions import REPLY_PY, wait_for
 from tests.ocx import runkit as rk
 from tests.ocx.fossilkit import base_env, free_port, wait_port
@@ -75,12 +76,8 @@ def test_the_session_walkthrough_runs_as_the_page_gives_it(lab: rk.Lab) -> None:
     assert page_commands() == EXPECTED
     top = os.path.join(lab.top, "walk")
     os.mkdir(top, 0o755)
-    env = base_env(top)
     cfg = os.path.join(top, "ocx.toml")
-    env.update(SOT_OCX_CONFIG=cfg, SOT_SELF_HOST="boxb", SOT_COMM_TEST_HOST="boxb",
-               SOT_HOSTS_TOML=os.path.join(top, "hosts.toml"), SOT_SOCKET=os.path.join(top, "run", "sotd.sock"),
-               SOTD_STATE_DIR=os.path.join(top, "dstate"))  # fmt: skip
-    os.mkdir(os.path.join(top, "run"), 0o700)
+    env = seed.daemon_env({**base_env(top), "SOT_OCX_CONFIG": cfg}, top, "boxb")
     port = free_port()
     run_hash = ""
     subs = {
@@ -140,31 +137,10 @@ def test_the_session_walkthrough_runs_as_the_page_gives_it(lab: rk.Lab) -> None:
         with open(log_path, "a") as dl:
             procs.append(subprocess.Popen(argv(next(cmds)), env=env, stdout=dl, stderr=dl))
         code = run(next(cmds)).strip()  # 6. B's server-code, into the seed's example, posted from A
-        body = {
-            "clone": code,
-            "objective": "answer each post in this thread about the parser",
-            "workspace": [
-                {"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"},
-                {"step": "password"},
-                {"step": "clone", "into": "$$workspace$$/clone"},
-                {"step": "checkout", "of": "trunk", "into": "$$workspace$$/tree"},
-            ],
-            "sandbox": {
-                "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": True,
-                "isolate_terminal": True, "ends_with_parent": True, "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
-                "read_only": ["/usr", "/bin", "/lib", "/etc/resolv.conf", "/etc/ssl/certs", "$$release$$"],
-                "read_write": ["$$workspace$$"], "homes": [], "created_files": [],
-            },
-            "limits": {"wall": "8h"},
-            "process": {
-                "user": "agent-user",
-                "command": ["/usr/bin/python3", "$$release$$/scripted_agent.py", "--work", "0.3",
-                            "--on-wake", "/usr/bin/python3 $$release$$/reply.py $$workspace$$ $$run$$"],
-                "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$", "TERM": "xterm-256color"},
-                "cwd": "$$tree$$",
-                "session": True, "hears": ["alice"], "deliveries": "start",
-            },
-        }  # fmt: skip
+        command = ["/usr/bin/python3", "$$release$$/scripted_agent.py", "--work", "0.3",
+                   "--on-wake", "/usr/bin/python3 $$release$$/reply.py $$workspace$$ $$run$$"]  # fmt: skip
+        body = seed.session_body(code, command, {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$",
+                                                 "TERM": "xterm-256color"})  # fmt: skip
         with open(subs["session.json"], "w") as f:
             f.write(json.dumps({"ocx": 2, "to": "lab-user", "run": body}))
         post_cmd = next(cmds)

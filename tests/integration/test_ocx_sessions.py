@@ -10,7 +10,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,10 +17,11 @@ from typing import Any
 
 import pytest
 
+from sotd.demo import ocx_seed as seed
 from sotd.jobs.nodepolicy import DEFAULT_MAXIMA
 from sotd.ocxrun import session_handle
 from tests.ocx import runkit as rk
-from tests.ocx.fossilkit import base_env, free_port, need_fossil, wait_port
+from tests.ocx.fossilkit import base_env, need_fossil
 
 pytestmark = [
     pytest.mark.integration,
@@ -33,25 +33,6 @@ pytestmark = [
     ),
     pytest.mark.timeout(240),
 ]
-
-SESSION_POLICY = """\
-[runs]
-root = "{root}"
-state = "{state}"
-release = "{release}"
-senders = {{ proj = ["alice"] }}
-
-[jobs.policy]
-users = ["build-user", "agent-user"]
-uids = [1000]
-gids = [1000]
-sessions = true
-read_only = ["/usr", "/etc/alternatives", "$$release$$"]
-read_write = ["$$workspace$$"]
-
-[jobs.policy.limits]
-wall = "1h"
-"""
 
 # The scripted agent's "work" when woken: read the mail mirror, answer each post not yet answered.
 REPLY_PY = """\
@@ -79,47 +60,17 @@ print(f"answered {n} post(s)")
 
 def session_body(clone: str, release_py: str) -> dict[str, Any]:
     """The seed's agent-session example with real values (no password/clone steps: ``files`` is enough)."""
-    return {
-        "clone": clone,
-        "objective": "answer each post in this thread about the parser",
-        "workspace": [
-            {"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"},
-            {"step": "files", "of": "trunk", "into": "$$workspace$$/tree"},
-        ],
-        "sandbox": {
-            "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": False,
-            "isolate_terminal": True, "ends_with_parent": True,
-            "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
-            "read_only": ["/usr", "$$release$$"], "read_write": ["$$workspace$$"],
-            "homes": [], "created_files": [],
-        },
-        "limits": {"wall": "8h"},
-        "process": {
-            "user": "agent-user",
-            "command": [
-                release_py, "$$release$$/scripted_agent.py", "--work", "0.3", "--log", "$$workspace$$/agent.log",
-                "--on-wake", f"{release_py} $$release$$/reply.py $$workspace$$ $$run$$",
-            ],
-            "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$", "TERM": "xterm-256color", "LANG": "C.UTF-8"},
-            "cwd": "$$tree$$",
-            "session": True, "hears": ["alice"], "deliveries": "start",
-        },
-    }  # fmt: skip
+    command = [release_py, "$$release$$/scripted_agent.py", "--work", "0.3", "--log", "$$workspace$$/agent.log",
+               "--on-wake", f"{release_py} $$release$$/reply.py $$workspace$$ $$run$$"]  # fmt: skip
+    env = {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$", "TERM": "xterm-256color", "LANG": "C.UTF-8"}
+    return seed.session_body(clone, command, env, network=False, read_only=["/usr", "$$release$$"],
+                             steps=[seed.WORKSPACE_DIR, {"step": "files", "of": "trunk", "into": "$$workspace$$/tree"}])  # fmt: skip
 
 
 class Daemon:
     def __init__(self, lab: rk.Lab) -> None:
-        self.env = dict(lab.envs["b"])
-        run_dir = os.path.join(lab.top, "run")
-        os.mkdir(run_dir, 0o700)
-        self.state = os.path.join(lab.top, "dstate")
-        self.env.update(
-            SOT_SELF_HOST="boxb",
-            SOT_COMM_TEST_HOST="boxb",
-            SOT_HOSTS_TOML=os.path.join(lab.top, "hosts.toml"),
-            SOT_SOCKET=os.path.join(run_dir, "sotd.sock"),
-            SOTD_STATE_DIR=self.state,
-        )
+        self.env = seed.daemon_env(lab.envs["b"], lab.top, "boxb")
+        self.state = self.env["SOTD_STATE_DIR"]
         self.home = self.env["SOT_COMM_HOME"]
         subprocess.run(
             [rk.SOTD, "comm", "install"], env=self.env, check=True, capture_output=True, timeout=60
@@ -137,13 +88,7 @@ class Daemon:
 
     def stop(self, *, rows_too: bool = True) -> int | None:
         """SIGTERM the daemon; with ``rows_too`` also end its tmux server (else the rows run on)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        seed.stop(self.proc, 40)
         sock = os.path.join(self.state, "tmux", "tmux.sock")
         if rows_too and os.path.exists(sock):
             subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True, timeout=10, check=False)
@@ -159,10 +104,7 @@ def lab() -> Iterator[rk.Lab]:
     srv = None
     try:
         rk.make_project(hub, top)
-        port = free_port()
-        srv = subprocess.Popen(["fossil", "server", "--localhost", "--port", str(port), hub],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=base_env(top))  # fmt: skip
-        wait_port("127.0.0.1", port)
+        port, srv = seed.serve(hub, base_env(top))
         lab = rk.setup_nodes(top, "127.0.0.1", port, {})
         release = os.path.join(top, "release")
         os.mkdir(release, 0o755)
@@ -173,28 +115,20 @@ def lab() -> Iterator[rk.Lab]:
             f.write(REPLY_PY)
         pol = os.path.join(top, "b-policy.toml")
         with open(pol, "w") as f:
-            f.write(
-                SESSION_POLICY.format(root=os.path.join(top, "b-root"), state=lab.state["b"], release=release)
-            )
+            f.write(seed.node_policy(os.path.join(top, "b-root"), lab.state["b"], users=["build-user", "agent-user"],
+                                     read_only=["/usr", "/etc/alternatives", "$$release$$"], limits={"wall": "1h"},
+                                     release=release, sessions=True))  # fmt: skip
         yield lab
     finally:
         if srv is not None:
-            srv.terminate()
-            srv.wait(timeout=10)
+            seed.stop(srv)
         rk.sandbox_cleanup()
         shutil.rmtree(top, ignore_errors=True)
 
 
 def carol_node(lab: rk.Lab) -> None:
-    env_c = dict(lab.envs["a"])
-    carol = os.path.join(lab.top, "carol.fossil")
-    assert rk.sotd("ocx", "clone", f"http://carol:carolpw@127.0.0.1:{lab.port}/", carol, env=env_c).code == 0
-    cfg_c = os.path.join(lab.top, "carol.toml")
-    rk.write_config(cfg_c, os.path.join(lab.top, "carol.sqlite"),
-                    [{"name": "proj", "repository": carol, "login": "carol",
-                      "url": f"http://carol@127.0.0.1:{lab.port}/"}])  # fmt: skip
-    env_c["SOT_OCX_CONFIG"] = cfg_c
-    lab.envs["c"] = env_c
+    """Node configuration ``c``: carol, who may post in the project but is nobody to a run."""
+    rk.add_poster(lab, "c", "carol")
 
 
 def wait_for(pred: Any, bound: float, what: str) -> Any:

@@ -37,26 +37,61 @@ class Box:
         self.sock = sock
         self.settings = os.path.join(env["HOME"], ".claude", "settings.json")
 
-    def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, without: tuple[str, ...] = ()
+    ) -> subprocess.CompletedProcess[str]:
+        """``sotd ARGS`` in the session's folder with the box's environment, ``env`` on top and the
+        variables named in ``without`` unset."""
+        merged = {**self.env, **(env or {})}
         return subprocess.run(
             [SOTD, *args],
             cwd=self.s.root,
-            env={**self.env, **(env or {})},
+            env={k: v for k, v in merged.items() if k not in without},
             capture_output=True,
             text=True,
             timeout=60,
             check=False,
         )
 
-    def doctor(self, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-        r = self.run("doctor", "--json", *args, env=env)
+    def doctor(
+        self, *args: str, env: dict[str, str] | None = None, without: tuple[str, ...] = ()
+    ) -> tuple[int, dict[str, Any]]:
+        r = self.run("doctor", "--json", *args, env=env, without=without)
         assert r.returncode in (0, 1), r
         return r.returncode, json.loads(r.stdout)
 
-    def findings(self, env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
-        code, doc = self.doctor(env=env)
+    def findings(
+        self, env: dict[str, str] | None = None, without: tuple[str, ...] = ()
+    ) -> dict[str, dict[str, Any]]:
+        code, doc = self.doctor(env=env, without=without)
         assert code == (0 if doc["healthy"] else 1)
         return {f["code"]: f for f in doc["findings"]}
+
+    def wait_finding(self, code: str, bound: float = 20.0) -> dict[str, dict[str, Any]]:
+        """The findings, asked every 0.2 s until ``code`` is one of them or ``bound`` seconds passed."""
+        deadline = time.monotonic() + bound
+        found: dict[str, Any] = {}
+        while time.monotonic() < deadline and code not in found:
+            found = self.findings()
+            time.sleep(0.2)
+        return found
+
+    def package_copy(self) -> str:
+        """A copy of the sotd package (no caches) in a folder of its own: the folder, for PYTHONPATH."""
+        import sotd
+
+        site = os.path.join(self.comm.work, "site")
+        shutil.copytree(
+            os.path.dirname(sotd.__file__),
+            os.path.join(site, "sotd"),
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        return site
+
+    def restart_daemon(self) -> None:
+        """The fix doctor names for a daemon that runs other code: ``sotd daemon stop; sotd daemon start``."""
+        assert self.run("daemon", "stop").returncode == 0
+        assert self.run("daemon", "start").returncode == 0
 
 
 @pytest.fixture
@@ -237,29 +272,17 @@ def test_lock_record(box: Box) -> None:
 
 def test_daemon_code_changed(box: Box) -> None:
     """The daemon runs a copy of the package; a file of that copy changes under it (its own watch)."""
-    import sotd
-
     kill_daemon(box.sock)
-    site = os.path.join(box.comm.work, "site")
-    shutil.copytree(
-        os.path.dirname(sotd.__file__),
-        os.path.join(site, "sotd"),
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    site = box.package_copy()
     copy_env = {"PYTHONPATH": site, "SOTD_TEST_CODE_CHECK_SECS": "0.2"}
     assert box.run("daemon", "start", env=copy_env).returncode == 0
     time.sleep(0.5)  # let its first fingerprint be taken before the change (it checks every 0.2 s)
     with open(os.path.join(site, "sotd", "daemon", "hub.py"), "a") as f:
         f.write("\n# changed\n")
-    deadline = time.monotonic() + 20
-    found: dict[str, Any] = {}
-    while time.monotonic() < deadline and "daemon_code_changed" not in found:
-        found = box.findings()
-        time.sleep(0.2)
+    found = box.wait_finding("daemon_code_changed")
     assert list(found) == ["daemon_code_changed"], found
     assert found["daemon_code_changed"]["fix"] == "sotd daemon stop; sotd daemon start"
-    assert box.run("daemon", "stop").returncode == 0
-    assert box.run("daemon", "start").returncode == 0
+    box.restart_daemon()
     _healthy(box)
 
 
@@ -366,11 +389,7 @@ def test_row_down(box: Box) -> None:
         deadline_s=10,
     )
     assert created.get("ok") is True, created
-    deadline = time.monotonic() + 20
-    found: dict[str, Any] = {}
-    while time.monotonic() < deadline and "row_down" not in found:
-        found = box.findings()
-        time.sleep(0.2)
+    found = box.wait_finding("row_down")
     assert list(found) == ["row_down"], found
     slug = created["slug"]
     assert found["row_down"]["what"] == f"row {slug} (@?, {os.path.realpath(root)}) is terminal"
@@ -388,12 +407,7 @@ def test_daemon_version(box: Box) -> None:
     import sotd
 
     kill_daemon(box.sock)
-    site = os.path.join(box.comm.work, "site")
-    shutil.copytree(
-        os.path.dirname(sotd.__file__),
-        os.path.join(site, "sotd"),
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    site = box.package_copy()
     init = os.path.join(site, "sotd", "__init__.py")
     with open(init) as f:
         text = f.read()
@@ -403,8 +417,7 @@ def test_daemon_version(box: Box) -> None:
     f = _only(box, "daemon_version")
     assert f["what"] == f"the daemon at {box.sock} runs sotd 0.0.1, this command is {sotd.__version__}"
     assert f["fix"] == "sotd daemon stop; sotd daemon start"
-    assert box.run("daemon", "stop").returncode == 0
-    assert box.run("daemon", "start").returncode == 0
+    box.restart_daemon()
     _healthy(box)
 
 
@@ -426,33 +439,14 @@ def test_codex_hooks_not_registered(box: Box) -> None:
 
 def test_identity_refused(box: Box) -> None:
     """A process that names a row (``SOT_WORKSPACE_ID``) without running inside that row's capsule."""
-    env = {k: v for k, v in box.env.items() if k != "SOT_COMM_SELF_FILE"}
-    env["SOT_WORKSPACE_ID"] = "row1"
-    r = subprocess.run(
-        [SOTD, "doctor", "--json"],
-        cwd=box.s.root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    found = {f["code"]: f for f in json.loads(r.stdout)["findings"]}
+    outside = ("SOT_COMM_SELF_FILE",)
+    found = box.findings({"SOT_WORKSPACE_ID": "row1"}, without=outside)
     assert list(found) == ["identity_refused"], found
     assert found["identity_refused"]["fix"].endswith(
         "(or, outside any: unset SOT_COMM_SELF_FILE SOT_WORKSPACE_ID)"
     )
-    del env["SOT_WORKSPACE_ID"]  # the fix, outside any session
-    r = subprocess.run(
-        [SOTD, "doctor", "--json"],
-        cwd=box.s.root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert (r.returncode, json.loads(r.stdout)["findings"]) == (0, [])
+    code, doc = box.doctor(without=outside)  # the fix, outside any session
+    assert (code, doc["findings"]) == (0, [])
 
 
 def test_registry_lock_by_hand(box: Box) -> None:
@@ -502,24 +496,8 @@ def test_agent_settings_unreadable(box: Box, broken: bytes) -> None:
 def test_context_failed(box: Box) -> None:
     """A host name that cannot name a self slot (``SOT_SELF_HOST`` with a ``/``, no pinned self file):
     no command can name this session; the fix drops the variable, and doctor is then healthy."""
-    env = {k: v for k, v in box.env.items() if k != "SOT_COMM_SELF_FILE"}
-    bad = {**env, "SOT_SELF_HOST": "test/host"}
-
-    def findings(e: dict[str, str]) -> dict[str, dict[str, Any]]:
-        r = subprocess.run(
-            [SOTD, "doctor", "--json"],
-            cwd=box.s.root,
-            env=e,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        doc = json.loads(r.stdout)
-        assert r.returncode == (0 if doc["healthy"] else 1), r
-        return {f["code"]: f for f in doc["findings"]}
-
-    found = findings(bad)
+    outside, bad = ("SOT_COMM_SELF_FILE",), {"SOT_SELF_HOST": "test/host"}
+    found = box.findings(bad, without=outside)
     assert "context_failed" in found, found
     f = found["context_failed"]
     assert (
@@ -528,15 +506,6 @@ def test_context_failed(box: Box) -> None:
     assert f["fix"] == (
         "drop the host name that cannot name a file: unset SOT_SELF_HOST; then check: sotd comm context"
     )
-    r = subprocess.run(
-        [SOTD, "comm", "context"],
-        cwd=box.s.root,
-        env=bad,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    r = box.run("comm", "context", env=bad, without=outside)
     assert r.returncode != 0 and f["what"] in r.stderr, r  # the check the fix names sees the same refusal
-    cured = {k: v for k, v in bad.items() if k != "SOT_SELF_HOST"}  # the fix: unset SOT_SELF_HOST
-    assert findings(cured) == {}
+    assert box.findings(without=(*outside, "SOT_SELF_HOST")) == {}  # the fix: unset SOT_SELF_HOST

@@ -14,7 +14,12 @@ from contextlib import contextmanager
 
 import pytest
 
+from sotd.demo import ocx_seed as seed
+from sotd.demo.ocx_seed import make_hub
+from sotd.demo.ocx_seed import stop as stop_server
 from sotd.ocx import envelope as ev
+
+__all__ = ["make_hub", "stop_server"]  # the shared builders, under the names these tests use
 
 VENV_BIN = os.path.dirname(sys.executable)
 SOTD = shutil.which("sotd", path=VENV_BIN) or "sotd"
@@ -36,14 +41,6 @@ def fossil(*args: str, env: dict[str, str] | None = None, prefix: list[str] | No
     )
     assert p.returncode == 0, (args, p.stdout, p.stderr)
     return p.stdout
-
-
-def make_hub(path: str, users: dict[str, tuple[str, str]], env: dict[str, str] | None = None) -> None:
-    """A new repository at ``path`` with ``users``: login -> (password, capabilities)."""
-    fossil("init", path, "--admin-user", "admin", env=env)
-    for login, (pw, caps) in users.items():
-        fossil("user", "new", login, f"{login}@example.invalid", pw, "-R", path, env=env)
-        fossil("user", "capabilities", login, caps, "-R", path, env=env)
 
 
 def free_port() -> int:
@@ -71,42 +68,16 @@ def wait_port(host: str, port: int, prefix: list[str] | None = None, bound: floa
 @contextmanager
 def served(repo: str, env: dict[str, str] | None = None) -> Iterator[int]:
     """``fossil server --localhost`` on a free port for ``repo``; yields the port, stops it after."""
-    port = free_port()
-    srv = subprocess.Popen(
-        ["fossil", "server", "--localhost", "--port", str(port), repo],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
+    port, srv = seed.serve(repo, env)
     try:
-        wait_port("127.0.0.1", port)
         yield port
     finally:
         stop_server(srv)
 
 
-def stop_server(srv: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
-    """SIGTERM a ``fossil server``; SIGKILL it if it is still there after 10 s."""
-    srv.terminate()
-    try:
-        srv.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        srv.wait(timeout=10)
-
-
 def write_config(path: str, index: str, clones: list[dict[str, object]]) -> None:
-    lines = [f'index = "{index}"', "interval = 1", ""]
-    for c in clones:
-        lines.append("[[clone]]")
-        for k, v in c.items():
-            if isinstance(v, list):
-                lines.append(f"{k} = [" + ", ".join(f'"{x}"' for x in v) + "]")
-            else:
-                lines.append(f'{k} = "{v}"')
-        lines.append("")
     with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
+        f.write(seed.node_config(index, clones))
 
 
 def base_env(home: str) -> dict[str, str]:

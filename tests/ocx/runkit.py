@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sotd.demo.ocx_part import BOARD_C, MAKEFILE  # the board project the demo builds too
-from tests.ocx.fossilkit import SOTD, base_env, fossil, make_hub, sotd, write_config
+from sotd.demo import ocx_seed as seed
+from tests.ocx.fossilkit import SOTD, base_env, fossil, sotd, write_config
 
 __all__ = ["base_env", "fossil", "sotd", "write_config"]
 
@@ -29,44 +29,18 @@ __all__ = ["base_env", "fossil", "sotd", "write_config"]
 RUN_USERS = {"alice": ("alicepw", "oiy"), "lab-user": ("labpw", "oiy"), "carol": ("carolpw", "oiy")}
 NODE_LOGIN = {"a": ("alice", "alicepw"), "b": ("lab-user", "labpw")}
 
-POLICY = """\
-[runs]
-root = "{root}"
-state = "{state}"
-senders = {{ proj = ["alice"] }}
 
-[jobs.policy]
-users = ["build-user"]
-uids = [1000]
-gids = [1000]
-read_only = ["/usr", "/etc/alternatives"]
-read_write = ["$$workspace$$"]
-
-[jobs.policy.limits]
-wall = "1h"
-processes = 512
-"""
+def node_policy(root: str, state: str) -> str:
+    """The node policy of A and B: builds as ``build-user``, a wall limit of 1 h and 512 processes."""
+    return seed.node_policy(root, state, users=["build-user"], read_only=["/usr", "/etc/alternatives"],
+                            limits={"wall": "1h", "processes": 512})  # fmt: skip
 
 
 def make_project(hub: str, work: str, env: dict[str, str] | None = None) -> None:
     """The hub repository with ``RUN_USERS`` and one check-in on trunk: the Makefile and board.c."""
-    make_hub(hub, RUN_USERS, env=env)
-    co = os.path.join(work, "checkin")
-    os.makedirs(co)
     e = dict(env or base_env(work))
-    subprocess.run(["fossil", "open", hub, "--workdir", co], cwd=co, env=e, check=True, capture_output=True,
-                   timeout=60)  # fmt: skip
-    for name, text in (("Makefile", MAKEFILE), ("board.c", BOARD_C)):
-        with open(os.path.join(co, name), "w") as f:
-            f.write(text)
-    subprocess.run(["fossil", "add", "Makefile", "board.c"], cwd=co, env=e, check=True, capture_output=True,
-                   timeout=60)  # fmt: skip
-    subprocess.run(["fossil", "commit", "-m", "the lab board", "--user", "admin", "--no-warnings"], cwd=co,
-                   env=e, check=True, capture_output=True, timeout=60)  # fmt: skip
-    subprocess.run(
-        ["fossil", "close", "--force"], cwd=co, env=e, check=False, capture_output=True, timeout=60
-    )
-    shutil.rmtree(co)
+    seed.make_hub(hub, RUN_USERS, env=env)
+    seed.commit_board(hub, os.path.join(work, "checkin"), env=e)
 
 
 @dataclass
@@ -109,54 +83,21 @@ def setup_nodes(top: str, host: str, port: int, prefixes: dict[str, list[str]]) 
         # A's policy file is found by its default name beside a.toml; B's through $SOT_OCX_POLICY
         pol = os.path.join(top, "ocx-policy.toml" if who == "a" else f"{who}-policy.toml")
         with open(pol, "w") as f:
-            f.write(POLICY.format(root=root, state=state))
+            f.write(node_policy(root, state))
         if who != "a":
             e["SOT_OCX_POLICY"] = pol
         lab.envs[who], lab.clones[who], lab.state[who] = e, clone, state
     return lab
 
 
-def run_body(
-    clone: str,
-    command: list[str],
-    *,
-    user: str = "build-user",
-    limits: dict[str, object] | None = None,
-    ends_with_parent: bool = True,
-    objective: str = "build trunk for the lab board and send the image",
-    session: bool = False,
-) -> dict[str, Any]:
-    """The seed's build example with real values (``clone`` is the addressed clone's server-code)."""
-    process: dict[str, Any] = {
-        "user": user, "command": command, "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$"},
-        "verdict": True,
-        "unversioned_files": [{"at": "$$workspace$$/tree/out/board.img", "as": "builds/board.img"}],
-    }  # fmt: skip
+def run_body(clone: str, command: list[str], *, session: bool = False, **kw: Any) -> dict[str, Any]:
+    """The seed's build example (``ocx_seed.build_body``, keywords passed on); with ``session`` its process
+    asks for a session instead (what a node without ``sessions = true`` refuses)."""
+    body = seed.build_body(clone, command, **kw)
     if session:
-        process = {
-            "user": user,
-            "command": command,
-            "session": True,
-            "hears": ["alice"],
-            "deliveries": "start",
-        }
-    return {
-        "clone": clone,
-        "objective": objective,
-        "workspace": [
-            {"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"},
-            {"step": "files", "of": "trunk", "into": "$$workspace$$/tree"},
-        ],
-        "sandbox": {
-            "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": False,
-            "isolate_terminal": True, "ends_with_parent": ends_with_parent,
-            "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
-            "read_only": ["/usr", "/etc/alternatives"], "read_write": ["$$workspace$$"],
-            "homes": [], "created_files": [],
-        },
-        "limits": limits if limits is not None else {"wall": "1h", "cpu": 3000, "processes": 256, "file_size": "2G"},
-        "process": process,
-    }  # fmt: skip
+        body["process"] = {"user": body["process"]["user"], "command": command, "session": True,
+                           "hears": ["alice"], "deliveries": "start"}  # fmt: skip
+    return body
 
 
 def post(lab: Lab, who: str, doc: dict[str, Any]) -> str:
@@ -276,7 +217,7 @@ def served_lab(prefix: str = "sotd-ocxrun") -> Iterator[Lab]:
     """The project hub served on loopback and nodes A and B set up (``setup_nodes``); all removed after.
 
     The top folder is in /tmp and 0755: the sandbox uid must search its way to the workspaces."""
-    from tests.ocx.fossilkit import free_port, need_fossil, wait_port
+    from tests.ocx.fossilkit import need_fossil
 
     need_fossil()
     top = f"/tmp/{prefix}-{secrets.token_hex(4)}"
@@ -285,15 +226,11 @@ def served_lab(prefix: str = "sotd-ocxrun") -> Iterator[Lab]:
     srv = None
     try:
         make_project(hub, top)
-        port = free_port()
-        srv = subprocess.Popen(["fossil", "server", "--localhost", "--port", str(port), hub],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=base_env(top))  # fmt: skip
-        wait_port("127.0.0.1", port)
+        port, srv = seed.serve(hub, base_env(top))
         yield setup_nodes(top, "127.0.0.1", port, {})
     finally:
         if srv is not None:
-            srv.terminate()
-            srv.wait(timeout=10)
+            seed.stop(srv)
         sandbox_cleanup()
         shutil.rmtree(top, ignore_errors=True)
 

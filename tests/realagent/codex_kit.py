@@ -28,13 +28,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Callable
 from typing import Any
 
 from sotd.terminal import codex_prompt
 from sotd.terminal.tmux import parse_capture
-from tests.conftest import wait_for
 from tests.realagent import kit
 from tests.realagent.codex_standin import MODEL, CodexStandIn
 
@@ -47,31 +45,13 @@ API_KEY = "sk-sotd-standin-realagent-tier"
 
 
 def pin() -> str:
-    with open(PIN_FILE, encoding="utf-8") as f:
-        return f.read().strip()
+    return kit.read_pin(PIN_FILE)
 
 
 def codex_exe() -> str:
     """The pinned ``codex``, checked by running ``codex --version`` (``codex-cli <version>``)."""
     want = pin()
-    exe = os.path.join(PREFIX, "node_modules", ".bin", "codex")
-    why = ""
-    if os.path.exists(ERROR_FILE):
-        with open(ERROR_FILE, encoding="utf-8", errors="replace") as f:
-            why = f.read().strip()
-    if not os.access(exe, os.X_OK):
-        raise kit.NotInstalled(
-            f"Codex {want} is not installed in {PREFIX} (the real-agent tier needs it): "
-            + (f"the install failed:\n{why}" if why else "run scripts/setup")
-        )
-    try:
-        p = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30, check=False)
-        got = p.stdout.strip()
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise kit.NotInstalled(f"{exe} --version failed: {e}") from e
-    if got != f"codex-cli {want}":
-        raise kit.NotInstalled(f"{exe} is {got or p.stderr.strip()!r}, the pin is {want}: run scripts/setup")
-    return exe
+    return kit.pinned_exe("Codex", PREFIX, ERROR_FILE, "codex", want, lambda got: got == f"codex-cli {want}")
 
 
 # ------------------------------------------------------------------------------------------ config.toml
@@ -254,8 +234,11 @@ def wait_idle(read: Callable[[], str], timeout: float = 40.0) -> str:
     return kit.settled(read, lambda r: verdict(r) == (True, None), timeout, "Codex's idle composer", 0.8)
 
 
-class Codex:
+class Codex(kit.PaneSession):
     """One real Codex session in ``panes``: its home, project folder and pane."""
+
+    BOX = "the composer"
+    SUBMIT_PAUSE_S = 0.2
 
     def __init__(self, panes: kit.Panes, home: CodexHome, project: str, *, extra_env=None,
                  args: tuple[str, ...] = (), name: str = "codex") -> None:  # fmt: skip
@@ -265,24 +248,11 @@ class Codex:
         self.env = home.env(None, extra_env)
         self.pane = panes.start(self.project, self.env, [codex_exe(), *args], name)
 
-    def raw(self) -> str:
-        return self.panes.raw(self.pane)
-
-    def text(self) -> str:
-        return self.panes.text(self.pane)
-
     def wait(self, pred: Callable[[str], bool], what: str, timeout: float = 30.0) -> str:
         return self.panes.wait(self.pane, pred, what, timeout)
 
     def wait_idle(self, timeout: float = 40.0) -> str:
         return wait_idle(self.raw, timeout)
-
-    def submit(self, text: str) -> None:
-        """Type ``text`` and press Enter once it shows in the composer (as a person would)."""
-        self.panes.type(self.pane, text)
-        wait_for(lambda: text in self.text(), timeout=10, what=f"{text!r} in the composer")
-        time.sleep(0.2)
-        self.panes.enter(self.pane)
 
 
 class CodexBox(kit.Box):

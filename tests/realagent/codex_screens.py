@@ -7,33 +7,32 @@ stand-in and read with the wake's own capture call. ``python -m tests.realagent.
 stored bytes; ``tests/realagent/test_codex_screens_live.py`` reaches each state again and fails when the
 bytes differ.
 
-Comparing uses the Claude captures' ``normalise`` (``screens.py``: the temp folder, the seconds counters,
-the SGR codes as per-cell visible style) plus what varies in Codex's own frames: the wall-clock time a
-finished turn shows (``Worked for 8s • 10:04`` → ``00:00``), the blink and shimmer of the ``Working``
+Comparing uses what the Claude captures' ``normalise`` also fixes (``capture.py``: the temp folder, the
+seconds counters, the SGR codes as per-cell visible style) plus what varies in Codex's own frames: the
+wall-clock time a finished turn shows (``Worked for 8s • 10:04`` → ``00:00``), the blink and shimmer of the ``Working``
 status line (its glyph alternates ``•``/``◦``: written ``•``; its colours are frames: dropped), and the
 colour of the thread's title in the footer and in the agent command center's detail pane (picked per
 thread: dropped) and the project path in the footer (a temp folder).
-What would break it: normalising more than that (a changed layout would pass).
+What would break it: normalising more than that (a changed layout would pass). The loop that reaches,
+settles, stores and compares a case is tests/realagent/capture.py's (``CODEX`` gives it Codex).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from sotd.terminal.tmux import parse_capture
+from tests.realagent import capture as cap
 from tests.realagent import codex_kit, kit, screens
 from tests.realagent.codex_standin import CodexStandIn, bash, sleep, text
 
-HERE = screens.HERE
-HEIGHT = 30
-PREFIX = screens.PREFIX
+HERE = cap.HERE
+HEIGHT = cap.HEIGHT
+PREFIX = cap.PREFIX
 WORKING = screens.WORKING
 
 
@@ -79,25 +78,23 @@ _FOOTER_ROW = re.compile(r"^  GPT-\S+ default · ")
 
 
 def normalise(raw: str) -> str:
-    frame, x, y, w = parse_capture(raw)
-    rows = screens._cells(frame.rstrip("\n"))
-    for row in rows:
-        screens._sub(row, screens._TMP, lambda t: "/tmp/" + PREFIX + "0" * 8)
-        screens._sub(row, screens._COUNTER, lambda t: "0")
-        screens._sub(row, _CLOCK, lambda t: "00:00")
-        line = "".join(ch for ch, _st in row)
-        if _FOOTER_ROW.match(line) and line.count(" · ") >= 2:
-            # the footer's third part is the thread's title, in a colour picked per thread
-            at = line.index(" · ", line.index(" · ") + 1) + 3
-            row[at:] = [(ch, ()) for ch, _st in row[at:]]
-        if "│" in line and "Agent command center" in frame:
-            # the command center's detail pane draws the thread's title in its per-thread colour
-            at = line.index("│") + 1
-            row[at:] = [(ch, tuple(kv for kv in st if kv[0] != "fg")) for ch, st in row[at:]]
-        if _WORKING_ROW.match(line):
-            # the status line blinks (its glyph is • or ◦) and shimmers: glyph and colours are frames
-            row[:] = [("•", ())] + [(ch, ()) for ch, _st in row[1:]]
-    return screens._emit(rows) + f"\n{x} {y} {w}\n"
+    return cap.normalised(raw, _fix_row)
+
+
+def _fix_row(row: list[cap.Cell], frame: str) -> None:
+    cap.sub(row, _CLOCK, lambda t: "00:00")
+    line = "".join(ch for ch, _st in row)
+    if _FOOTER_ROW.match(line) and line.count(" · ") >= 2:
+        # the footer's third part is the thread's title, in a colour picked per thread
+        at = line.index(" · ", line.index(" · ") + 1) + 3
+        row[at:] = [(ch, ()) for ch, _st in row[at:]]
+    if "│" in line and "Agent command center" in frame:
+        # the command center's detail pane draws the thread's title in its per-thread colour
+        at = line.index("│") + 1
+        row[at:] = [(ch, tuple(kv for kv in st if kv[0] != "fg")) for ch, st in row[at:]]
+    if _WORKING_ROW.match(line):
+        # the status line blinks (its glyph is • or ◦) and shimmers: glyph and colours are frames
+        row[:] = [("•", ())] + [(ch, ()) for ch, _st in row[1:]]
 
 
 # ------------------------------------------------------------------------------------ reaching a state
@@ -191,61 +188,33 @@ REACH: dict[str, Callable[[codex_kit.Codex, CodexStandIn], Callable[[str], bool]
 }  # fmt: skip
 
 
-def settled_raw(c: codex_kit.Codex, pred: Callable[[str], bool], what: str, timeout: float = 40.0) -> str:
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        last = c.raw()
-        if pred(kit.plain(last)):
-            time.sleep(CALM_SECS)
-            again = c.raw()
-            if normalise(again) == normalise(last):
-                return again
-            continue
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last screen:\n{kit.plain(last)}")
+def _open(case: Case, root: str, panes: kit.Panes, model: CodexStandIn) -> codex_kit.Codex:
+    """A session with its own CODEX_HOME under ``root``, at its first composer (but for ``hooks_review``)."""
+    home = codex_kit.CodexHome(os.path.join(root, "h"), model)
+    home.rules("tier", (["sleep"], "allow"), (["touch"], "prompt"))
+    project = os.path.join(root, "p")
+    os.makedirs(project, exist_ok=True)
+    with open(os.path.join(project, "notes.md"), "w", encoding="utf-8") as f:
+        f.write("notes\n")
+    if case.reach == "hooks_review":
+        home.write_hooks({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}})
+    c = codex_kit.Codex(panes, home, project)
+    if case.reach != "hooks_review":
+        kit.settled(c.raw, lambda r: idle(c, model)(kit.plain(r)), 40, f"{case.name}: the first composer")
+        time.sleep(READY_SECS)
+    return c
 
 
-def capture(case: Case) -> str:
-    """Reach ``case`` in a fresh session (its own CODEX_HOME, model and tmux server); tmux's raw capture."""
-    root = tempfile.mkdtemp(prefix=PREFIX, dir="/tmp")
-    assert len(os.path.basename(root)) == len(PREFIX) + 8, root
-    model = CodexStandIn().start()
-    panes = kit.Panes((case.width, HEIGHT))
-    try:
-        home = codex_kit.CodexHome(os.path.join(root, "h"), model)
-        home.rules("tier", (["sleep"], "allow"), (["touch"], "prompt"))
-        project = os.path.join(root, "p")
-        os.makedirs(project, exist_ok=True)
-        with open(os.path.join(project, "notes.md"), "w", encoding="utf-8") as f:
-            f.write("notes\n")
-        if case.reach == "hooks_review":
-            home.write_hooks({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}})
-        c = codex_kit.Codex(panes, home, project)
-        if case.reach != "hooks_review":
-            kit.settled(c.raw, lambda r: idle(c, model)(kit.plain(r)), 40, f"{case.name}: the first composer")
-            time.sleep(READY_SECS)
-        pred = REACH[case.reach](c, model)
-        return settled_raw(c, pred, case.name)
-    finally:
-        panes.close()
-        model.stop()
-        shutil.rmtree(root, ignore_errors=True)
+CODEX = cap.Tui(
+    product="Codex", module="tests.realagent.codex_screens", model=lambda: CodexStandIn().start(),
+    open=_open, reach=REACH, normalise=normalise, verdict=codex_kit.verdict, pin=codex_kit.pin,
+    calm_s=CALM_SECS,
+)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
     """Rewrite the stored captures (all, or the names given)."""
-    os.makedirs(HERE, exist_ok=True)
-    for case in CASES:
-        if argv and case.name not in argv:
-            continue
-        raw = capture(case)
-        got = codex_kit.verdict(raw)
-        with open(path_of(case), "w", encoding="utf-8", newline="") as f:
-            f.write(raw)
-        flag = "" if got == case.verdict else f"   <-- the table wants {case.verdict}"
-        print(f"{case.name}: {got}{flag}")
-    return 0
+    return cap.rewrite(CODEX, CASES, argv)
 
 
 if __name__ == "__main__":

@@ -109,14 +109,7 @@ class CodexStandIn(standin.StandIn):
     def _serve(self, h: BaseHTTPRequestHandler) -> None:
         import time
 
-        n = int(h.headers.get("Content-Length") or 0)
-        raw = h.rfile.read(n) if n else b""
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            body = {}
-        if not isinstance(body, dict):
-            body = {}
+        body = self._body(h)
         req = CodexRequest(h.path, body, _kind(h.path, body), time.monotonic())
         step = self._take(req)
         if req.kind == "other":

@@ -57,26 +57,31 @@ def agent_env() -> dict[str, str]:
     return env
 
 
-def pin() -> str:
-    with open(PIN_FILE, encoding="utf-8") as f:
+def read_pin(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
         return f.read().strip()
+
+
+def pin() -> str:
+    return read_pin(PIN_FILE)
 
 
 class NotInstalled(AssertionError):
     """The pinned Claude Code is not there: the tier fails with this text (the install's own error)."""
 
 
-def claude_exe() -> str:
-    """The pinned ``claude`` binary, checked by running ``claude --version``."""
-    want = pin()
-    exe = os.path.join(PREFIX, "node_modules", ".bin", "claude")
+def pinned_exe(product: str, prefix: str, error_file: str, name: str, want: str,
+               is_pin: Callable[[str], bool]) -> str:  # fmt: skip
+    """``prefix``'s ``node_modules/.bin/NAME``, checked by running ``NAME --version`` (``is_pin`` of its
+    stdout); else ``NotInstalled`` with the install's own error (``error_file``) or the command to run."""
+    exe = os.path.join(prefix, "node_modules", ".bin", name)
     why = ""
-    if os.path.exists(ERROR_FILE):
-        with open(ERROR_FILE, encoding="utf-8", errors="replace") as f:
+    if os.path.exists(error_file):
+        with open(error_file, encoding="utf-8", errors="replace") as f:
             why = f.read().strip()
     if not os.access(exe, os.X_OK):
         raise NotInstalled(
-            f"Claude Code {want} is not installed in {PREFIX} (the real-agent tier needs it): "
+            f"{product} {want} is not installed in {prefix} (the real-agent tier needs it): "
             + (f"the install failed:\n{why}" if why else "run scripts/setup")
         )
     try:
@@ -84,9 +89,17 @@ def claude_exe() -> str:
         got = p.stdout.strip()
     except (OSError, subprocess.TimeoutExpired) as e:
         raise NotInstalled(f"{exe} --version failed: {e}") from e
-    if not got.startswith(want + " "):
+    if not is_pin(got):
         raise NotInstalled(f"{exe} is {got or p.stderr.strip()!r}, the pin is {want}: run scripts/setup")
     return exe
+
+
+def claude_exe() -> str:
+    """The pinned ``claude`` binary, checked by running ``claude --version``."""
+    want = pin()
+    return pinned_exe(
+        "Claude Code", PREFIX, ERROR_FILE, "claude", want, lambda got: got.startswith(want + " ")
+    )
 
 
 # ------------------------------------------------------------------------------------------------- HOME
@@ -237,7 +250,32 @@ class Panes:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class Claude:
+class PaneSession:
+    """One agent's session in a pane of ``panes`` (``Claude`` here, ``codex_kit.Codex``): its screen, and
+    typing into its input box as a person would. ``BOX`` names the box in a timeout's message;
+    ``SUBMIT_PAUSE_S`` is how long the text stays in the box before Enter."""
+
+    BOX = "the box"
+    SUBMIT_PAUSE_S = 0.0
+    panes: Panes
+    pane: str
+
+    def raw(self) -> str:
+        return self.panes.raw(self.pane)
+
+    def text(self) -> str:
+        return self.panes.text(self.pane)
+
+    def submit(self, text: str) -> None:
+        """Type ``text`` and press Enter once it shows in the box (as a person would)."""
+        self.panes.type(self.pane, text)
+        wait_for(lambda: text in self.text(), timeout=10, what=f"{text!r} in {self.BOX}")
+        if self.SUBMIT_PAUSE_S:
+            time.sleep(self.SUBMIT_PAUSE_S)
+        self.panes.enter(self.pane)
+
+
+class Claude(PaneSession):
     """One real Claude Code session in ``panes``: its HOME, project folder and pane."""
 
     def __init__(self, panes: Panes, home: ClaudeHome, model: StandIn, project: str, *, extra_env=None,
@@ -249,12 +287,6 @@ class Claude:
         self.env = home.env(model, extra_env)
         self.pane = panes.start(self.project, self.env, [claude_exe(), *args], name)
 
-    def raw(self) -> str:
-        return self.panes.raw(self.pane)
-
-    def text(self) -> str:
-        return self.panes.text(self.pane)
-
     def wait(
         self, pred: Callable[[str], bool], what: str, timeout: float = 30.0, *, settle: bool = True
     ) -> str:
@@ -265,12 +297,6 @@ class Claude:
 
     def wait_idle(self, timeout: float = 40.0) -> str:
         return self.panes.wait_idle(self.pane, timeout)
-
-    def submit(self, text: str) -> None:
-        """Type ``text`` and press Enter once it shows in the box (as a person would)."""
-        self.panes.type(self.pane, text)
-        wait_for(lambda: text in self.text(), timeout=10, what=f"{text!r} in the box")
-        self.panes.enter(self.pane)
 
 
 # -------------------------------------------------------------------------------------------------- box

@@ -24,26 +24,25 @@ The stored file is tmux's raw answer from one run. The live test compares ``norm
   underline and strike on a blank are kept.
 The spinner's words are fixed by the session's settings (``spinnerVerbs`` replaced by ``Working``, tips
 off), not by normalising. What would break it: normalising more than that (a changed layout would pass),
-or a capture taken mid-draw (``settled_raw`` waits for two equal normalised frames).
+or a capture taken mid-draw (``capture.settled_raw`` waits for two equal normalised frames). The loop that
+reaches, settles, stores and compares a case is tests/realagent/capture.py's, shared with Codex's captures;
+this module gives it Claude Code (``CLAUDE``).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
-import tempfile
-import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from sotd.terminal.tmux import parse_capture
+from tests.realagent import capture as cap
 from tests.realagent import kit, standin
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "screens")
-HEIGHT = 30
-PREFIX = "sra-"
+HERE = cap.HERE
+HEIGHT = cap.HEIGHT
+PREFIX = cap.PREFIX
 WORKING = "agent is working"  # the wake's reason, mirrored from sotd.terminal.prompt (checked there)
 
 SETTINGS: dict[str, Any] = {
@@ -100,121 +99,28 @@ def path_of(case: Case) -> str:
 
 # ------------------------------------------------------------------------------------------ normalising
 
-_SGR = re.compile(r"\x1b\[([0-9;:]*)m")
-_TMP = re.compile(re.escape("/tmp/" + PREFIX) + r"[A-Za-z0-9_]{8}")
-_COUNTER = re.compile(r"(?<=\()\d+(?=s)|(?<=for )\d+(?=s)")
 _SPINNER = re.compile(r"^[·✢✳✶✻✽*] Working…")
 _TOOL_ROW = re.compile(r"^[● ] \w+\(")
 # Claude Code 2.1.197's words for a finished turn ("✻ Churned for 0s"), one picked at random.
 _DONE = re.compile(r"(?<=✻ )(?:Baked|Brewed|Churned|Cogitated|Cooked|Crunched|Sautéed|Worked)(?= for )")
 SPIN_GLYPH = "✻"
-# Attributes a blank cell shows: the others (colour, bold, dim, italic) are invisible on a space.
-_SHOWN_ON_BLANK = ("bg", "underline", "reverse", "strike")
-
-
-def _sgr(params: str, style: dict[str, str]) -> None:
-    fields = params.split(";") if params else ["0"]
-    i = 0
-    while i < len(fields):
-        f = fields[i] or "0"
-        n = int(f) if f.isdigit() else -1
-        if n in (38, 48, 58):
-            kind = fields[i + 1] if i + 1 < len(fields) else ""
-            take = 3 if kind == "5" else 5 if kind == "2" else 2
-            style[{38: "fg", 48: "bg", 58: "ul"}[n]] = ";".join(fields[i : i + take])
-            i += take
-            continue
-        if n == 0:
-            style.clear()
-        elif n in (1, 2, 3, 4, 5, 7, 8, 9):
-            style[{1: "bold", 2: "dim", 3: "italic", 4: "underline", 5: "blink", 7: "reverse", 8: "hidden",
-                   9: "strike"}[n]] = f  # fmt: skip
-        elif n == 22:
-            style.pop("bold", None)
-            style.pop("dim", None)
-        elif n in (23, 24, 25, 27, 28, 29):
-            style.pop(
-                {23: "italic", 24: "underline", 25: "blink", 27: "reverse", 28: "hidden", 29: "strike"}[n],
-                None,
-            )
-        elif 30 <= n <= 37 or 90 <= n <= 97:
-            style["fg"] = f
-        elif n == 39:
-            style.pop("fg", None)
-        elif 40 <= n <= 47 or 100 <= n <= 107:
-            style["bg"] = f
-        elif n == 49:
-            style.pop("bg", None)
-        i += 1
-
-
-def _cells(frame: str) -> list[list[tuple[str, tuple[tuple[str, str], ...]]]]:
-    """The frame as rows of (character, its visible style); the SGR state carries across rows as in tmux."""
-    rows: list[list[tuple[str, tuple[tuple[str, str], ...]]]] = []
-    style: dict[str, str] = {}
-    for line in frame.split("\n"):
-        row: list[tuple[str, tuple[tuple[str, str], ...]]] = []
-        i = 0
-        while i < len(line):
-            m = _SGR.match(line, i)
-            if m:
-                _sgr(m.group(1), style)
-                i = m.end()
-                continue
-            ch = line[i]
-            i += 1
-            shown = {k: v for k, v in style.items() if ch != " " or k in _SHOWN_ON_BLANK}
-            row.append((ch, tuple(sorted(shown.items()))))
-        rows.append(row)
-    return rows
-
-
-def _emit(rows: list[list[tuple[str, tuple[tuple[str, str], ...]]]]) -> str:
-    out: list[str] = []
-    for row in rows:
-        while row and row[-1] == (" ", ()):
-            row.pop()
-        parts: list[str] = []
-        cur: tuple[tuple[str, str], ...] = ()
-        for ch, st in row:
-            if st != cur:
-                parts.append("\x1b[0" + "".join(";" + v for _k, v in st) + "m")
-                cur = st
-            parts.append(ch)
-        if cur:
-            parts.append("\x1b[0m")
-        out.append("".join(parts))
-    return "\n".join(out)
-
-
-def _sub(
-    row: list[tuple[str, tuple[tuple[str, str], ...]]], pattern: re.Pattern[str], repl: Callable[[str], str]
-) -> None:
-    """Replace each match of ``pattern`` in the row's text; the new cells take the first old cell's style."""
-    text = "".join(ch for ch, _st in row)
-    for m in reversed(list(pattern.finditer(text))):
-        st = row[m.start()][1] if m.start() < len(row) else ()
-        row[m.start() : m.end()] = [(ch, st) for ch in repl(m.group(0))]
 
 
 def normalise(raw: str) -> str:
     """A capture with only what must vary between two runs made fixed (the module text says what), its
-    SGR codes rewritten canonically: per cell its visible style, a reset at the end of each row."""
-    frame, x, y, w = parse_capture(raw)
-    rows = _cells(frame.rstrip("\n"))
-    for row in rows:
-        _sub(row, _TMP, lambda t: "/tmp/" + PREFIX + "0" * 8)
-        _sub(row, _COUNTER, lambda t: "0")
-        _sub(row, _DONE, lambda t: "Worked")
-        text = "".join(ch for ch, _st in row)
-        if _SPINNER.match(text):
-            row[0] = (SPIN_GLYPH, ())
-            row[1:] = [(ch, ()) for ch, _st in row[1:]]  # the verb shimmers: its colours are frames
-        elif _TOOL_ROW.match(text):
-            row[0] = ("●", ())  # the running call's dot blinks (and its colour with it)
-    if 0 <= y < len(rows) and 0 <= x < len(rows[y]) and rows[y][x][0] == " ":
-        rows[y][x] = (" ", ())  # the drawn cursor block blinks after a turn
-    return _emit(rows) + f"\n{x} {y} {w}\n"
+    SGR codes rewritten canonically: per cell its visible style, a reset at the end of each row. The
+    drawn cursor block blinks after a turn: a blank cell under the cursor is unstyled."""
+    return cap.normalised(raw, _fix_row, blank_cursor=True)
+
+
+def _fix_row(row: list[cap.Cell], frame: str) -> None:
+    cap.sub(row, _DONE, lambda t: "Worked")
+    text = "".join(ch for ch, _st in row)
+    if _SPINNER.match(text):
+        row[0] = (SPIN_GLYPH, ())
+        row[1:] = [(ch, ()) for ch, _st in row[1:]]  # the verb shimmers: its colours are frames
+    elif _TOOL_ROW.match(text):
+        row[0] = ("●", ())  # the running call's dot blinks (and its colour with it)
 
 
 # ------------------------------------------------------------------------------------ reaching a state
@@ -287,54 +193,24 @@ REACH: dict[str, Callable[[kit.Claude, standin.StandIn], Callable[[str], bool]]]
 }  # fmt: skip
 
 
-def settled_raw(c: kit.Claude, pred: Callable[[str], bool], what: str, timeout: float = 40.0) -> str:
-    """tmux's raw capture once ``pred`` holds and the normalised frame stays the same for 0.6 s."""
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        last = c.raw()
-        if pred(kit.plain(last)):
-            time.sleep(0.6)
-            again = c.raw()
-            if normalise(again) == normalise(last):
-                return again
-            continue
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last screen:\n{kit.plain(last)}")
+def _open(case: Case, root: str, panes: kit.Panes, model: standin.StandIn) -> kit.Claude:
+    """A session with its own HOME under ``root``, at its first prompt (but for ``first_seconds``)."""
+    home = kit.ClaudeHome(os.path.join(root, "h"), reduced_motion=case.reduced_motion, settings=SETTINGS)
+    c = kit.Claude(panes, home, model, os.path.join(root, "p"), extra_env=dict(case.env))
+    if case.reach != "first_seconds":
+        kit.settled(c.raw, lambda r: idle(c, model)(kit.plain(r)), 40, f"{case.name}: the first prompt")
+    return c
 
 
-def capture(case: Case) -> str:
-    """Reach ``case`` in a fresh session (its own HOME, model and tmux server); tmux's raw capture."""
-    root = tempfile.mkdtemp(prefix=PREFIX, dir="/tmp")
-    assert len(os.path.basename(root)) == len(PREFIX) + 8, root
-    model = standin.StandIn().start()
-    panes = kit.Panes((case.width, HEIGHT))
-    try:
-        home = kit.ClaudeHome(os.path.join(root, "h"), reduced_motion=case.reduced_motion, settings=SETTINGS)
-        c = kit.Claude(panes, home, model, os.path.join(root, "p"), extra_env=dict(case.env))
-        if case.reach != "first_seconds":
-            kit.settled(c.raw, lambda r: idle(c, model)(kit.plain(r)), 40, f"{case.name}: the first prompt")
-        pred = REACH[case.reach](c, model)
-        return settled_raw(c, pred, case.name)
-    finally:
-        panes.close()
-        model.stop()
-        shutil.rmtree(root, ignore_errors=True)
+CLAUDE = cap.Tui(
+    product="Claude Code", module="tests.realagent.screens", model=lambda: standin.StandIn().start(),
+    open=_open, reach=REACH, normalise=normalise, verdict=kit.verdict, pin=kit.pin, calm_s=0.6,
+)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
     """Rewrite the stored captures (all, or the names given)."""
-    os.makedirs(HERE, exist_ok=True)
-    for case in CASES:
-        if argv and case.name not in argv:
-            continue
-        raw = capture(case)
-        got = kit.verdict(raw)
-        with open(path_of(case), "w", encoding="utf-8", newline="") as f:
-            f.write(raw)
-        flag = "" if got == case.verdict else f"   <-- the table wants {case.verdict}"
-        print(f"{case.name}: {got}{flag}")
-    return 0
+    return cap.rewrite(CLAUDE, CASES, argv)
 
 
 if __name__ == "__main__":

@@ -18,14 +18,16 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
+from sotd.demo import ocx_seed as seed
 from sotd.ocxrun import session_handle
 from tests.integration.test_ocx_sessions import Daemon, carol_node, wait_for
 from tests.ocx import runkit as rk
-from tests.ocx.fossilkit import base_env, free_port, wait_port
+from tests.ocx.fossilkit import base_env
 from tests.realagent import kit
 from tests.realagent.standin import StandIn, bash
 
@@ -38,42 +40,7 @@ pytestmark = [
     pytest.mark.timeout(300),
 ]
 
-POLICY = """\
-[runs]
-root = "{root}"
-state = "{state}"
-release = "{release}"
-senders = {{ proj = ["alice"] }}
-[runs.clone_urls]
-proj = "http://127.0.0.1:{port}/"
-
-[jobs.policy]
-users = ["agent-user"]
-uids = [1000]
-gids = [1000]
-sessions = true
-network = true
-read_only = ["/usr", "/bin", "/lib", "/lib64", "/etc/resolv.conf", "/etc/ssl/certs", "$$release$$"]
-read_write = ["$$workspace$$"]
-homes = ["/root/.claude"]
-
-[jobs.policy.limits]
-wall = "1h"
-"""
-
-REPLY_PY = """\
-import json, os, sys
-ws, run = sys.argv[1], sys.argv[2]
-for line in open(os.path.join(ws, "inbox.jsonl")):
-    m = json.loads(line)
-    name = os.path.join(ws, "outbox", m["hash"][:16] + ".json")
-    if os.path.exists(name) or os.path.exists(os.path.join(ws, "outbox", "sent", m["hash"][:16] + ".json")):
-        continue
-    doc = {"ocx": 2, "re": run, "said": {"to_post": m["hash"], "text": "read: " + m["message"]["post"]["text"]}}
-    with open(name + ".tmp", "w") as f:
-        f.write(json.dumps(doc))
-    os.replace(name + ".tmp", name)
-"""
+REPLY_PY = seed.reply_py(to_post=True)
 
 
 # What the session can see of the node's HOME: /root, and what its own HOME holds.
@@ -119,16 +86,15 @@ def _setup(lab: rk.Lab, model: StandIn, claude_exe: str) -> tuple[subprocess.Pop
     read-only, not copied) and the fake ``/root/.claude``; the server of B's clone and the fake home."""
     e = base_env(lab.top)
     clone_b = lab.clones["b"]
-    rk.fossil("user", "new", "agent-user", "agent-user@localhost", "unused-password", "-R", clone_b, env=e)
-    rk.fossil("user", "capabilities", "agent-user", "gio", "-R", clone_b, env=e)
-    port = free_port()
-    srv = subprocess.Popen(["fossil", "server", "--localhost", "--port", str(port), clone_b],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=e)  # fmt: skip
-    wait_port("127.0.0.1", port)
+    for args in seed.run_login_commands(clone_b):
+        rk.fossil(*args, env=e)
+    port, srv = seed.serve(clone_b, e)
     release = _release(claude_exe)
     with open(lab.envs["b"]["SOT_OCX_POLICY"], "w") as f:
-        f.write(POLICY.format(root=os.path.join(lab.top, "b-root"), state=lab.state["b"], release=release,
-                              port=port))  # fmt: skip
+        f.write(seed.node_policy(os.path.join(lab.top, "b-root"), lab.state["b"], users=["agent-user"],
+                                 read_only=[*seed.SESSION_READ_ONLY[:3], "/lib64", *seed.SESSION_READ_ONLY[3:]],
+                                 limits={"wall": "1h"}, release=release, clone_url=f"http://127.0.0.1:{port}/",
+                                 sessions=True, network=True, homes=["/root/.claude"]))  # fmt: skip
     fake = os.path.join(lab.top, "root-claude")
     os.mkdir(fake, 0o700)
     # .config.json inside the config folder is where Claude Code reads its global config when present
@@ -158,36 +124,17 @@ def _setup(lab: rk.Lab, model: StandIn, claude_exe: str) -> tuple[subprocess.Pop
 
 def _body(lab: rk.Lab, model: StandIn, release: str, wall: str) -> dict[str, Any]:
     """The seed's agent-session example as written, with real values for its placeholders."""
-    return {
-        "clone": lab.server_code("b"),
-        "objective": "answer each post in this thread about the parser",
-        "workspace": [
-            {"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"},
-            {"step": "password"},
-            {"step": "clone", "into": "$$workspace$$/clone"},
-            {"step": "checkout", "of": "trunk", "into": "$$workspace$$/tree"},
-        ],
-        "sandbox": {
-            "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": True,
-            "isolate_terminal": True, "ends_with_parent": True,
-            "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
-            "read_only": ["/usr", "/bin", "/lib", "/etc/resolv.conf", "/etc/ssl/certs", "$$release$$"],
-            "read_write": ["$$workspace$$"],
-            "homes": ["/root/.claude"], "created_files": [],
-        },
-        "limits": {"wall": wall},
-        "process": {
-            "user": "agent-user",
-            # claude's stderr goes to a workspace file: with it on the row's terminal, Claude Code 2.1.197
-            # inside bwrap exited about 15 s after start in 2 of 3 runs (not diagnosed; docs/ocx.md)
-            "command": ["/bin/sh", "-c", "exec $$release$$/claude --model claude-standin 2>>$$workspace$$/claude.stderr"],
-            "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$/home", "TERM": "xterm-256color",
-                    "LANG": "C.UTF-8", "ANTHROPIC_API_KEY": kit.API_KEY, "ANTHROPIC_BASE_URL": model.url,
-                    "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
-            "cwd": "$$tree$$",
-            "session": True, "hears": ["alice"], "deliveries": "start",
-        },
-    }  # fmt: skip
+    # claude's stderr goes to a workspace file: with it on the row's terminal, Claude Code 2.1.197 inside
+    # bwrap exited about 15 s after start in 2 of 3 runs (not diagnosed; docs/ocx.md)
+    command = [
+        "/bin/sh",
+        "-c",
+        "exec $$release$$/claude --model claude-standin 2>>$$workspace$$/claude.stderr",
+    ]
+    env = {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$/home", "TERM": "xterm-256color", "LANG": "C.UTF-8",
+           "ANTHROPIC_API_KEY": kit.API_KEY, "ANTHROPIC_BASE_URL": model.url, "DISABLE_AUTOUPDATER": "1",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}  # fmt: skip
+    return seed.session_body(lab.server_code("b"), command, env, wall=wall, homes=["/root/.claude"])
 
 
 def _screens(d: Daemon) -> str:
@@ -196,6 +143,22 @@ def _screens(d: Daemon) -> str:
                            text=True, timeout=10, check=False).stdout.split()  # fmt: skip
     return "\n".join(subprocess.run(["tmux", "-S", sock, "capture-pane", "-p", "-t", p], capture_output=True,
                                     text=True, timeout=10, check=False).stdout for p in panes)  # fmt: skip
+
+
+@contextmanager
+def _node_b(lab: rk.Lab, model: StandIn, claude_exe: str) -> Iterator[NsDaemon]:
+    """Node B set up (``_setup``) and its daemon running in its namespace; after the block the daemon and
+    the server of B's clone are stopped, and the daemon must have exited 0."""
+    srv, fake = _setup(lab, model, claude_exe)
+    d = NsDaemon.__new__(NsDaemon)
+    d.fake_home = fake
+    Daemon.__init__(d, lab)
+    try:
+        yield d
+    finally:
+        rc = d.stop()
+        seed.stop(srv)
+    assert rc == 0, d.log()[-3000:]
 
 
 def _said(lab: rk.Lab, h: str, n: int) -> list[dict[str, Any]]:
@@ -207,11 +170,7 @@ def test_real_claude_session_hears_answers_restarts_and_stops(
     lab: rk.Lab, model: StandIn, claude_exe: str
 ) -> None:
     carol_node(lab)
-    srv, fake = _setup(lab, model, claude_exe)
-    d = NsDaemon.__new__(NsDaemon)
-    d.fake_home = fake
-    Daemon.__init__(d, lab)
-    try:
+    with _node_b(lab, model, claude_exe) as d:
         h = rk.post_run(lab, "a", _body(lab, model, _release(claude_exe), "8h"))
         started = rk.wait_answer(lab, "a", h, "started", bound=90)
         ws = started["values"]["workspace"]
@@ -264,30 +223,16 @@ def test_real_claude_session_hears_answers_restarts_and_stops(
         rk.post_stop(lab, "a", h)
         assert rk.wait_answer(lab, "a", h, "ended", bound=60)["outcome"] == "stopped"
         wait_for(lambda: not os.listdir(os.path.join(d.state, "workspaces")), 20, "the row's removal")
-    finally:
-        rc = d.stop()
-        srv.terminate()
-        srv.wait(timeout=10)
-    assert rc == 0, d.log()[-3000:]
 
 
 def test_real_claude_session_ends_timed_out_at_its_wall_limit(
     lab: rk.Lab, model: StandIn, claude_exe: str
 ) -> None:
     """The wall limit despawns the row with Claude Code in it and ends the run ``timed_out``."""
-    srv, fake = _setup(lab, model, claude_exe)
-    d = NsDaemon.__new__(NsDaemon)
-    d.fake_home = fake
-    Daemon.__init__(d, lab)
-    try:
+    with _node_b(lab, model, claude_exe) as d:
         h = rk.post_run(lab, "a", _body(lab, model, _release(claude_exe), "15s"))
         assert rk.wait_answer(lab, "a", h, "started", bound=90)["limits"]["wall"] == "15s"
         wait_for(lambda: f"session @{session_handle(h)} in row" in d.log(), 60, "the session's row")
         ended = rk.wait_answer(lab, "a", h, "ended", bound=90)
         assert ended["outcome"] == "timed_out", ended
         wait_for(lambda: not os.listdir(os.path.join(d.state, "workspaces")), 20, "the row's removal")
-    finally:
-        rc = d.stop()
-        srv.terminate()
-        srv.wait(timeout=10)
-    assert rc == 0, d.log()[-3000:]

@@ -10,47 +10,20 @@ costs about a third of its sequential time."""
 
 from __future__ import annotations
 
-import difflib
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
-from tests.realagent import kit, screens
+from tests.realagent import capture, screens
 
 PARALLEL = 3
 
 
 @pytest.fixture(scope="module")
 def live(claude_exe: str) -> dict[str, str | BaseException]:
-    def one(case: screens.Case) -> str | BaseException:
-        try:
-            return screens.capture(case)
-        except BaseException as e:  # reported by that case's test
-            return e
-
-    with ThreadPoolExecutor(PARALLEL) as pool:
-        got = list(pool.map(one, screens.CASES))
-    return {c.name: g for c, g in zip(screens.CASES, got, strict=True)}
+    return capture.live(screens.CLAUDE, screens.CASES, PARALLEL)
 
 
 @pytest.mark.parametrize("case", screens.CASES, ids=[c.name for c in screens.CASES])
 def test_the_real_tui_draws_the_stored_capture(
     case: screens.Case, live: dict[str, str | BaseException]
 ) -> None:
-    raw = live[case.name]
-    if isinstance(raw, BaseException):
-        raise raw
-    assert kit.verdict(raw) == case.verdict
-    assert (
-        kit.verdict(screens.normalise(raw)) == case.verdict
-    )  # normalising never changes what the wake reads
-    with open(screens.path_of(case), encoding="utf-8", newline="") as f:
-        stored = f.read()
-    got, want = screens.normalise(raw), screens.normalise(stored)
-    diff = "\n".join(
-        repr(d) for d in difflib.unified_diff(want.split("\n"), got.split("\n"), lineterm="", n=0)
-    )
-    assert got == want, (
-        f"Claude Code {kit.pin()} draws {case.name} differently now:\n{kit.plain(raw)}\n{diff}\n"
-        "rerun python -m tests.realagent.screens and commit the captures with the pin"
-    )
+    capture.check_stored(screens.CLAUDE, case, live[case.name])

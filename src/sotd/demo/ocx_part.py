@@ -15,7 +15,9 @@ post from alice and then alice's stop; the demo fails unless the answer and ``en
 
 Bounded (well under 60 s); the servers, the daemon and its tmux server are stopped and the folder removed
 at the end, also after a failure. Needs root, fossil, bubblewrap, make, cc and tmux. What would break it: a
-sandbox that cannot run ``/usr/bin/python3`` (the scripted agent runs from the release folder).
+sandbox that cannot run ``/usr/bin/python3`` (the scripted agent runs from the release folder). The project,
+servers, configurations, policies and run bodies are ``sotd.demo.ocx_seed``'s builders, which the OCX tests
+use too; this module adds what the demo prints.
 """
 
 from __future__ import annotations
@@ -24,72 +26,29 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+from sotd.demo import ocx_seed as seed
 from sotd.jobs.spec import output_name
 
 STEP_S = 30.0
-MAKEFILE = "image: out/board.img\n\nout/board.img: board.c\n\tmkdir -p out\n\tcc -o out/board board.c\n\t./out/board > out/board.img\n"
-BOARD_C = '#include <stdio.h>\nint main(void) { for (int i = 0; i < 64; i++) printf("board %d\\n", i); return 0; }\n'
-USERS = {"alice": "alicepw", "lab-user": "labpw"}
-POLICY = """\
-[runs]
-root = "{root}"
-state = "{state}"
-senders = {{ proj = ["alice"] }}
-
-[jobs.policy]
-users = ["build-user"]
-uids = [1000]
-gids = [1000]
-read_only = ["/usr", "/etc/alternatives"]
-read_write = ["$$workspace$$"]
-
-[jobs.policy.limits]
-wall = "5m"
-"""
+USERS = {"alice": ("alicepw", "oiy"), "lab-user": ("labpw", "oiy")}
 
 
-SESSION_POLICY = """\
-[runs]
-root = "{root}"
-state = "{state}"
-release = "{release}"
-senders = {{ proj = ["alice"] }}
-[runs.clone_urls]
-proj = "http://127.0.0.1:{port}/"
-
-[jobs.policy]
-users = ["build-user", "agent-user"]
-uids = [1000]
-gids = [1000]
-sessions = true
-network = true
-read_only = ["/usr", "/bin", "/lib", "/etc/resolv.conf", "/etc/ssl/certs", "/etc/alternatives", "$$release$$"]
-read_write = ["$$workspace$$"]
-
-[jobs.policy.limits]
-wall = "5m"
-"""
-# The scripted agent's work when woken (the demo's stand-in for a real agent): answer each post in the
-# session's mail mirror by writing an answer into its outbox.
-REPLY_PY = """\
-import json, os, sys
-ws, run = sys.argv[1], sys.argv[2]
-for line in open(os.path.join(ws, "inbox.jsonl")):
-    m = json.loads(line)
-    name = os.path.join(ws, "outbox", m["hash"][:16] + ".json")
-    if os.path.exists(name) or os.path.exists(os.path.join(ws, "outbox", "sent", m["hash"][:16] + ".json")):
-        continue
-    doc = {"ocx": 2, "re": run, "said": {"text": "read: " + m["message"]["post"]["text"]}}
-    with open(name + ".tmp", "w") as f:
-        f.write(json.dumps(doc))
-    os.replace(name + ".tmp", name)
-"""
+def policy(top: str, *, release: str | None = None, port: int = 0) -> str:
+    """B's node policy: builds as ``build-user``; with ``release`` (part 2) also sessions as
+    ``agent-user``, with network, the release folder and B's clone served on ``port``."""
+    if release is None:
+        return seed.node_policy(f"{top}/b-root", f"{top}/b-state", users=["build-user"],
+                                read_only=["/usr", "/etc/alternatives"], limits={"wall": "5m"})  # fmt: skip
+    return seed.node_policy(
+        f"{top}/b-root", f"{top}/b-state", users=["build-user", "agent-user"],
+        read_only=[*seed.SESSION_READ_ONLY[:-1], "/etc/alternatives", "$$release$$"], limits={"wall": "5m"},
+        release=release, clone_url=f"http://127.0.0.1:{port}/", sessions=True, network=True,
+    )  # fmt: skip
 
 
 def _sotd() -> list[str]:
@@ -119,11 +78,7 @@ class OcxDemo:
         self.envs: dict[str, dict[str, str]] = {}
 
     def fossil(self, *args: str, cwd: str | None = None) -> str:
-        p = subprocess.run(["fossil", *args], cwd=cwd, env=self.base, capture_output=True, text=True,
-                           timeout=STEP_S, check=False)  # fmt: skip
-        if p.returncode:
-            raise RuntimeError(f"fossil {args[0]} failed: {p.stderr.strip() or p.stdout.strip()}")
-        return p.stdout
+        return seed.fossil(*args, env=self.base, cwd=cwd, timeout=STEP_S)
 
     def typed(self, who: str, *args: str, show: bool = True) -> str:
         if show:
@@ -139,40 +94,13 @@ class OcxDemo:
 
     def project(self) -> str:
         hub = os.path.join(self.top, "hub.fossil")
-        self.fossil("init", hub, "--admin-user", "admin")
-        for login, pw in USERS.items():
-            self.fossil("user", "new", login, f"{login}@example.invalid", pw, "-R", hub)
-            self.fossil("user", "capabilities", login, "oiy", "-R", hub)
-        co = os.path.join(self.top, "checkin")
-        os.mkdir(co)
-        self.fossil("open", hub, "--workdir", co, cwd=co)
-        for name, text in (("Makefile", MAKEFILE), ("board.c", BOARD_C)):
-            with open(os.path.join(co, name), "w") as f:
-                f.write(text)
-        self.fossil("add", "Makefile", "board.c", cwd=co)
-        self.fossil("commit", "-m", "the lab board", "--user", "admin", "--no-warnings", cwd=co)
-        self.fossil("close", "--force", cwd=co)
-        shutil.rmtree(co)
+        seed.make_hub(hub, USERS, env=self.base)
+        seed.commit_board(hub, os.path.join(self.top, "checkin"), env=self.base)
         return hub
 
     def serve(self, hub: str) -> int:
-        port, self.server = self._serve(hub)
+        port, self.server = seed.serve(hub, self.base)
         return port
-
-    def _serve(self, hub: str) -> tuple[int, subprocess.Popen[bytes]]:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        srv = subprocess.Popen(["fossil", "server", "--localhost", "--port", str(port), hub],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.base)  # fmt: skip
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return port, srv
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("the fossil server did not start")
 
     def node(self, who: str, login: str, port: int) -> None:
         env = dict(self.base)
@@ -180,13 +108,13 @@ class OcxDemo:
         env["SOT_OCX_CONFIG"] = cfg
         self.envs[who] = env
         clone = os.path.join(self.top, f"{who}.fossil")
-        self.typed(who, "clone", f"http://{login}:{USERS[login]}@127.0.0.1:{port}/", clone)
+        self.typed(who, "clone", f"http://{login}:{USERS[login][0]}@127.0.0.1:{port}/", clone)
         with open(cfg, "w") as f:
-            f.write(f'index = "{self.top}/{who}.sqlite"\ninterval = 1\n\n[[clone]]\nname = "proj"\n'
-                    f'repository = "{clone}"\nlogin = "{login}"\nurl = "http://{login}@127.0.0.1:{port}/"\n')  # fmt: skip
+            f.write(seed.node_config(f"{self.top}/{who}.sqlite", [{"name": "proj", "repository": clone, "login": login,
+                                                                   "url": f"http://{login}@127.0.0.1:{port}/"}]))  # fmt: skip
         if who == "b":
             with open(os.path.join(self.top, "ocx-policy.toml"), "w") as f:
-                f.write(POLICY.format(root=f"{self.top}/b-root", state=f"{self.top}/b-state"))
+                f.write(policy(self.top))
 
     def run(self) -> int:
         print(
@@ -200,26 +128,7 @@ class OcxDemo:
         self.node("a", "alice", port)
         self.node("b", "lab-user", port)
         code = self.typed("b", "server-code", "proj").strip()
-        body = {
-            "clone": code,
-            "objective": "build trunk for the lab board and send the image",
-            "workspace": [
-                {"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"},
-                {"step": "files", "of": "trunk", "into": "$$workspace$$/tree"},
-            ],
-            "sandbox": {
-                "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": False,
-                "isolate_terminal": True, "ends_with_parent": True, "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
-                "read_only": ["/usr", "/etc/alternatives"], "read_write": ["$$workspace$$"],
-                "homes": [], "created_files": [],
-            },
-            "limits": {"wall": "1h", "cpu": 3000, "processes": 256, "file_size": "2G"},
-            "process": {
-                "user": "build-user", "command": ["make", "-C", "$$tree$$", "image"],
-                "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$"}, "verdict": True,
-                "unversioned_files": [{"at": "$$workspace$$/tree/out/board.img", "as": "builds/board.img"}],
-            },
-        }  # fmt: skip
+        body = seed.build_body(code, seed.BUILD_COMMAND)
         path = os.path.join(self.top, "build.json")
         with open(path, "w") as f:
             f.write(json.dumps({"ocx": 2, "to": "lab-user", "run": body}))
@@ -263,11 +172,10 @@ class OcxDemo:
         clone_b = os.path.join(self.top, "b.fossil")
         print("# B's operator gives the run's login a place in B's clone and serves that clone for the")
         print("# clone step (what the node's refusals name):")
-        for args in (("user", "new", "agent-user", "agent-user@localhost", "unused-password", "-R", clone_b),
-                     ("user", "capabilities", "agent-user", "gio", "-R", clone_b)):  # fmt: skip
+        for args in seed.run_login_commands(clone_b):
             print(f"[b]$ fossil {' '.join(args)}")
             self.fossil(*args)
-        port, self.b_server = self._serve(clone_b)
+        port, self.b_server = seed.serve(clone_b, self.base)
         print(f"[b]$ fossil server --localhost --port {port} b.fossil")
         release = os.path.join(self.top, "release")
         os.mkdir(release, 0o755)
@@ -275,16 +183,11 @@ class OcxDemo:
 
         shutil.copy(scripted_agent.__file__, os.path.join(release, "scripted_agent.py"))
         with open(os.path.join(release, "reply.py"), "w") as f:
-            f.write(REPLY_PY)
+            f.write(seed.reply_py(to_post=False))  # the stand-in agent's work when woken
         with open(os.path.join(self.top, "ocx-policy.toml"), "w") as f:
-            f.write(SESSION_POLICY.format(root=f"{self.top}/b-root", state=f"{self.top}/b-state",
-                                          release=release, port=port))  # fmt: skip
-        env = dict(self.envs["b"])
-        run_dir = os.path.join(self.top, "run")
-        os.mkdir(run_dir, 0o700)
-        dstate = os.path.join(self.top, "dstate")
-        env.update(SOT_SELF_HOST="nodeb", SOT_COMM_TEST_HOST="nodeb", SOT_HOSTS_TOML=f"{self.top}/hosts.toml",
-                   SOT_SOCKET=f"{run_dir}/sotd.sock", SOTD_STATE_DIR=dstate)  # fmt: skip
+            f.write(policy(self.top, release=release, port=port))
+        env = seed.daemon_env(self.envs["b"], self.top, "nodeb")
+        dstate = env["SOTD_STATE_DIR"]
         subprocess.run(
             [*_sotd(), "comm", "install"], env=env, check=True, capture_output=True, timeout=STEP_S
         )
@@ -294,32 +197,10 @@ class OcxDemo:
             self.daemon = subprocess.Popen([*_sotd(), "daemon", "run"], env=env, stdout=log, stderr=log)
         self.dstate = dstate
         py = sys.executable if os.path.realpath(sys.executable).startswith("/usr/") else "/usr/bin/python3"
-        body = {
-            "clone": code,
-            "objective": "answer each post in this thread about the parser",
-            "workspace": [
-                {"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"},
-                {"step": "password"},
-                {"step": "clone", "into": "$$workspace$$/clone"},
-                {"step": "checkout", "of": "trunk", "into": "$$workspace$$/tree"},
-            ],
-            "sandbox": {
-                "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": True,
-                "isolate_terminal": True, "ends_with_parent": True, "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
-                "read_only": ["/usr", "/bin", "/lib", "/etc/resolv.conf", "/etc/ssl/certs", "$$release$$"],
-                "read_write": ["$$workspace$$"], "homes": [], "created_files": [],
-            },
-            "limits": {"wall": "8h"},
-            "process": {
-                "user": "agent-user",
-                "command": [py, "$$release$$/scripted_agent.py", "--work", "0.3",
-                            "--on-wake", f"{py} $$release$$/reply.py $$workspace$$ $$run$$"],
-                "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$", "TERM": "xterm-256color",
-                        "LANG": "C.UTF-8"},
-                "cwd": "$$tree$$",
-                "session": True, "hears": ["alice"], "deliveries": "start",
-            },
-        }  # fmt: skip
+        command = [py, "$$release$$/scripted_agent.py", "--work", "0.3",
+                   "--on-wake", f"{py} $$release$$/reply.py $$workspace$$ $$run$$"]  # fmt: skip
+        body = seed.session_body(code, command, {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$",
+                                                 "TERM": "xterm-256color", "LANG": "C.UTF-8"})  # fmt: skip
         print(
             "# the agent is sotd.demo.scripted_agent (a scripted stand-in; tests/realagent runs the real Claude Code)"
         )
@@ -364,27 +245,16 @@ class OcxDemo:
         raise RuntimeError(f"no {kind} for the session run within {STEP_S * 3:.0f}s")
 
     def close(self) -> None:
-        if self.daemon is not None and self.daemon.poll() is None:
-            self.daemon.terminate()
-            try:
-                self.daemon.wait(40)
-            except subprocess.TimeoutExpired:
-                self.daemon.kill()
-                self.daemon.wait(5)
         if self.daemon is not None:
+            seed.stop(self.daemon, 40)
             sock = os.path.join(self.dstate, "tmux", "tmux.sock")
             if os.path.exists(sock):
                 subprocess.run(
                     ["tmux", "-S", sock, "kill-server"], capture_output=True, timeout=10, check=False
                 )
         for srv in (self.server, self.b_server):
-            if srv is not None and srv.poll() is None:
-                srv.terminate()
-                try:
-                    srv.wait(10)
-                except subprocess.TimeoutExpired:
-                    srv.kill()
-                    srv.wait(5)
+            if srv is not None:
+                seed.stop(srv)
         shutil.rmtree(self.top, ignore_errors=True)
 
 

@@ -241,15 +241,19 @@ class StandIn:
             self._cond.notify_all()
             return step
 
-    def _serve(self, h: BaseHTTPRequestHandler) -> None:
+    @staticmethod
+    def _body(h: BaseHTTPRequestHandler) -> dict[str, Any]:
+        """The request's JSON body; an empty one for no body, bad JSON or JSON that is not an object."""
         n = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(n) if n else b""
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
-            body = {}
-        if not isinstance(body, dict):
-            body = {}
+            return {}
+        return body if isinstance(body, dict) else {}
+
+    def _serve(self, h: BaseHTTPRequestHandler) -> None:
+        body = self._body(h)
         req = Request(h.path, body, _kind(h.path, body), time.monotonic())
         step = self._take(req)
         if req.kind == "count_tokens":
