@@ -104,6 +104,8 @@ _TOOL_ROW = re.compile(r"^[● ] \w+\(")
 # Claude Code 2.1.197's words for a finished turn ("✻ Churned for 0s"), one picked at random.
 _DONE = re.compile(r"(?<=✻ )(?:Baked|Brewed|Churned|Cogitated|Cooked|Crunched|Sautéed|Worked)(?= for )")
 SPIN_GLYPH = "✻"
+# The agents view's row for this session ends in its age ("0s", "1s" on a loaded machine, "1m" later).
+_AGE = re.compile(r" +\d+[smh](?= *$)")
 
 
 def normalise(raw: str) -> str:
@@ -121,6 +123,13 @@ def _fix_row(row: list[cap.Cell], frame: str) -> None:
         row[1:] = [(ch, ()) for ch, _st in row[1:]]  # the verb shimmers: its colours are frames
     elif _TOOL_ROW.match(text):
         row[0] = ("●", ())  # the running call's dot blinks (and its colour with it)
+    elif "current session" in text and (age := _AGE.search(text)):
+        # the age is written as 0s, in its own cells' style, right-aligned where it stood
+        pad, unit = row[age.start()][1], row[age.end() - 1][1]
+        row[age.start() : age.end()] = [(" ", pad)] * (age.end() - age.start() - 2) + [
+            ("0", unit),
+            ("s", unit),
+        ]
 
 
 # ------------------------------------------------------------------------------------ reaching a state

@@ -73,3 +73,13 @@ def test_the_no_color_captures_are_drawn_without_colour_and_their_twins_with_it(
         twin = next(c for c in real.CASES if c.name == case.name.removesuffix("-no-color"))
         with open(real.path_of(case), encoding="utf-8") as f, open(real.path_of(twin), encoding="utf-8") as g:
             assert not colour.search(f.read()) and colour.search(g.read()), case.name
+
+
+def test_the_agents_view_age_is_normalised_whatever_it_reads() -> None:
+    """The agents view's row for this session ends in its age; on a loaded machine it reads 1s, later 12s."""
+    with open(os.path.join(real.HERE, "claude-agents-view.capture"), encoding="utf-8", newline="") as f:
+        stored = f.read()
+    zero = "   \x1b[38;5;246m0s"
+    assert zero in stored
+    for later in ("   \x1b[38;5;246m1s", "  \x1b[38;5;246m12s", "   \x1b[38;5;246m2m"):
+        assert real.normalise(stored.replace(zero, later)) == real.normalise(stored), later
