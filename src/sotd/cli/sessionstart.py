@@ -36,13 +36,6 @@ if TYPE_CHECKING:
 SKILL = "sot-session-start"
 
 
-def in_row(environ: Mapping[str, str]) -> bool:
-    """Whether this session runs as a sotd row (its identity names one)."""
-    from sotd import ancestry
-
-    return ancestry.row_named(environ) is not None
-
-
 def session_leaf(session_id: str) -> str:
     """``session-<id>.txt``: the id made safe (bytes outside ``A-Za-z0-9._-`` become ``_``), no ``__`` left
     in it (a leaf with ``__`` would name a row), at most 200 bytes."""

@@ -19,7 +19,6 @@ Seams: ``_hook`` (called with a point name: ``before_take``, ``before_link``, ``
 from __future__ import annotations
 
 import errno
-import math
 import os
 import stat
 import time
@@ -82,6 +81,8 @@ def _finite_nonneg(text: str | None) -> float | None:
         v = float(text.strip())
     except ValueError:
         return None
+    import math  # only when a bound is given (a .so load the Stop hook need not pay: issue 17)
+
     if not math.isfinite(v) or v < 0:
         return None
     return v
