@@ -18,7 +18,6 @@ Usage: ``python -m bench.hotpath [--rounds N] [--importtime] [--no-write]``; pri
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics

@@ -75,7 +75,7 @@ def test_written_out_table_is_the_built_one() -> None:
     """The CRC table is a literal (no work at import, issue 17); it must be what the polynomial gives."""
     from sotd.formats import cksum as mod
 
-    assert mod._TABLE == mod._build_table()
+    assert mod._build_table() == mod._TABLE
 
 
 def test_line_hash_drops_every_newline_and_nul() -> None:

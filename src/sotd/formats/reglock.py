@@ -74,6 +74,9 @@ def _at(point: str) -> None:
         hook(point)
 
 
+_INF = float("inf")
+
+
 def _finite_nonneg(text: str | None) -> float | None:
     if text is None:
         return None
@@ -81,9 +84,7 @@ def _finite_nonneg(text: str | None) -> float | None:
         v = float(text.strip())
     except ValueError:
         return None
-    import math  # only when a bound is given (a .so load the Stop hook need not pay: issue 17)
-
-    if not math.isfinite(v) or v < 0:
+    if not 0 <= v < _INF:  # NaN, inf, negative: refused (no ``math``, a .so load: issue 17)
         return None
     return v
 
