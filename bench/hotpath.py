@@ -10,9 +10,11 @@ table gives the median of those ratios, wall clock and CPU (the child's user+sys
 is plain ``python -c pass`` of the venv's interpreter, as the issue defines it; ``python -S -c pass`` is
 shown beside it for what ``site`` costs, never used as the floor.
 
-Usage: ``python -m bench.hotpath [--rounds N] [--importtime] [--no-write]``; prints the markdown table
-(and, with ``--importtime``, each case's module count and sotd modules) and writes
-``bench/results/hotpath.json``. A benchmark, not a test: nothing here asserts a time.
+Usage: ``python -m bench.hotpath [--rounds N] [--quick] [--importtime] [--no-write]``; prints the markdown
+table (and, with ``--importtime``, each case's module count and sotd modules) and writes
+``bench/results/hotpath.json``, which ``bench/report.py`` renders (``render``, ``headline``) into
+docs/benchmarks.md; ``scripts/bench`` runs it (``bench/runall.py``). A benchmark, not a test: nothing here
+asserts a time.
 """
 
 from __future__ import annotations
@@ -160,12 +162,46 @@ def table(result: dict[str, object]) -> str:
     return "\n".join(out)
 
 
+def render(result: dict[str, object]) -> str:
+    """This workload's section of docs/benchmarks.md (``bench/report.py`` calls it; its note follows)."""
+    p: dict = result["params"]  # type: ignore[assignment]
+    return "\n".join(
+        [
+            "## Hot verbs against `python -c pass` (`bench/hotpath.py`, issue 17 target 1)\n",
+            f"Each case: {p['rounds']} runs, every round running every case once in a rotated order; each run's "
+            "wall (spawn to reap) and CPU (user+system, wait4) over the same round's `python -c pass`, then the "
+            "median of those per-round ratios. Floor: plain `python -c pass` of the venv's interpreter (with "
+            "`site`); `python -S -c pass` is shown beside it, never used as the floor. The console script is "
+            "pip's `bin/sotd`; the `comm-*.sh` rows are the wrappers `sotd comm install` writes (the Stop hook "
+            "as installed is `comm-status-idle.sh`, what the hook settings run). Beta's inbox holds 100 lines, "
+            "its cursor reset before each run. .pyc warmed in a private PYTHONPYCACHEPREFIX.\n",
+            table(result),
+            "",
+        ]
+    )
+
+
+def headline(result: dict[str, object]) -> list[str]:
+    """The rows of the doc's headline table for target 1."""
+    return [
+        f"| hot path | `{row['name']}` wall / `-c pass` (median per round) | {row['ratio_wall']:.2f}x "
+        f"| <= {TARGET_PASS}x | {'pass' if row['met'] else '**miss**'} |"
+        for row in result["cases"]  # type: ignore[attr-defined]
+        if "met" in row
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument(
+        "--quick", action="store_true", help="five rounds, to bench/results/quick/ (a smoke test)"
+    )
     ap.add_argument("--importtime", action="store_true", help="also one profiled run per case (modules)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave bench/results alone")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.rounds = 5
     result = run(a.rounds, a.importtime)
     if a.importtime:
         for row in result["cases"]:  # type: ignore[attr-defined]
@@ -176,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
     print(table(result))
     if not a.no_write:
-        print(common.write_result("hotpath", result), file=sys.stderr)
+        print(common.write_result("hotpath", result, a.quick), file=sys.stderr)
     return 0
 
 
