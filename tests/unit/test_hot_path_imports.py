@@ -132,7 +132,7 @@ def test_no_heavy_imports(joined, args: tuple[str, ...]) -> None:
 
 
 def test_console_script_as_installed_imports_nothing_itself() -> None:
-    """pip's ``bin/sotd``: the venv's interpreter, then only ``sys`` and ``sotd.__main__`` (no ``re``: an
+    """pip's ``bin/sotd``: the venv's interpreter, then only ``sys`` and ``sotd.entry`` (no ``re``: an
     old pip's script imported it to strip ``-script.pyw``). It cannot start the interpreter with ``-S``
     (pip rewrites a ``#!python`` line to the bare interpreter), so it pays ``site``: docs/benchmarks.md."""
     with open(SOTD) as f:
@@ -142,7 +142,7 @@ def test_console_script_as_installed_imports_nothing_itself() -> None:
     imports = sorted(
         line.strip() for line in body.splitlines() if line.strip().startswith(("import ", "from "))
     )
-    assert imports == ["from sotd.__main__ import console", "import sys"], imports
+    assert imports == ["from sotd.entry import console", "import sys"], imports
 
 
 STOP = {"session_id": "hot-1", "hook_event_name": "Stop", "stop_hook_active": False}

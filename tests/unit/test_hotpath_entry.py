@@ -1,5 +1,6 @@
 """``sotd/__main__.py``, the wrappers' ``python -S`` entry (issue 17 target 1): under ``-S`` it still finds
-sotd wherever the package is, and the folder holding it never shadows the standard library.
+sotd wherever the package is, and the folder holding it never shadows the standard library; and
+``sotd/entry.py``'s way out (``os._exit`` only when the teardown has nothing to run).
 
 Real interpreters on real folders: a copy of the package beside a stray ``__future__.py`` (what a
 site-packages may hold: a backport of a standard module), and a package reached through a symlinked
@@ -59,14 +60,14 @@ def test_a_package_reached_through_a_symlinked_folder_is_found(tmp_path) -> None
     ids=["nothing-to-tear-down", "an-atexit-callback", "cannot-tell", "a-live-thread", "both"],
 )
 def test_fast_exit_ok(callbacks: int | None, threads: int, fast: bool) -> None:
-    from sotd.__main__ import fast_exit_ok
+    from sotd.entry import fast_exit_ok
 
     assert fast_exit_ok(callbacks, threads) is fast
 
 
 def run_console(prelude: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``console()`` (what pip's ``bin/sotd`` calls) after ``prelude``, in a fresh interpreter."""
-    code = f"import sys\n{prelude}\nsys.argv = ['sotd', *{list(args)!r}]\nfrom sotd.__main__ import console\nconsole()\n"
+    code = f"import sys\n{prelude}\nsys.argv = ['sotd', *{list(args)!r}]\nfrom sotd.entry import console\nconsole()\n"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPROFILE", "SOT_"))}
     return subprocess.run(
         [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=60
