@@ -818,8 +818,15 @@ def _peers_mcp(r: dict[str, object]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _hotpath(r: dict[str, object]) -> str:
+    from bench import hotpath  # issue 17 target 1: its own section (bench/hotpath.py renders it)
+
+    return hotpath.render(r)
+
+
 RENDER = {
     "commands": _commands,
+    "hotpath": _hotpath,
     "fanin": _fanin,
     "crossbox": _crossbox,
     "heal": _heal,
@@ -892,6 +899,11 @@ def _headline(results: dict[str, dict]) -> str:
                 rows.append(
                     f"| W1 | `{x['name']}` wall / floor | {x['ratio']:.2f}x | <= {x['target']}x | {_f(x['pass'])} |"
                 )
+    h = results.get("hotpath")
+    if h:
+        from bench import hotpath
+
+        rows += hotpath.headline(h)
     g = results.get("growth")
     if g:
         big, small = g["params"]["sizes"][-1], g["params"]["sizes"][0]

@@ -29,6 +29,7 @@ from bench import common
 
 ALL = (
     "commands",
+    "hotpath",
     "fanin",
     "crossbox",
     "heal",

@@ -71,6 +71,13 @@ def test_matches_system_cksum_on_long_input() -> None:
     assert cksum(data) == _system_cksum(data)
 
 
+def test_written_out_table_is_the_built_one() -> None:
+    """The CRC table is a literal (no work at import, issue 17); it must be what the polynomial gives."""
+    from sotd.formats import cksum as mod
+
+    assert mod._build_table() == mod._TABLE
+
+
 def test_line_hash_drops_every_newline_and_nul() -> None:
     assert cursor.line_hash(b"\0a\nb\0") == cursor.line_hash(b"ab")
     assert cursor.line_hash(b"x\r") != cursor.line_hash(b"x")  # CR is kept

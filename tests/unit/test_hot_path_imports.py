@@ -38,6 +38,19 @@ FORBIDDEN = frozenset(
 )
 
 
+# Modules a hot path does without (issue 17 target 1): ``math`` is a .so load, and each sotd module is
+# found, read and unmarshalled at every call. A verb that needs one of them for its own work lists it.
+UNNEEDED = frozenset(("math", "sotd.cli.hints", "sotd.cli.sessionstart", "sotd.cli.status", "sotd.cmdtable"))
+NEEDS = {"poll": {"sotd.cli.poll"}, "status-prompt": {"sotd.cli.status"}}  # the prompt hook is a status event
+STOP_HOOK_UNNEEDED = frozenset(("sotd.cli.poll", "sotd.formats.showline"))
+
+
+def unneeded(names: set[str], verb: str, *, stop_hook: bool = False) -> set[str]:
+    """The modules of ``UNNEEDED`` (and, for the Stop hook, ``STOP_HOOK_UNNEEDED``) that were imported."""
+    extra = UNNEEDED | (STOP_HOOK_UNNEEDED if stop_hook else frozenset())
+    return (names & extra) - NEEDS.get(verb, set())
+
+
 def imported(stderr: str) -> list[tuple[int, str]]:
     """(depth, module) in import order from ``-X importtime`` lines (``import time: self | cum | name``)."""
     rows = []
@@ -89,15 +102,24 @@ def joined(tmp_path_factory: pytest.TempPathFactory):
         ("unread", "alpha"),
         ("unread",),
         ("join", "--name", "alpha"),
+        ("hook", "stop"),
     ],
     ids=lambda a: "-".join(x.strip("@-") for x in a),
 )
 def test_no_heavy_imports(joined, args: tuple[str, ...]) -> None:
+    """Through the console script as pip wrote it (``bin/sotd``), the Stop hook included."""
     _, a = joined
     env = dict(a.env, PYTHONPROFILEIMPORTTIME="1")
     env.pop("PYTHONIMPORTTIME", None)
     p = subprocess.run(
-        [SOTD, "comm", *args], check=False, cwd=a.root, env=env, capture_output=True, text=True, timeout=60
+        [SOTD, "comm", *args],
+        check=False,
+        cwd=a.root,
+        env=env,
+        input=json.dumps(STOP) if args[0] == "hook" else "",
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert p.returncode == 0, p.stderr[-2000:]
     rows = imported(p.stderr)
@@ -105,6 +127,22 @@ def test_no_heavy_imports(joined, args: tuple[str, ...]) -> None:
     assert "sotd.cli.main" in names, "the import report was not read"
     bad = chains(rows)
     assert not bad, "\n".join(f"{m}: " + " -> ".join(c) for m, c in bad.items())
+    if args[0] != "join" and args[:2] != ("send", "--broadcast"):  # join and --broadcast read options
+        assert not unneeded(names, args[0], stop_hook=args[0] == "hook")
+
+
+def test_console_script_as_installed_imports_nothing_itself() -> None:
+    """pip's ``bin/sotd``: the venv's interpreter, then only ``sys`` and ``sotd.entry`` (no ``re``: an
+    old pip's script imported it to strip ``-script.pyw``). It cannot start the interpreter with ``-S``
+    (pip rewrites a ``#!python`` line to the bare interpreter), so it pays ``site``: docs/benchmarks.md."""
+    with open(SOTD) as f:
+        text = f.read()
+    first, _, body = text.partition("\n")
+    assert first.startswith("#!") and first.split()[0].endswith("python"), first
+    imports = sorted(
+        line.strip() for line in body.splitlines() if line.strip().startswith(("import ", "from "))
+    )
+    assert imports == ["from sotd.entry import console", "import sys"], imports
 
 
 STOP = {"session_id": "hot-1", "hook_event_name": "Stop", "stop_hook_active": False}
@@ -147,6 +185,9 @@ def test_wrappers_as_installed_start_without_site_or_heavy_imports(
     assert "site" not in names
     bad = chains(rows)
     assert not bad, "\n".join(f"{m}: " + " -> ".join(c) for m, c in bad.items())
+    verb = script.removeprefix("comm-").removesuffix(".sh")
+    if verb != "join":
+        assert not unneeded(names, verb, stop_hook=verb == "status-idle")
 
 
 def test_chain_reader() -> None:

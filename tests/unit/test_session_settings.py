@@ -10,6 +10,7 @@ import pytest
 
 from sotd import ancestry, rowargv
 from sotd.cli import install, sessionstart
+from sotd.cli.hooks import shared
 from sotd.cli.hooks import stop as stop_hook
 
 pytestmark = pytest.mark.unit
@@ -28,7 +29,7 @@ BIN = "/home/u/.sot-comm/bin"
     ],
 )
 def test_session_leaf(sid: str, leaf: str) -> None:
-    got = sessionstart.session_leaf(sid)
+    got = shared.session_leaf(sid)
     assert got == leaf
     assert ancestry.row_named({"SOT_COMM_SELF_FILE": "/c/self/" + got}) is None
 
@@ -45,7 +46,7 @@ def test_session_leaf(sid: str, leaf: str) -> None:
     ],
 )
 def test_private_slot(env: dict[str, str], sid: str, slot: str | None) -> None:
-    assert sessionstart.private_slot(env, sid, "/c/self") == slot
+    assert shared.private_slot(env, sid, "/c/self") == slot
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ def cursor_writes(new_text: str, old_text: str, base: int, total: int) -> str:
 
 def run(argv: list[str]) -> int:
     ctx = enter(prog("comm-poll", "poll"))
-    from sotd.formats import cursor, registry, showline
+    from sotd.formats import cursor, registry
 
     name = ctx.name
     if not name:
@@ -55,7 +55,10 @@ def run(argv: list[str]) -> int:
         return EXIT_OK
     from sotd.formats import readhint
 
-    for line in shown_lines(batch.new, showline.show_line):
+    show = _no_line
+    if batch.new:  # the renderer only when there is a line to render (issue 17: poll with nothing new)
+        from sotd.formats.showline import show_line as show
+    for line in shown_lines(batch.new, show):
         out(line)
     new_text = cursor.encode(batch.total, batch.last_line)
     write = cursor_writes(new_text, cursor.read(ctx.layout, name), batch.view.base, batch.total)
@@ -65,6 +68,11 @@ def run(argv: list[str]) -> int:
         readhint.write(ctx.layout, name, new_text, batch.view)
     _touch(ctx, registry)
     return EXIT_OK
+
+
+def _no_line(raw: bytes) -> str | None:
+    """The renderer of an empty batch (never called: there is no line)."""
+    return None
 
 
 def _touch(ctx: Context, registry: object) -> None:

@@ -52,9 +52,9 @@ def refusal(
 ) -> SotdError | None:
     """The plan's second step, from the registry as read (None: unreadable) and ``routing.routable``'s
     problem: the error this send stops with before any copy is filed, or None (go)."""
-    from sotd.cli import hints
-
     if agents is None:
+        from sotd.cli import hints  # only on this path: a send that goes loads no hint text (issue 17)
+
         if broadcast:
             return RegistryUnreadable(
                 "FAILED -> --broadcast: the registry could not be read; nothing was sent",

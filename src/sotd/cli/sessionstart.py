@@ -27,6 +27,7 @@ import os
 import sys
 
 from sotd import fastjson as json  # json without re (the hot path)
+from sotd.cli.hooks.shared import pin_note, private_slot  # every hook's (the Stop hook loads no more)
 from sotd.errors import EXIT_OK
 
 TYPE_CHECKING = False
@@ -34,72 +35,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 SKILL = "sot-session-start"
-
-
-def in_row(environ: Mapping[str, str]) -> bool:
-    """Whether this session runs as a sotd row (its identity names one)."""
-    from sotd import ancestry
-
-    return ancestry.row_named(environ) is not None
-
-
-def session_leaf(session_id: str) -> str:
-    """``session-<id>.txt``: the id made safe (bytes outside ``A-Za-z0-9._-`` become ``_``), no ``__`` left
-    in it (a leaf with ``__`` would name a row), at most 200 bytes."""
-    from sotd.formats.layout import safe_component
-
-    safe = safe_component(session_id)[:200]
-    while "__" in safe:
-        safe = safe.replace("__", "_")
-    return f"session-{safe}.txt"
-
-
-def private_slot(environ: Mapping[str, str], session_id: str, self_dir: str) -> str | None:
-    """The private self file of a Claude Code session outside a row, or None when there is none to use:
-    a pinned ``SOT_COMM_SELF_FILE`` (a launcher's or the daemon's) wins, a row has its own slot, and a
-    hook without a ``session_id`` cannot name one. Pure."""
-    if environ.get("SOT_COMM_SELF_FILE"):
-        return None
-    if environ.get("SOT_WORKSPACE_ID", "") not in ("", "nopane"):
-        return None
-    if not session_id or session_id in (".", ".."):
-        return None
-    return os.path.join(self_dir, session_leaf(session_id))
-
-
-def hook_pinned_self_file(environ: Mapping[str, str], hook: Mapping[str, object]) -> str | None:
-    """For a hook other than SessionStart: the private self file its session's start hook pinned, when it
-    is there (the hook itself is not given ``CLAUDE_ENV_FILE``'s environment)."""
-    from sotd.formats.layout import Layout
-
-    sid = hook.get("session_id")
-    if not isinstance(sid, str):
-        return None
-    lay = Layout.from_env(dict(environ))
-    path = private_slot(environ, sid, lay.self_dir)
-    if path is None:
-        return None
-    # the file itself, or (after a comm-leave.sh removed it) the start hook's note that it pinned it: the
-    # hooks then act as "not joined", as the session's own commands do, never as the shared slot's handle
-    if os.path.isfile(path) or os.path.isfile(lay.state(pin_note(path))):
-        return path
-    return None
-
-
-def pin_note(slot: str) -> str:
-    """The name of the start hook's note, under ``state/``, that it pinned ``slot`` for its session."""
-    return "pinned-" + os.path.basename(slot)
-
-
-def adopt_pinned_self_file(hook: Mapping[str, object]) -> None:
-    """Put the session's private self file (when there is one) into this process's environment, so the
-    hook acts as the handle its session's commands act as. Best effort: a failure leaves the env as is."""
-    try:
-        path = hook_pinned_self_file(os.environ, hook)
-    except (OSError, ValueError):
-        return
-    if path is not None:
-        os.environ["SOT_COMM_SELF_FILE"] = path
 
 
 def _sh(v: str) -> str:

@@ -19,7 +19,6 @@ Seams: ``_hook`` (called with a point name: ``before_take``, ``before_link``, ``
 from __future__ import annotations
 
 import errno
-import math
 import os
 import stat
 import time
@@ -75,6 +74,9 @@ def _at(point: str) -> None:
         hook(point)
 
 
+_INF = float("inf")
+
+
 def _finite_nonneg(text: str | None) -> float | None:
     if text is None:
         return None
@@ -82,7 +84,7 @@ def _finite_nonneg(text: str | None) -> float | None:
         v = float(text.strip())
     except ValueError:
         return None
-    if not math.isfinite(v) or v < 0:
+    if not 0 <= v < _INF:  # NaN, inf, negative: refused (no ``math``, a .so load: issue 17)
         return None
     return v
 

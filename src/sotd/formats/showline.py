@@ -26,8 +26,6 @@ the one printable-text rule (docs/contract.md).
 
 from __future__ import annotations
 
-import math
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -127,6 +125,8 @@ def _jq_string(s: str) -> str:
 def jq_number(x: float) -> str:
     """A double as jq 1.6 prints it: the shortest digits that read back, in fixed notation unless the
     decimal exponent is below -4 or more than 15 places past the digits (then ``<d>[.<ddd>]e±XX``)."""
+    import math  # here, not at the top: a .so load that a poll showing no numbers need not pay (issue 17)
+
     if math.isnan(x):
         return "null"
     if math.isinf(x):

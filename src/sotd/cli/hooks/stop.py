@@ -69,7 +69,7 @@ def _registry_row(ctx: Context) -> tuple[dict[str, object] | None, bool]:
 
 def mail_gate(ctx: Context, key: str, stop_hook_active: bool) -> str | None:
     """The first check of every turn end: the block reason when directed mail is unread, else None."""
-    from sotd.cli.poll import read_batch
+    from sotd.cli.inboxread import read_batch  # not via sotd.cli.poll: a module the hook need not load
     from sotd.formats import inbox
 
     name = ctx.name
@@ -302,12 +302,12 @@ def hook_setting(path: str, key: str, allowed: tuple[str, ...]) -> str:
 
 
 def nudges_on(environ: Mapping[str, str], lay: Layout, stop_hook_active: bool) -> bool:
-    from sotd.cli import sessionstart
+    from sotd import ancestry  # a row: its identity names one
 
     return nudges_apply(
         env_switch=environ.get("SOT_COMM_NUDGES", ""),
         setting=hook_setting(os.path.join(lay.home, "hooks.conf"), "nudges", NUDGE_SETTINGS),
-        in_row=sessionstart.in_row(environ),
+        in_row=ancestry.row_named(environ) is not None,
         stop_hook_active=stop_hook_active,
     )
 
