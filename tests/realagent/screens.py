@@ -66,6 +66,11 @@ QUESTION = {
 }
 
 
+# Prompt suggestions on: 2.1.197 asks a remote flag for them, which an offline session never gets; this
+# variable is its own switch over that flag (``promptSuggestionEnabled: false`` in settings turns them off)
+SUGGEST = ("CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION", "1")
+
+
 class Case(NamedTuple):
     name: str
     width: int
@@ -91,6 +96,15 @@ CASES = [
     # a person who turned colour off (https://no-color.org): the same screens with no SGR colour at all
     Case("claude-empty-prompt-no-color", 100, (True, None), "idle", env=(("NO_COLOR", "1"),)),
     Case("claude-working-no-color", 100, (False, WORKING), "working", env=(("NO_COLOR", "1"),)),
+    # prompt suggestions on (issue 11 follow-up): a fresh session's empty prompt shows ``Try "…"`` in grey;
+    # a draft moved home (Home) looks the same but for the dim; with colour off the two cannot be told
+    # apart and the wake refuses (docs/agents.md)
+    Case("claude-try-placeholder", 100, (True, None), "idle", env=(SUGGEST,)),
+    Case("claude-try-placeholder-no-color", 100, (False, "input not empty"), "idle",
+         env=(SUGGEST, ("NO_COLOR", "1"))),
+    Case("claude-draft-home", 100, (False, "input not empty"), "draft_home", env=(SUGGEST,)),
+    Case("claude-draft-home-no-color", 100, (False, "input not empty"), "draft_home",
+         env=(SUGGEST, ("NO_COLOR", "1"))),
 ]  # fmt: skip
 
 
@@ -103,6 +117,8 @@ def path_of(case: Case) -> str:
 _SGR = re.compile(r"\x1b\[([0-9;:]*)m")
 _TMP = re.compile(re.escape("/tmp/" + PREFIX) + r"[A-Za-z0-9_]{8}")
 _COUNTER = re.compile(r"(?<=\()\d+(?=s)|(?<=for )\d+(?=s)")
+# the fresh session's placeholder picks one of eight examples at random: written as the first
+_TRY = re.compile(r'(?<=^❯\u00a0Try ")[^"]+(?=" *$)')
 _SPINNER = re.compile(r"^[·✢✳✶✻✽*] Working…")
 _TOOL_ROW = re.compile(r"^[● ] \w+\(")
 # Claude Code 2.1.197's words for a finished turn ("✻ Churned for 0s"), one picked at random.
@@ -206,6 +222,7 @@ def normalise(raw: str) -> str:
         _sub(row, _TMP, lambda t: "/tmp/" + PREFIX + "0" * 8)
         _sub(row, _COUNTER, lambda t: "0")
         _sub(row, _DONE, lambda t: "Worked")
+        _sub(row, _TRY, lambda t: "fix lint errors")
         text = "".join(ch for ch, _st in row)
         if _SPINNER.match(text):
             row[0] = (SPIN_GLYPH, ())
@@ -241,6 +258,13 @@ def after_turn(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
 def draft(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
     c.panes.type(c.pane, "fix the flaky test")
     return lambda t: "❯\u00a0fix the flaky test" in t
+
+
+def draft_home(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
+    c.panes.type(c.pane, "fix the flaky test")
+    kit.wait_for(lambda: "fix the flaky test" in c.text(), timeout=10, what="the draft")
+    c.panes.keys(c.pane, "Home")
+    return lambda t: "❯\u00a0fix the flaky test" in t and parse_capture(c.raw())[1] == 2  # cursor home
 
 
 def multiline(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
@@ -282,8 +306,8 @@ def agents(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
 
 
 REACH: dict[str, Callable[[kit.Claude, standin.StandIn], Callable[[str], bool]]] = {
-    f.__name__: f for f in (idle, first_seconds, idle_narrow, after_turn, draft, multiline, working, queued, permission,
-                            question, agents)
+    f.__name__: f for f in (idle, first_seconds, idle_narrow, after_turn, draft, draft_home, multiline,
+                            working, queued, permission, question, agents)
 }  # fmt: skip
 
 
