@@ -18,6 +18,8 @@ import pytest
 from tests.realagent import kit, screens
 
 PARALLEL = 3
+# the first test reaches every state (the module fixture): 18 sessions, three at a time, on a shared box
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
