@@ -105,6 +105,8 @@ CASES = [
     Case("claude-draft-home", 100, (False, "input not empty"), "draft_home", env=(SUGGEST,)),
     Case("claude-draft-home-no-color", 100, (False, "input not empty"), "draft_home",
          env=(SUGGEST, ("NO_COLOR", "1"))),
+    # and after a second turn, the model's suggested next prompt, drawn in the placeholder's place
+    Case("claude-suggestion-after-turn", 100, (True, None), "suggested", env=(SUGGEST,)),
 ]  # fmt: skip
 
 
@@ -260,6 +262,21 @@ def draft(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
     return lambda t: "❯\u00a0fix the flaky test" in t
 
 
+# the request Claude Code sends for a suggested next prompt (after the second turn) starts with this
+SUGGESTION_MODE = "[SUGGESTION MODE"
+
+
+def suggested(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
+    m.add(standin.text("The build is green on main.", when="how is the build"),
+          standin.text("The tests pass too.", when="and the tests"),
+          standin.text("run the linter", when=SUGGESTION_MODE))  # fmt: skip
+    c.submit("how is the build?")
+    kit.wait_for(lambda: "The build is green on main." in c.text(), timeout=30, what="the first turn")
+    c.wait_idle()
+    c.submit("and the tests?")
+    return lambda t: "The tests pass too." in t and "❯\u00a0run the linter" in t.splitlines()
+
+
 def draft_home(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
     c.panes.type(c.pane, "fix the flaky test")
     kit.wait_for(lambda: "fix the flaky test" in c.text(), timeout=10, what="the draft")
@@ -307,7 +324,7 @@ def agents(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
 
 REACH: dict[str, Callable[[kit.Claude, standin.StandIn], Callable[[str], bool]]] = {
     f.__name__: f for f in (idle, first_seconds, idle_narrow, after_turn, draft, draft_home, multiline,
-                            working, queued, permission, question, agents)
+                            working, queued, permission, question, agents, suggested)
 }  # fmt: skip
 
 

@@ -46,7 +46,8 @@ def test_the_real_captures_cover_the_states_issue_11_names() -> None:
     assert names >= {"claude-empty-prompt", "claude-draft", "claude-multiline-draft", "claude-working",
                      "claude-working-reduced-motion", "claude-permission-dialog", "claude-agents-view",
                      "claude-queued-placeholder", "claude-question-box", "claude-narrow",
-                     "claude-try-placeholder", "claude-draft-home"}  # fmt: skip
+                     "claude-try-placeholder", "claude-draft-home",
+                     "claude-suggestion-after-turn"}  # fmt: skip
     assert real.WORKING == WORKING
 
 
@@ -57,7 +58,8 @@ def test_the_try_placeholder_is_free_only_where_it_differs_from_a_draft_moved_ho
     assert verdicts["claude-try-placeholder"] == (True, None)
     for name in ("claude-try-placeholder-no-color", "claude-draft-home", "claude-draft-home-no-color"):
         assert verdicts[name] == (False, "input not empty"), name
-    for name in ("claude-try-placeholder", "claude-draft-home"):  # the cursor on the input's first cell
+    # the cursor on the input's first cell, for the placeholder, the suggested next prompt and the draft
+    for name in ("claude-try-placeholder", "claude-suggestion-after-turn", "claude-draft-home"):
         with open(real.path_of(next(c for c in real.CASES if c.name == name)), encoding="utf-8") as f:
             text, x, y, w = parse_capture(f.read())
         assert screen_from_capture(text, x, y, w).lines[y].find("❯") + 2 == x, name
