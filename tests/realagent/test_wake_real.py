@@ -124,7 +124,8 @@ def test_the_wake_types_into_the_real_try_placeholder_and_never_into_a_draft_mov
     """The wake itself (``terminal.wake.wake``: read, 1.5 s hold, type, confirm, Enter) on a real session
     showing the placeholder (a session with no start hook: nothing has spoken yet). A draft whose cursor
     was moved to its start (Home) is refused and kept; cleared, the placeholder is back and is woken: the
-    model gets exactly the wake line (the example text is not sent with it)."""
+    model gets exactly the wake line (the example text is not sent with it). After a second turn the
+    suggested next prompt is woken the same way."""
     c = start_claude(extra_env=dict([screens.SUGGEST]))
     c.wait_idle()
     assert '\u276f\u00a0Try "' in c.text(), c.text()
@@ -144,6 +145,19 @@ def test_the_wake_types_into_the_real_try_placeholder_and_never_into_a_draft_mov
     assert got.result == wake.WOKEN, got
     prompt_text = model.wait_main(1, timeout=30)[-1].newest_user_text  # after the session's date reminder
     assert prompt_text.rstrip().splitlines()[-1] == WAKE_LINE and 'Try "' not in prompt_text, prompt_text
+    # a second turn, then Claude Code's suggested next prompt in the placeholder's place: woken the same way
+    model.add(
+        standin.text("The tests pass.", when="and the tests"),
+        standin.text("run the linter", when=screens.SUGGESTION_MODE),
+    )
+    c.wait_idle()
+    c.submit("and the tests?")
+    c.wait(lambda t: "\u276f\u00a0run the linter" in t.splitlines(), "the suggested next prompt")
+    got = wake.wake(c.panes.tmux, c.pane, "claude")
+    assert got.result == wake.WOKEN, got
+    wait_for(lambda: len(_wake_prompts(model)) == 2, timeout=30, what="the second wake at the model")
+    woke = _wake_prompts(model)[-1].newest_user_text
+    assert woke.strip() == WAKE_LINE, woke  # not "run the linter" with it
 
 
 @pytest.mark.parametrize("reduced_motion", [False, True], ids=["motion", "reduced-motion"])
