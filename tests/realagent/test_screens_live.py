@@ -18,7 +18,7 @@ import pytest
 from tests.realagent import kit, screens
 
 PARALLEL = 3
-# the first test reaches every state (the module fixture): 18 sessions, three at a time, on a shared box
+# the first test reaches every state (the module fixture): one session each, three at a time, ~100 s
 pytestmark = pytest.mark.timeout(300)
 
 
