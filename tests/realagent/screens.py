@@ -37,6 +37,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from sotd.terminal.tmux import parse_capture
 from tests.realagent import capture as cap
 from tests.realagent import kit, standin
 
@@ -65,6 +66,11 @@ QUESTION = {
 }
 
 
+# Prompt suggestions on: 2.1.197 asks a remote flag for them, which an offline session never gets; this
+# variable is its own switch over that flag (``promptSuggestionEnabled: false`` in settings turns them off)
+SUGGEST = ("CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION", "1")
+
+
 class Case(NamedTuple):
     name: str
     width: int
@@ -90,6 +96,17 @@ CASES = [
     # a person who turned colour off (https://no-color.org): the same screens with no SGR colour at all
     Case("claude-empty-prompt-no-color", 100, (True, None), "idle", env=(("NO_COLOR", "1"),)),
     Case("claude-working-no-color", 100, (False, WORKING), "working", env=(("NO_COLOR", "1"),)),
+    # prompt suggestions on (issue 11 follow-up): a fresh session's empty prompt shows ``Try "…"`` in grey;
+    # a draft moved home (Home) looks the same but for the dim; with colour off the two cannot be told
+    # apart and the wake refuses (docs/agents.md)
+    Case("claude-try-placeholder", 100, (True, None), "idle", env=(SUGGEST,)),
+    Case("claude-try-placeholder-no-color", 100, (False, "input not empty"), "idle",
+         env=(SUGGEST, ("NO_COLOR", "1"))),
+    Case("claude-draft-home", 100, (False, "input not empty"), "draft_home", env=(SUGGEST,)),
+    Case("claude-draft-home-no-color", 100, (False, "input not empty"), "draft_home",
+         env=(SUGGEST, ("NO_COLOR", "1"))),
+    # and after a second turn, the model's suggested next prompt, drawn in the placeholder's place
+    Case("claude-suggestion-after-turn", 100, (True, None), "suggested", env=(SUGGEST,)),
 ]  # fmt: skip
 
 
@@ -99,6 +116,8 @@ def path_of(case: Case) -> str:
 
 # ------------------------------------------------------------------------------------------ normalising
 
+# the fresh session's placeholder picks one of eight examples at random: written as the first
+_TRY = re.compile(r'(?<=^❯\u00a0Try ")[^"]+(?=" *$)')
 _SPINNER = re.compile(r"^[·✢✳✶✻✽*] Working…")
 _TOOL_ROW = re.compile(r"^[● ] \w+\(")
 # Claude Code 2.1.197's words for a finished turn ("✻ Churned for 0s"), one picked at random.
@@ -117,6 +136,7 @@ def normalise(raw: str) -> str:
 
 def _fix_row(row: list[cap.Cell], frame: str) -> None:
     cap.sub(row, _DONE, lambda t: "Worked")
+    cap.sub(row, _TRY, lambda t: "fix lint errors")
     text = "".join(ch for ch, _st in row)
     if _SPINNER.match(text):
         row[0] = (SPIN_GLYPH, ())
@@ -158,6 +178,28 @@ def draft(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
     return lambda t: "❯\u00a0fix the flaky test" in t
 
 
+# the request Claude Code sends for a suggested next prompt (after the second turn) starts with this
+SUGGESTION_MODE = "[SUGGESTION MODE"
+
+
+def suggested(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
+    m.add(standin.text("The build is green on main.", when="how is the build"),
+          standin.text("The tests pass too.", when="and the tests"),
+          standin.text("run the linter", when=SUGGESTION_MODE))  # fmt: skip
+    c.submit("how is the build?")
+    kit.wait_for(lambda: "The build is green on main." in c.text(), timeout=30, what="the first turn")
+    c.wait_idle()
+    c.submit("and the tests?")
+    return lambda t: "The tests pass too." in t and "❯\u00a0run the linter" in t.splitlines()
+
+
+def draft_home(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
+    c.panes.type(c.pane, "fix the flaky test")
+    kit.wait_for(lambda: "fix the flaky test" in c.text(), timeout=10, what="the draft")
+    c.panes.keys(c.pane, "Home")
+    return lambda t: "❯\u00a0fix the flaky test" in t and parse_capture(c.raw())[1] == 2  # cursor home
+
+
 def multiline(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
     c.panes.type(c.pane, "first line of a draft")
     kit.wait_for(lambda: "first line of a draft" in c.text(), timeout=10, what="the first line")
@@ -197,8 +239,8 @@ def agents(c: kit.Claude, m: standin.StandIn) -> Callable[[str], bool]:
 
 
 REACH: dict[str, Callable[[kit.Claude, standin.StandIn], Callable[[str], bool]]] = {
-    f.__name__: f for f in (idle, first_seconds, idle_narrow, after_turn, draft, multiline, working, queued, permission,
-                            question, agents)
+    f.__name__: f for f in (idle, first_seconds, idle_narrow, after_turn, draft, draft_home, multiline,
+                            working, queued, permission, question, agents, suggested)
 }  # fmt: skip
 
 

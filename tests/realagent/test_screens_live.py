@@ -15,6 +15,8 @@ import pytest
 from tests.realagent import capture, screens
 
 PARALLEL = 3
+# the first test reaches every state (the module fixture): one session each, three at a time, ~100 s
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")

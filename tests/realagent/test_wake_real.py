@@ -6,6 +6,9 @@ the stand-in, everything else is real: the daemon, its tmux server, the TUI, its
 - item 3: mail that arrives while a turn works (4 s of model time, then a 10 s Bash call), with ``prefersReducedMotion`` on and
   off, is never typed: the wake refuses with ``agent is working`` (the footer), the Stop hook holds that
   turn's end once, and the model polls in the held continuation;
+- prompt suggestions on: a spawned row is woken and answers (its start hook's text means 2.1.197 shows no
+  ``Try "…"`` placeholder there); on a session that does show it, the wake types the line in place of the
+  placeholder, and refuses a draft whose cursor was moved to its start;
 - item 6: a draft typed in the real prompt, a real permission dialog and a real question box are never
   typed into while mail waits; once the prompt is free again the same mail wakes the row.
 
@@ -17,12 +20,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 import pytest
 
+from sotd.terminal import wake
 from sotd.terminal.prompt import WAKE_LINE, WORKING
+from sotd.terminal.tmux import parse_capture
 from tests.conftest import wait_for
-from tests.realagent import kit, standin
+from tests.realagent import kit, screens, standin
 from tests.realagent.standin import StandIn
 
 DIALOG = "requires approval"
@@ -82,6 +88,76 @@ def test_mail_wakes_the_idle_real_prompt_and_the_model_reads_and_answers_with_no
     # one wake per batch: the read mail is not typed again
     time.sleep(LOOK_SECS)
     assert len(_wake_prompts(model)) == 1
+
+
+def test_a_fresh_row_with_prompt_suggestions_on_is_woken_and_answers(box: kit.Box, model: StandIn) -> None:
+    """Suggestions on, in a spawned row: 2.1.197 shows its ``Try "…"`` placeholder only in a session with
+    no messages yet, and the row's start hook output (its ``additionalContext``) is one, so the joined
+    row's prompt is plain; the wake types and the model answers. Should a release show the placeholder
+    here, the first assertion says so (and the next test covers the wake on it)."""
+    box.env.update(dict([screens.SUGGEST]), SOTD_TEST_STREAK_SECS="1")
+    box.install()
+    box.start()
+    assert box.sotd("join", "--name", "you").returncode == 0
+    pane = box.spawn("r1")["pane"]
+    box.wait_idle(pane)
+    wait_for(lambda: (box.row("r1") or {}).get("handle") == "r1", what="@r1 declared by its start hook")
+    box.wait_screen(pane, lambda t: "\u276f\u00a0" in t.splitlines(), "a plain empty prompt (no placeholder)")
+    model.add(
+        standin.bash("comm-poll.sh", when=WAKE_LINE),
+        standin.bash('comm-send.sh @you "r1 here: on it"', when="a first job for you"),
+        standin.text("SITREP: answered @you", when="filed -> @you"),
+    )
+    assert box.sotd("send", "@r1", "a first job for you").stdout == "  filed -> @r1\n"
+    woke = model.wait_main(len(model.main_requests()) + 1, timeout=30)[-1]
+    assert woke.newest_user_text.rstrip().endswith(WAKE_LINE)
+    box.wait_screen(pane, lambda t: "SITREP: answered @you" in t, "r1's answer", timeout=60)
+    assert len(_woken(box)) == 1, box.wake_lines()
+    assert any("a first job for you" in r for r in model.tool_results())
+    assert DIALOG not in box.text(pane)
+    assert "r1 here: on it" in box.sotd("poll").stdout
+
+
+def test_the_wake_types_into_the_real_try_placeholder_and_never_into_a_draft_moved_home(
+    start_claude: Callable[..., kit.Claude], model: StandIn
+) -> None:
+    """The wake itself (``terminal.wake.wake``: read, 1.5 s hold, type, confirm, Enter) on a real session
+    showing the placeholder (a session with no start hook: nothing has spoken yet). A draft whose cursor
+    was moved to its start (Home) is refused and kept; cleared, the placeholder is back and is woken: the
+    model gets exactly the wake line (the example text is not sent with it). After a second turn the
+    suggested next prompt is woken the same way."""
+    c = start_claude(extra_env=dict([screens.SUGGEST]))
+    c.wait_idle()
+    assert '\u276f\u00a0Try "' in c.text(), c.text()
+    draft = "fix the flaky test"
+    c.panes.type(c.pane, draft)
+    wait_for(lambda: draft in c.text(), timeout=10, what="the draft")
+    c.panes.keys(c.pane, "Home")
+    c.wait(lambda t: True, "the cursor moved home")
+    assert parse_capture(c.raw())[1] == 2  # the cursor on the input's first cell, as with the placeholder
+    got = wake.wake(c.panes.tmux, c.pane, "claude")
+    assert got.result == wake.REFUSED and got.reason == "input not empty", got
+    assert f"\u276f\u00a0{draft}" in c.text().splitlines() and WAKE_LINE not in c.text()
+    assert model.main_requests() == []
+    c.panes.keys(c.pane, "End", "C-u")
+    c.wait(lambda t: '\u276f\u00a0Try "' in t, "the placeholder back")
+    got = wake.wake(c.panes.tmux, c.pane, "claude")
+    assert got.result == wake.WOKEN, got
+    prompt_text = model.wait_main(1, timeout=30)[-1].newest_user_text  # after the session's date reminder
+    assert prompt_text.rstrip().splitlines()[-1] == WAKE_LINE and 'Try "' not in prompt_text, prompt_text
+    # a second turn, then Claude Code's suggested next prompt in the placeholder's place: woken the same way
+    model.add(
+        standin.text("The tests pass.", when="and the tests"),
+        standin.text("run the linter", when=screens.SUGGESTION_MODE),
+    )
+    c.wait_idle()
+    c.submit("and the tests?")
+    c.wait(lambda t: "\u276f\u00a0run the linter" in t.splitlines(), "the suggested next prompt")
+    got = wake.wake(c.panes.tmux, c.pane, "claude")
+    assert got.result == wake.WOKEN, got
+    wait_for(lambda: len(_wake_prompts(model)) == 2, timeout=30, what="the second wake at the model")
+    woke = _wake_prompts(model)[-1].newest_user_text
+    assert woke.strip() == WAKE_LINE, woke  # not "run the linter" with it
 
 
 @pytest.mark.parametrize("reduced_motion", [False, True], ids=["motion", "reduced-motion"])

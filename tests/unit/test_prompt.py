@@ -11,6 +11,7 @@ from sotd.terminal.prompt import (
     hold_region,
     is_border,
     is_free,
+    is_placeholder,
     is_working,
     line_alone_in_box,
     screen_from_capture,
@@ -46,6 +47,10 @@ def at(lines: list[str], x: int, y: int, width: int = W) -> Screen:
 
 NAMED = "─" * 30 + " fix-the-build " + "─" * 35
 SUGGEST = f'❯{NB}Try "refactor the parser"'
+TRY = f'❯{NB}Try "fix lint errors"'
+# Claude Code 2.1.197's placeholder: its first letter under the cursor (drawn reverse, not dim), the rest
+# dim but the spaces between words (tests/fixtures/screens/claude-try-placeholder.capture)
+TRY_DIM = {i for i in range(3, len(TRY)) if TRY[i] != " "}
 PANEL_MAIN = ["  ● main", "  ◯ helper-1", "  ◯ helper-2"]
 
 FREE = [
@@ -54,6 +59,7 @@ FREE = [
     ("named-session top border", box(f"❯{NB}", top=NAMED)),
     ("named border below as well", box(f"❯{NB}", top=NAMED, bottom=NAMED)),
     ("dim suggestion reads as empty", box(SUGGEST, dim=set(range(2, len(SUGGEST))))),
+    ("placeholder, its first letter under the cursor not dim", box(TRY, dim=TRY_DIM)),
     ("agents panel with its dot on main", box(f"❯{NB}", below=PANEL_MAIN)),
     ("indented glyph", box(f"  ❯{NB}", 4)),
     ("trailing spaces after the NBSP", box(f"❯{NB}     ")),
@@ -132,6 +138,11 @@ NOT_FREE = [
     ),
     ("draft", box(f"❯{NB}hello", 8), "claude", "input not empty"),
     ("draft with the cursor moved home", box(f"❯{NB}hello", 2), "claude", "input not empty"),
+    ("placeholder with colour off (nothing dim)", box(TRY), "claude", "input not empty"),
+    ("one-letter draft, cursor moved home", box(f"❯{NB}f", 2), "claude", "input not empty"),
+    ("placeholder-like row, cursor at its end", box(TRY, len(TRY), dim=TRY_DIM), "claude", "input not empty"),
+    ("placeholder-like row, cursor on the NBSP", box(TRY, 1, dim=TRY_DIM), "claude", "input not empty"),
+    ("placeholder-like row, one letter not dim", box(TRY, dim=TRY_DIM - {9}), "claude", "input not empty"),
     (
         "draft followed by a dim suggestion",
         box(f"❯{NB}fix it please", dim={9, 10, 11, 12, 13, 14}),
@@ -192,6 +203,26 @@ NOT_FREE = [
     ("indented border", box(f"❯{NB}", top=" " + "─" * 79), "claude", "not in an input box"),
     ("label without its spaces", box(f"❯{NB}", top="───abc───"), "claude", "not in an input box"),
 ]
+
+
+PLACEHOLDER = [
+    ("the placeholder", box(TRY, dim=TRY_DIM), True),
+    ("its first letter dim as well", box(TRY, dim=TRY_DIM | {2}), True),
+    ("indented glyph", box(f"  {TRY}", 4, dim={i + 2 for i in TRY_DIM}), True),
+    ("nothing dim (colour off, or a draft moved home)", box(TRY), False),
+    ("one letter, nothing after it", box(f"❯{NB}f", 2), False),
+    ("a space under the cursor", box(f"❯{NB} x", 2, dim={3}), False),
+    ("the cursor after the first letter", box(TRY, 3, dim=TRY_DIM), False),
+    ("an ASCII space after the glyph", box(TRY.replace(NB, " "), dim=TRY_DIM), False),
+    ("a letter not dim", box(TRY, dim=TRY_DIM - {len(TRY) - 1}), False),
+    ("no cursor", box(TRY, None, dim=TRY_DIM), False),
+]
+
+
+@pytest.mark.parametrize(("name", "screen", "want"), PLACEHOLDER, ids=[c[0] for c in PLACEHOLDER])
+def test_is_placeholder(name: str, screen: Screen, want: bool) -> None:
+    glyph = screen.lines[screen.cursor[1]].find("❯") if screen.cursor else 0
+    assert is_placeholder(screen, glyph) is want
 
 
 @pytest.mark.parametrize(("name", "screen"), FREE, ids=[c[0] for c in FREE])

@@ -45,14 +45,31 @@ def test_the_real_captures_cover_the_states_issue_11_names() -> None:
     names = {c.name for c in real.CASES}
     assert names >= {"claude-empty-prompt", "claude-draft", "claude-multiline-draft", "claude-working",
                      "claude-working-reduced-motion", "claude-permission-dialog", "claude-agents-view",
-                     "claude-queued-placeholder", "claude-question-box", "claude-narrow"}  # fmt: skip
+                     "claude-queued-placeholder", "claude-question-box", "claude-narrow",
+                     "claude-try-placeholder", "claude-draft-home",
+                     "claude-suggestion-after-turn"}  # fmt: skip
     assert real.WORKING == WORKING
+
+
+def test_the_try_placeholder_is_free_only_where_it_differs_from_a_draft_moved_home() -> None:
+    """With colour on the placeholder (all but its first letter dim) wakes and a draft with its cursor
+    moved to its start does not; with colour off both read ``input not empty`` (they look alike)."""
+    verdicts = {c.name: c.verdict for c in real.CASES}
+    assert verdicts["claude-try-placeholder"] == (True, None)
+    for name in ("claude-try-placeholder-no-color", "claude-draft-home", "claude-draft-home-no-color"):
+        assert verdicts[name] == (False, "input not empty"), name
+    # the cursor on the input's first cell, for the placeholder, the suggested next prompt and the draft
+    for name in ("claude-try-placeholder", "claude-suggestion-after-turn", "claude-draft-home"):
+        with open(real.path_of(next(c for c in real.CASES if c.name == name)), encoding="utf-8") as f:
+            text, x, y, w = parse_capture(f.read())
+        assert screen_from_capture(text, x, y, w).lines[y].find("❯") + 2 == x, name
 
 
 def test_a_working_turn_reads_busy_with_motion_on_and_off_and_drafts_and_dialogs_are_never_free() -> None:
     never_free = [c for c in real.CASES if "working" in c.name or "draft" in c.name or "dialog" in c.name
                   or "question" in c.name or "queued" in c.name]  # fmt: skip
-    assert len(never_free) == 8  # the working turn three ways: motion on, motion off, colour off
+    # the working turn three ways (motion on, motion off, colour off); a draft moved home, colour on and off
+    assert len(never_free) == 10
     assert all(c.verdict[0] is False for c in never_free)
     assert {c.verdict for c in real.CASES if "working" in c.name} == {(False, WORKING)}
 

@@ -8,7 +8,8 @@ screen is read by ``codex_prompt`` (``is_free``, ``hold_region`` and ``line_alon
 
 What would break it: reading a dim suggestion as a draft (a free prompt would never be woken) or a
 non-dim draft as empty (the wake line would be appended to someone's half-typed text); reading an SGR
-colour parameter (``38;2;…``) as the dim attribute.
+colour parameter (``38;2;…``) as the dim attribute; reading a draft whose cursor was moved to its start
+as Claude Code's placeholder (``is_placeholder``: the rest of a draft is never dim).
 
 Columns are character indices of a line, which equal terminal cells for everything the rules look at
 (spaces, ``❯``, NBSP, ``─``); a wide character earlier on the cursor row is itself a refusal.
@@ -136,6 +137,27 @@ def _panel_reason(screen: Screen, lower: int) -> str | None:
     return None
 
 
+def is_placeholder(screen: Screen, g: int) -> bool:
+    """The cursor row shows Claude Code's placeholder in an empty input (glyph at column ``g``): the
+    cursor on the input's first cell (``g + 2``, after the NBSP), a character there (Claude Code draws its
+    cursor by showing the placeholder's first letter in reverse video, not dim), and after it only dim
+    text, at least one dim character. 2.1.197 draws so its ``Try "…"`` placeholder of a fresh session and
+    the prompt suggestion after a turn (``promptSuggestionEnabled``); both show only while the input is
+    empty. A person's draft is never drawn dim, so a draft whose cursor was moved to its start (Home)
+    fails here, as does a one-letter draft. With colour off (``NO_COLOR``) the placeholder is not dim
+    either: it reads as a draft and the wake refuses (``input not empty``), the safe side."""
+    pos = screen.cursor_cell()
+    if pos is None:
+        return False
+    x, y = pos
+    line = screen.lines[y]
+    if x != g + 2 or line[g + 1 : g + 2] != NBSP or x >= len(line) or line[x] == " ":
+        return False
+    dim = screen.dim_at(y)
+    rest = [i for i in range(x + 1, len(line)) if line[i] != " "]
+    return bool(rest) and all(i in dim for i in rest)
+
+
 def is_free(screen: Screen, agent: str, *, windows: bool = False) -> tuple[bool, str | None]:
     """``(True, None)`` when the wake may type at this screen, else ``(False, reason)``.
 
@@ -166,7 +188,7 @@ def is_free(screen: Screen, agent: str, *, windows: bool = False) -> tuple[bool,
     if row[:g].strip(" "):
         return False, TEXT_BEFORE
     after = row[g + 1 :]
-    if not (after == NBSP or (windows and after == "")):
+    if not (after == NBSP or (windows and after == "") or is_placeholder(screen, g)):
         return False, NOT_EMPTY
     if x not in (g + 1, g + 2):
         return False, CURSOR_AWAY
