@@ -972,7 +972,8 @@ def _timing(t: dict | None) -> str:
         out.append(
             f"This run took {full['total_s'] / 60:.1f} min ({full['date']}; setup and install "
             f"{full['setup_s']:.0f} s, workloads {_mins(full['workloads_s'])}; each workload: {each}). "
-            "Target: under 15 minutes."
+            "Target: under 15 minutes"
+            + (": **missed** in this run." if full["total_s"] > 15 * 60 else ": met.")
         )
         since = [
             f"{n} {_mins(x['seconds'])} ({x['date']})"

@@ -154,6 +154,17 @@ def allowed_failure(answer: str) -> bool:
     return any(m in answer for m in LOCK_BOUND_MARKS)
 
 
+def reason_of(answer: str) -> str:
+    """A FAILED answer with its handles, paths and figures replaced by placeholders, so answers that differ
+    only in those are counted as one reason."""
+    import re
+
+    s = re.sub(r"@[A-Za-z0-9_.-]+", "@<h>", answer)
+    s = re.sub(r"/tmp/\S+", "<path>", s)
+    s = re.sub(r"\d+\.\d+s\b", "<n>s", s)
+    return s
+
+
 def route_of(from_box: str, to_box: str) -> str:
     if from_box == to_box:
         return "local"
@@ -347,7 +358,9 @@ def run_boxes(handles: int, senders: int, secs: float) -> dict[str, object]:
             reasons: dict[str, int] = {}
             for k, answers in failed.items():
                 for r in answers:
-                    reasons[f"{k}: {r}"] = reasons.get(f"{k}: {r}", 0) + 1
+                    key = f"{k}: {reason_of(r)}"
+                    reasons[key] = reasons.get(key, 0) + 1
+            reasons = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
             for box in list(daemons):
                 p = daemons.pop(box)
                 p.terminate()
