@@ -947,6 +947,21 @@ RENDER = {
 }
 
 
+def _per_verb(peers: dict[str, object], alone: dict[str, object] | None) -> dict[str, object] | None:
+    """The newer of the per-verb results: ``peers.json``'s ``per_verb`` (the full run's) or
+    ``peers_mcp.json`` (``bench.peers_mcp`` run alone), by the date each records (none: the older)."""
+    nested = peers.get("per_verb")
+    cands = [x for x in (nested, alone) if isinstance(x, dict)]
+    if not cands:
+        return None
+
+    def date(x: dict[str, object]) -> str:
+        m = x.get("machine")
+        return str(m.get("date") or "") if isinstance(m, dict) else ""
+
+    return max(cands, key=date)
+
+
 NESTED = {"peers_mcp"}  # rendered inside another workload's section (peers), not as one of their own
 
 
@@ -1171,7 +1186,9 @@ def main(argv: list[str] | None = None) -> int:
         if result is None:
             parts.append(f"## {name}\n\n_Not run yet (`scripts/bench`)._\n")
             continue
-        parts.append(_peers(result, loaded.get("peers_mcp")) if name == "peers" else render(result))
+        parts.append(
+            _peers(result, _per_verb(result, loaded.get("peers_mcp"))) if name == "peers" else render(result)
+        )
         for alt, rel in pictures.get(name, []):
             parts.append(f"![{alt}]({rel})\n")
         parts.append("### What this shows / what limits it\n\n" + _note(name))

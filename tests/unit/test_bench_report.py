@@ -102,3 +102,15 @@ def test_answers_that_differ_only_in_handles_paths_and_figures_are_one_reason(
 )
 def test_route_of(src: str, dst: str, route: str) -> None:
     assert scale.route_of(src, dst) == route
+
+
+def test_the_per_verb_table_comes_from_the_newer_result() -> None:
+    full = {"machine": {"date": "2026-12-01T16:00:13Z"}, "tag": "full"}
+    alone_old = {"machine": {"date": "2026-12-01T13:34:00Z"}, "tag": "alone"}
+    alone_undated = {"tag": "undated"}
+    assert report._per_verb({"per_verb": full}, alone_old) is full
+    assert report._per_verb({"per_verb": full}, alone_undated) is full
+    assert report._per_verb({}, alone_old) is alone_old
+    later = {"machine": {"date": "2026-12-02T09:00:00Z"}}
+    assert report._per_verb({"per_verb": full}, later) is later
+    assert report._per_verb({}, None) is None
