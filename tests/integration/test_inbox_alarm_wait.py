@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 H = "a"
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 
-# argv: src home bound setup; prints one JSON object. setup: "none" | "handler" | "timer".
+# argv: src home bound setup; prints one JSON object. setup: "none" | "handler" | "blocked" | "timer".
 CALLER = r"""
 import json, os, signal, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -39,6 +39,8 @@ fired = []
 if setup == "handler":
     mine = lambda s, f: fired.append(s)
     signal.signal(signal.SIGALRM, mine)
+elif setup == "blocked":  # a mask inherited across exec: an alarm would stay pending, the wait unbounded
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
 elif setup == "timer":
     signal.setitimer(signal.ITIMER_PROF, 0)  # (another timer kind: not ours to mind)
     signal.signal(signal.SIGALRM, signal.SIG_IGN)
@@ -64,6 +66,7 @@ print(json.dumps({
     "handler": "default" if handler == signal.SIG_DFL else ("mine" if setup == "handler" and handler is mine else repr(handler)),
     "timer_left": signal.getitimer(signal.ITIMER_REAL)[0],
     "fired": fired,
+    "blocked": signal.SIGALRM in signal.pthread_sigmask(signal.SIG_BLOCK, ()),
 }), flush=True)
 """
 
@@ -165,6 +168,16 @@ def test_an_application_sigalrm_handler_gets_the_helper_and_is_left_alone(lay: L
     assert got["what"] == "the inbox lock for @a was held for 1s — nothing was appended"
     assert got["helpers"] == 1  # the helper thread's wait, not the timer
     assert got["handler"] == "mine" and got["fired"] == []
+    assert inbox.read_all(lay, H) == b'{"n":1}\n'
+
+
+def test_a_blocked_sigalrm_gets_the_helper_and_the_bound_still_holds(lay: Layout) -> None:
+    got = _contended(lay, bound=1, setup="blocked", release_after=-1)
+    assert got["what"] == "the inbox lock for @a was held for 1s — nothing was appended"
+    took = got["took"]
+    assert isinstance(took, float) and 1.0 <= took < 1.8, took
+    assert got["helpers"] == 1
+    assert got["blocked"] is True and got["handler"] == "default"  # the mask left as found
     assert inbox.read_all(lay, H) == b'{"n":1}\n'
 
 

@@ -16,8 +16,8 @@ unfair: a blocking waiter (the daemon, the 0.6.6 shell's ``flock -w``) is woken 
 lock is released, so a poller can lose every race until its bound runs out. So the wait is one LOCK_NB try
 (the uncontended case), then a blocking flock bounded in one of two ways:
 
-- On the main thread, while SIGALRM is unused (its default disposition and no ``ITIMER_REAL`` running: the
-  one-shot CLI, ``_alarm_wait``): a one-shot ``setitimer`` for the bound interrupts the blocking flock. The
+- On the main thread, while SIGALRM is unused (its default disposition, not blocked, and no
+  ``ITIMER_REAL`` running: the one-shot CLI, ``_alarm_wait``): a one-shot ``setitimer`` for the bound interrupts the blocking flock. The
   handler raises only while the wait is armed, the timer is disarmed and the default disposition put back
   before the call returns, so an application that uses SIGALRM itself (or a test runner's timeout) never
   sees this path: it gets the helper below. A contended CLI send then starts no thread and imports nothing
@@ -278,10 +278,13 @@ class _Alarm(Exception):
 
 
 def _alarm_free() -> bool:
-    """Whether SIGALRM is unused here: its default disposition and no real-time interval timer running."""
-    return _signal.getsignal(_signal.SIGALRM) == _signal.SIG_DFL and _signal.getitimer(
-        _signal.ITIMER_REAL
-    ) == (0.0, 0.0)
+    """Whether SIGALRM is unused here: its default disposition, not blocked (a mask inherited across exec
+    would hold the alarm back and leave the wait unbounded), and no real-time interval timer running."""
+    return (
+        _signal.getsignal(_signal.SIGALRM) == _signal.SIG_DFL
+        and _signal.getitimer(_signal.ITIMER_REAL) == (0.0, 0.0)
+        and _signal.SIGALRM not in _signal.pthread_sigmask(_signal.SIG_BLOCK, ())
+    )
 
 
 def _alarm_wait(fd: int, op: int, bound: float) -> bool | None:
