@@ -7,8 +7,9 @@ shared machine hits both alike; each append is timed on its own for the latency 
 
 Four writers: four processes appending to one inbox at once (they take turns through its lock, and each
 fsync happens under the lock, as the spec requires), against four raw writers on one shared O_APPEND file
-without a lock (the floor), four raw writers that take a blocking flock around each write+fsync (the floor of
-the design: what serialising the fsyncs costs by itself), and four raw writers on four files (reference).
+without a lock (the floor), four raw writers doing the design by hand (``common.flocked_append_loop``, per
+line: open the lock file, blocking flock, open the inbox, write, fsync, close both; the floor of the design,
+the same one ``bench/contention.py`` uses), and four raw writers on four files (reference).
 
 Usage: ``python -m bench.append [--quick]``; writes ``bench/results/append.json`` and prints it.
 """
@@ -16,7 +17,6 @@ Usage: ``python -m bench.append [--quick]``; writes ``bench/results/append.json`
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import multiprocessing as mp
 import os
@@ -54,50 +54,15 @@ def raw_loop(path: str, n: int, line: bytes) -> list[int]:
     return lat
 
 
-def locked_loop(path: str, lock_path: str, n: int, line: bytes) -> list[int]:
-    """As ``raw_loop``, each write+fsync under a blocking flock of a lock file (the design's own floor)."""
-    lat = []
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-    lk = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        clock = time.perf_counter_ns
-        for _ in range(n):
-            t0 = clock()
-            fcntl.flock(lk, fcntl.LOCK_EX)
-            os.write(fd, line)
-            os.fsync(fd)
-            fcntl.flock(lk, fcntl.LOCK_UN)
-            lat.append(clock() - t0)
-    finally:
-        os.close(lk)
-        os.close(fd)
-    return lat
-
-
-def sotd_loop(home: str, handle: str, n: int, line: bytes) -> list[int]:
-    """Per-append nanoseconds of ``n`` calls of ``inbox.append``."""
-    from sotd.formats import inbox
-    from sotd.formats.layout import Layout
-
-    layout = Layout(home)
-    lat = []
-    clock = time.perf_counter_ns
-    for _ in range(n):
-        t0 = clock()
-        inbox.append(layout, handle, line, nfs=False, bound=2.0)
-        lat.append(clock() - t0)
-    return lat
-
-
 def _writer(kind: str, home: str, target: str, n: int, line: bytes, barrier: object, out: object) -> None:
     barrier.wait()  # type: ignore[attr-defined]
     t0 = time.monotonic_ns()
     if kind == "raw-locked":
-        lat = locked_loop(target, target + ".lock", n, line)
+        lat = common.flocked_append_loop(target, target + ".lock", n, line)
     elif kind.startswith("raw"):
         lat = raw_loop(target, n, line)
     else:
-        lat = sotd_loop(home, target, n, line)
+        lat = common.sotd_append_loop(home, target, n, line)
     out.put((t0, time.monotonic_ns(), lat))
 
 
@@ -147,7 +112,7 @@ def run(n: int, rounds: int, n4: int, rounds4: int) -> dict[str, object]:
         facts = common.machine(layout.inbox_dir)
         # Warm-up: first-touch costs (imports, the journal) must not land in round 0.
         raw_loop(os.path.join(layout.inbox_dir, "warm.jsonl"), 50, line)
-        sotd_loop(home, "warm", 50, line)
+        common.sotd_append_loop(home, "warm", 50, line)
 
         raw_tp: list[float] = []
         sotd_tp: list[float] = []
@@ -161,7 +126,7 @@ def run(n: int, rounds: int, n4: int, rounds4: int) -> dict[str, object]:
                 if kind == "raw":
                     got[kind] = raw_loop(os.path.join(layout.inbox_dir, f"raw-{r}.jsonl"), n, line)
                 else:
-                    got[kind] = sotd_loop(home, f"single-{r}", n, line)
+                    got[kind] = common.sotd_append_loop(home, f"single-{r}", n, line)
             rt = n / (sum(got["raw"]) / 1e9)
             st = n / (sum(got["sotd"]) / 1e9)
             raw_tp.append(rt)

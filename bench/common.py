@@ -254,3 +254,46 @@ def finish(name: str, result: dict[str, object], no_write: bool, quick: bool = F
     if not no_write:
         print(write_result(name, result, quick), file=sys.stderr)
     return 0
+
+
+# ------------------------------------------------------------------------------- the inbox append floors
+
+
+def flocked_append_loop(inbox_path: str, lock_path: str, n: int, line: bytes) -> list[int]:
+    """The inbox design done by hand, per line: open the lock file, blocking flock, open the inbox
+    O_APPEND, write, fsync, close both. Nanoseconds of each of ``n`` lines.
+
+    The floor every in-process append is measured against (``bench/append.py``'s four writers and
+    ``bench/contention.py``'s sixteen): what ``inbox.append`` does less its tail check and its rules, so a
+    ratio to it is the cost of those alone.
+    """
+    import fcntl
+
+    lat = []
+    clock = time.perf_counter_ns
+    for _ in range(n):
+        t0 = clock()
+        lk = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(lk, fcntl.LOCK_EX)
+        fd = os.open(inbox_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        os.write(fd, line)
+        os.fsync(fd)
+        os.close(fd)
+        os.close(lk)
+        lat.append(clock() - t0)
+    return lat
+
+
+def sotd_append_loop(home: str, handle: str, n: int, line: bytes) -> list[int]:
+    """Nanoseconds of each of ``n`` calls of ``inbox.append`` (2 s bound, not nfs) into ``home``."""
+    from sotd.formats import inbox
+    from sotd.formats.layout import Layout
+
+    layout = Layout(home)
+    lat = []
+    clock = time.perf_counter_ns
+    for _ in range(n):
+        t0 = clock()
+        inbox.append(layout, handle, line, nfs=False, bound=2.0)
+        lat.append(clock() - t0)
+    return lat

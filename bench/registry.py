@@ -12,7 +12,10 @@ behaviour is untouched), so that the lock wait and the hold are timed apart:
   ``sotd.formats.registry.touch(layout, host, handle, bound=1.0)`` K times back to back: the best-effort
   ``last_seen`` touch that every ``send`` and ``poll`` makes, with their 1 s bound. A touch that cannot
   take the lock within the bound raises ``LockFailed``; ``send`` and ``poll`` drop it, so here it counts
-  as skipped, not as a failure. Before each round every row's ``last_seen`` is set to a marker; after it,
+  as skipped, not as a failure. Every touch here is made due (``registry.TOUCH_EVERY_S`` set to 0 in the
+  touching processes): a real touch rewrites the row only when its stamp is a minute old, so this is the
+  worst case of a box where every session's touch falls due at once, and a touch inside its minute, which
+  takes no lock at all, would time nothing. Before each round every row's ``last_seen`` is set to a marker; after it,
   every row must still be there with its other fields unchanged, and every session with a touch that
   landed must show a new stamp. Floor, same run, alternating: the same 32 x K ``last_seen`` writes to a
   copy of the same registry under a blocking ``flock`` of a side file (read, change, write temp, fsync,
@@ -85,6 +88,7 @@ def _toucher(kind: str, home: str, handle: str, k: int, barrier, out) -> None:  
         from bench.locktimer import install
 
         install(record)
+        registry.TOUCH_EVERY_S = 0  # every touch due: see the module's header
     barrier.wait()
     t_begin = time.perf_counter()
     if kind == "sotd":

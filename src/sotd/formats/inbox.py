@@ -11,18 +11,28 @@ What would break it: writing without the exclusive lock, O_APPEND across NFS cli
 to any length other than the one measured under the lock, or counting an unterminated tail as a line.
 
 The bounded blocking wait. The spec asks for a blocking flock bounded by a timeout (15-25 ms non-blocking
-tries only under an nfs4 lock manager). The kernel has no flock with a timeout, SIGALRM belongs to the
-application, not to a library, and polling with LOCK_NB is unfair: a blocking waiter (the daemon, the 0.6.6
-shell's ``flock -w``) is woken by the kernel the moment the lock is released, so a poller can lose every
-race until its bound runs out. So the wait is: one LOCK_NB try (the uncontended case: no thread), then a
-helper thread that blocks in flock while the caller waits on a signal with the bound. If the caller gives up
-first, it hands the descriptor to the helper, which releases the lock and closes the descriptor the moment
-it gets it (the same design as the reference daemon). Helpers are kept and reused (``_Waiters``): a process
-starts one the first time a call meets a held lock, and another only while every helper it has is busy with
-a call, so their number is the most calls it ever had contended at one moment (one for the CLI, at most
-the daemon's worker threads), never one per call. Starting a thread per contended call cost 0.3x of a
-flocked floor's rate with 16 contending processes (docs/benchmarks.md, "Contention"); the bound is still the
-caller's own timed wait, from the moment it finds the lock held.
+tries only under an nfs4 lock manager). The kernel has no flock with a timeout, and polling with LOCK_NB is
+unfair: a blocking waiter (the daemon, the 0.6.6 shell's ``flock -w``) is woken by the kernel the moment the
+lock is released, so a poller can lose every race until its bound runs out. So the wait is one LOCK_NB try
+(the uncontended case), then a blocking flock bounded in one of two ways:
+
+- On the main thread, while SIGALRM is unused (its default disposition, not blocked, and no
+  ``ITIMER_REAL`` running: the one-shot CLI, ``_alarm_wait``): a one-shot ``setitimer`` for the bound interrupts the blocking flock. The
+  handler raises only while the wait is armed, the timer is disarmed and the default disposition put back
+  before the call returns, so an application that uses SIGALRM itself (or a test runner's timeout) never
+  sees this path: it gets the helper below. A contended CLI send then starts no thread and imports nothing
+  more (``threading`` pulls in a dozen modules, measured in ``bench/contention.py``'s notes).
+- Elsewhere (the daemon's worker threads, an application's own SIGALRM): a helper thread blocks in flock
+  while the caller waits on a signal with the bound. If the caller gives up first, it hands the descriptor
+  to the helper, which releases the lock and closes the descriptor the moment it gets it (the same design
+  as the reference daemon). Helpers are kept and reused (``_Waiters``): a process starts one the first time
+  a call meets a held lock, and another only while every helper it has is busy with a call, so their
+  number is the most calls it ever had contended at one moment (at most the daemon's worker threads), never
+  one per call. Starting a thread per contended call cost 0.3x of a flocked floor's rate with 16
+  contending processes (docs/benchmarks.md, "Contention").
+
+Either way the bound is the caller's own timed wait, from the moment it finds the lock held; a lock that
+comes free as the bound runs out is still taken (one LOCK_NB try after the timer), never waited for longer.
 
 Failure wording decided here (the spec leaves it open):
 - the rollback itself failed: ``the append failed: <why>; the rollback failed too (<why>), so the line may
@@ -63,6 +73,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from sotd.formats.layout import Layout
+
+if TYPE_CHECKING:
+    import signal as _signal
+else:
+    import _signal  # signal's C half: the same calls without signal.py's enum import (the hot path)
 
 INBOX_LOCK_WAIT_DEFAULT = 2
 INBOX_READ_WAIT_DEFAULT = 3
@@ -258,6 +273,62 @@ _waiters = _Waiters()
 os.register_at_fork(after_in_child=_waiters.forget)
 
 
+class _Alarm(Exception):
+    """The bound's timer fired during ``_alarm_wait`` (internal)."""
+
+
+def _alarm_free() -> bool:
+    """Whether SIGALRM is unused here: its default disposition, not blocked (a mask inherited across exec
+    would hold the alarm back and leave the wait unbounded), and no real-time interval timer running."""
+    return (
+        _signal.getsignal(_signal.SIGALRM) == _signal.SIG_DFL
+        and _signal.getitimer(_signal.ITIMER_REAL) == (0.0, 0.0)
+        and _signal.SIGALRM not in _signal.pthread_sigmask(_signal.SIG_BLOCK, ())
+    )
+
+
+def _alarm_wait(fd: int, op: int, bound: float) -> bool | None:
+    """A blocking flock on the main thread, cut off by a one-shot ``ITIMER_REAL`` after ``bound`` seconds.
+
+    True: taken. Raises _Busy (the descriptor is still the caller's) or the flock's OSError. None: SIGALRM
+    is not free here (another thread, a handler or a timer of the application's): use a helper. The handler
+    raises at most once and only while armed; the timer is disarmed before the default disposition is put
+    back (``signal`` runs a pending handler first, which by then does nothing), so no alarm outlives the call.
+    """
+    if not _alarm_free():
+        return None
+    armed = [True]
+
+    def on_alarm(_signum: int, _frame: object) -> None:
+        if armed[0]:
+            armed[0] = False
+            raise _Alarm
+
+    try:
+        _signal.signal(_signal.SIGALRM, on_alarm)
+    except ValueError:  # not the main thread
+        return None
+    timed_out = False
+    try:
+        try:
+            _signal.setitimer(_signal.ITIMER_REAL, bound)
+            fcntl.flock(fd, op)
+        finally:
+            _signal.setitimer(_signal.ITIMER_REAL, 0.0)
+            armed[0] = False
+    except _Alarm:
+        timed_out = True
+    finally:
+        _signal.signal(_signal.SIGALRM, _signal.SIG_DFL)
+    if timed_out:
+        # The timer may have fired just after flock returned: a lock this descriptor holds re-asserts at once.
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _Busy from None
+    return True
+
+
 def _lock_blocking(fd: int, op: int, bound: float) -> bool:
     """Take flock ``op`` on ``fd`` within ``bound``. False: gave up, and ``fd`` now belongs to a helper."""
     try:
@@ -267,6 +338,9 @@ def _lock_blocking(fd: int, op: int, bound: float) -> bool:
         pass
     if bound <= 0:
         raise _Busy
+    got = _alarm_wait(fd, op, bound)
+    if got is not None:
+        return got
     waiter = _waiters.take()
     if not waiter.wait(fd, op, bound):
         return False
