@@ -281,3 +281,48 @@ def test_the_class_name_walk_finds_a_planted_twin(tmp_path) -> None:
     (tmp_path / "a.py").write_text("class Row:\n    pass\n")
     (tmp_path / "b.py").write_text("class Row:\n    pass\nclass Other:\n    pass\n")
     assert class_names_used_twice(str(tmp_path)) == {"Row": ["a.py", "b.py"]}
+
+
+# A request's payload is read through sotd.wire.payloads' readers only (issue 16 point 2: the daemon never
+# reads a payload field by hand beside the reader). Each exemption is not a request payload, with why.
+PAYLOAD_READ_ELSEWHERE = {
+    ("daemon/links.py", "error"): "a hello answer's refusal text, read as the link reports it",
+}
+
+
+def payload_reads_by_hand(root: str) -> list[str]:
+    """Every ``payload.get("key")`` / ``<x>.payload.get("key")`` outside ``sotd.wire``, as
+    ``file:line: key``."""
+    found: list[str] = []
+    for rel, tree in _modules(root):
+        if rel.startswith("wire/"):
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            owner = node.func.value
+            named = (isinstance(owner, ast.Name) and owner.id == "payload") or (
+                isinstance(owner, ast.Attribute) and owner.attr == "payload"
+            )
+            if node.func.attr == "get" and named and node.args and isinstance(node.args[0], ast.Constant):
+                key = node.args[0].value
+                if (rel, key) not in PAYLOAD_READ_ELSEWHERE:
+                    found.append(f"{rel}:{node.lineno}: payload.get({key!r})")
+    return found
+
+
+def test_request_payloads_are_read_only_by_the_wire_readers() -> None:
+    found = payload_reads_by_hand(ROOT)
+    assert not found, "a payload field read by hand (add a reader to sotd.wire.payloads):\n" + "\n".join(
+        found
+    )
+
+
+def test_the_payload_walk_finds_a_planted_read(tmp_path) -> None:
+    (tmp_path / "rows.py").write_text(
+        "def f(payload, env):\n    return payload.get('label'), env.payload.get('x')\n"
+    )
+    assert payload_reads_by_hand(str(tmp_path)) == [
+        "rows.py:2: payload.get('label')",
+        "rows.py:2: payload.get('x')",
+    ]

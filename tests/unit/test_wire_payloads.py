@@ -142,3 +142,75 @@ def test_an_ok_answer_with_fields_keeps_ok_first_and_their_order() -> None:
         b'{"v":1,"id":1,"kind":"res","op":"workspace.destroy","payload":{"ok":true,"pruned":[]}}\n'
     )
     assert answers.OK == {"ok": True} and answers.ROOT_TAKEN in answers.CODES
+
+
+@pytest.mark.parametrize(
+    ("kw", "wire"),
+    [
+        (
+            {"label": "api", "project_root": "/src/api", "agent": "claude", "agent_name": "helper"},
+            b'{"label":"api","project_root":"/src/api","autostart_claude":true,"agent":"claude",'
+            b'"agent_name":"helper","task":"","boot":true}',
+        ),
+        (
+            {
+                "label": "x",
+                "project_root": "/x",
+                "agent": "none",
+                "agent_name": "",
+                "account": "work",
+                "command": ["sh"],
+            },
+            b'{"label":"x","project_root":"/x","autostart_claude":true,"agent":"none","agent_name":"",'
+            b'"task":"","boot":true,"account":"work","command":["sh"]}',
+        ),
+    ],
+)
+def test_workspace_create_builder_bytes(kw: dict[str, Any], wire: bytes) -> None:
+    line = encode(Envelope(2, "req", payloads.WORKSPACE_CREATE, payloads.workspace_create_payload(**kw)))
+    assert line == b'{"v":1,"id":2,"kind":"req","op":"workspace.create","payload":' + wire + b"}\n"
+
+
+@pytest.mark.parametrize(
+    ("wire", "want"),
+    [
+        (b"{}", (None, "claude", "", None, "", None)),
+        (b'{"agent":"","agent_name":"","label":"","account":""}', (None, "claude", "", None, "", None)),
+        (
+            b'{"project_root":"/p","agent":"codex","agent_name":"api","label":"L","account":"a","command":["x"]}',
+            ("/p", "codex", "api", "L", "a", ["x"]),
+        ),
+        (b'{"project_root":7,"agent":3,"label":[1]}', (7, 3, "", [1], "", None)),  # the daemon checks types
+    ],
+)
+def test_workspace_create_reader(wire: bytes, want: tuple[object, ...]) -> None:
+    r = payloads.read_workspace_create(request_bytes(wire))
+    assert (r.project_root, r.agent, r.agent_name, r.label, r.account, r.command) == want
+
+
+@pytest.mark.parametrize(
+    ("wire", "wid", "read"),
+    [
+        (b'{"workspace_id":"w1"}', "w1", False),
+        (b'{"workspace_id":"w1","read":true}', "w1", True),
+        (b'{"workspace_id":5,"read":1}', 5, False),
+        (b"{}", None, False),
+    ],
+)
+def test_workspace_id_and_activate_readers(wire: bytes, wid: object, read: bool) -> None:
+    p = request_bytes(wire)
+    assert (payloads.read_workspace_id(p), payloads.read_activate_read(p)) == (wid, read)
+    assert payloads.workspace_id_payload("w1") == {"workspace_id": "w1"}
+
+
+@pytest.mark.parametrize(
+    ("wire", "to", "expires"),
+    [
+        (b'{"to":"bob","expires":12}', "bob", 12.0),
+        (b'{"to":"bob","expires":true}', "bob", None),
+        (b'{"expires":"soon"}', None, None),
+    ],
+)
+def test_to_and_expires_readers(wire: bytes, to: object, expires: float | None) -> None:
+    p = request_bytes(wire)
+    assert (payloads.read_to(p), payloads.read_expires(p)) == (to, expires)

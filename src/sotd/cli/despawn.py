@@ -153,7 +153,7 @@ def run(argv: list[str]) -> int:
 
     try:
         answer: dict[str, Any] = daemonlink.call(
-            ctx, endpoint, payloads.WORKSPACE_DESTROY, {"workspace_id": wid}
+            ctx, endpoint, payloads.WORKSPACE_DESTROY, payloads.workspace_id_payload(wid)
         )
     except SotdError as e:
         raise DespawnFailed(f"ERROR: workspace.destroy failed: {e.message}", hint=hints.rows()) from None

@@ -375,21 +375,15 @@ def _claim(
 
 
 def create_payload(*, label: str, root: str, args: SpawnArgs, name: str) -> dict[str, Any]:
-    """``workspace.create``'s payload; pure."""
-    payload: dict[str, Any] = {
-        "label": label,
-        "project_root": root,
-        "autostart_claude": True,
-        "agent": args.agent,
-        "agent_name": name,
-        "task": "",
-        "boot": True,
-    }
-    if args.account is not None:
-        payload["account"] = args.account
-    if args.command is not None:
-        payload["command"] = args.command
-    return payload
+    """``workspace.create``'s payload for these arguments; pure."""
+    return payloads.workspace_create_payload(
+        label=label,
+        project_root=root,
+        agent=args.agent,
+        agent_name=name,
+        account=args.account,
+        command=args.command,
+    )
 
 
 def _create(ctx: Context, endpoint: str, *, label: str, root: str, args: SpawnArgs, name: str) -> str:

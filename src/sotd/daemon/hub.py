@@ -148,7 +148,7 @@ class Hub:
         ep = self.uplink.endpoint
         # never wait (nor let the hub file) past the sending command's own deadline: a send that has
         # already said FAILED must not be followed by a filing (found by the NFS tier, issue 15)
-        bound = ops.budget(payload.get("expires"), time.time(), self.lock_wait() + FORWARD_SLACK_S)
+        bound = ops.budget(payloads.read_expires(payload), time.time(), self.lock_wait() + FORWARD_SLACK_S)
         if bound is None:
             return wire_answers.refusal(wire_answers.FILE_FAILED, ops.EXPIRED)
         frame = dict(payload, forwarded=True, expires=round(time.time() + bound, 3))
@@ -181,11 +181,12 @@ class Hub:
         """
         exclude = origin[5:] if origin.startswith("link:") else None
         links = {h: c for h, c in self.server.links.items() if h != exclude}
-        handle = str(payload.get("to", ""))
+        to = payloads.read_to(payload)
+        handle = to if isinstance(to, str) else ""
         bound = self.lock_wait() + OFFER_SLACK_S
-        expires = payload.get("expires")
-        if payloads.is_deadline(expires):
-            bound = max(0.0, min(bound, float(expires) - time.time() - ops.ANSWER_MARGIN_S))
+        expires = payloads.read_expires(payload)
+        if expires is not None:
+            bound = max(0.0, min(bound, expires - time.time() - ops.ANSWER_MARGIN_S))
         should = [b for b in self.should_link() if b != exclude]
         if not links and not (set(should) - set(self.server.links)):
             return None

@@ -304,7 +304,7 @@ class Ops:
         return OK
 
     async def comm_file(self, payload: dict[str, Any], origin: str) -> dict[str, Any]:
-        early = check_to(payload.get("to"), await asyncio.to_thread(os.path.isdir, self.layout.home))
+        early = check_to(payloads.read_to(payload), await asyncio.to_thread(os.path.isdir, self.layout.home))
         if early is not None:
             return early
         req = payloads.read_comm_file(payload)  # ``to`` is a handle now, so this reads and never refuses

@@ -482,7 +482,7 @@ class DaemonRows:
         return answers.unknown_op(op)
 
     def _row_for(self, payload: dict[str, Any]) -> RowRecord | dict[str, Any]:
-        wid = payload.get("workspace_id")
+        wid = payloads.read_workspace_id(payload)
         row = self.rows.get(wid) if isinstance(wid, str) else None
         if row is None:
             return refusal(answers.UNKNOWN_WORKSPACE, f"unknown workspace: {quoted(wid)}")
@@ -491,7 +491,8 @@ class DaemonRows:
     async def create(self, payload: dict[str, Any], *, before: list[str] | None = None) -> dict[str, Any]:
         """``workspace.create``. ``before`` (in-process callers only, never from the wire) is a command
         prefix that execs the row's ``sot-capsule`` in place: an OCX session joins its cgroups with it."""
-        root_in = payload.get("project_root")
+        req = payloads.read_workspace_create(payload)
+        root_in = req.project_root
         if not isinstance(root_in, str) or not os.path.isabs(root_in):
             return refusal(
                 answers.BAD_REQUEST, f"project_root must be an absolute path, not {quoted(root_in)}"
@@ -504,18 +505,18 @@ class DaemonRows:
             )
         if not os.path.isdir(root):
             return refusal(answers.BAD_REQUEST, f"project root {root} is not a folder")
-        agent = payload.get("agent") or "claude"
+        agent = req.agent
         if agent not in AGENTS:
             return refusal(
                 answers.BAD_REQUEST, f"agent must be one of {', '.join(AGENTS)}, not {quoted(agent)}"
             )
-        name = payload.get("agent_name") or ""
+        name = req.agent_name
         if not isinstance(name, str) or (name and not handles.is_valid(name)):
             return refusal(answers.BAD_HANDLE, f"invalid handle: {quoted(name)}")
-        label = payload.get("label") or os.path.basename(root)
+        label = req.label or os.path.basename(root)
         if not isinstance(label, str):
             return refusal(answers.BAD_REQUEST, f"label must be a string, not {quoted(label)}")
-        account = payload.get("account") or ""
+        account = req.account
         for r in self.rows.values():
             if r.project_root == root:
                 return refusal(
@@ -524,10 +525,10 @@ class DaemonRows:
                 )
             if name and (r.handle == name or (r.phase in LIVE and r.agent_name == name and not r.handle)):
                 return refusal(answers.HELD_BY_ROW, f"@{name} is held by row {r.id}")
-        argv = agent_argv(str(agent), payload.get("command"), self.environ)
+        argv = agent_argv(str(agent), req.command, self.environ)
         if argv is None:
             return refusal(answers.BAD_REQUEST, "a row with agent 'none' needs a command")
-        if payload.get("command") is None:  # an explicit command runs exactly as given
+        if req.command is None:  # an explicit command runs exactly as given
             from sotd import rowargv  # Claude Code rows: --settings; Codex rows: PATH and a first prompt
 
             path = self.layout.bin_dir + os.pathsep + self.environ.get("PATH", os.defpath)
@@ -623,7 +624,7 @@ class DaemonRows:
         row = self._row_for(payload)
         if isinstance(row, dict):
             return row
-        if payload.get("read") is not True:
+        if not payloads.read_activate_read(payload):
             return OK
         handle = row.handle or row.agent_name
         if not handle or not os.path.exists(self.layout.registry):

@@ -112,22 +112,32 @@ class CommFile:
         return f"CommFile{self._key()!r}"
 
 
+def read_to(payload: dict[str, Any]) -> object:
+    """The ``to`` of a ``comm.file`` as sent (``None`` when missing): step 1 of the verdict order checks it."""
+    return payload.get("to")
+
+
+def read_expires(payload: dict[str, Any]) -> float | None:
+    """A frame's deadline: its ``expires`` when that is a number, else None (no deadline)."""
+    expires = payload.get("expires")
+    return float(expires) if is_deadline(expires) else None
+
+
 def read_comm_file(payload: dict[str, Any]) -> CommFile:
     """A ``comm.file`` request; ``RemoteProtocolError`` (``bad_handle``) when ``to`` is not a handle."""
-    to = payload.get("to")
+    to = read_to(payload)
     if not handles.is_valid(to):
         raise not_a_handle(to)
     assert isinstance(to, str)
     frm = payload.get("from")
     text = payload.get("text")
-    expires = payload.get("expires")
     return CommFile(
         frm if isinstance(frm, str) else "",
         to,
         text if isinstance(text, str) else "",
         broadcast=payload.get("broadcast") is True,
         forwarded=payload.get("forwarded") is True,
-        expires=expires if is_deadline(expires) else None,
+        expires=read_expires(payload),
     )
 
 
@@ -160,6 +170,87 @@ def read_version_query(payload: dict[str, Any]) -> bool:
     return payload.get("comm_folder") is True
 
 
+# ---------------------------------------------------------------------------------------- workspace.*
+
+
+def workspace_create_payload(
+    *,
+    label: str,
+    project_root: str,
+    agent: str,
+    agent_name: str,
+    account: str | None = None,
+    command: list[str] | None = None,
+) -> dict[str, Any]:
+    """``workspace.create`` as ``sotd comm spawn`` sends it: a row that boots its agent, with no task;
+    ``account`` and ``command`` only when given."""
+    p: dict[str, Any] = {
+        "label": label,
+        "project_root": project_root,
+        "autostart_claude": True,
+        "agent": agent,
+        "agent_name": agent_name,
+        "task": "",
+        "boot": True,
+    }
+    if account is not None:
+        p["account"] = account
+    if command is not None:
+        p["command"] = command
+    return p
+
+
+class WorkspaceCreate:
+    """A ``workspace.create`` request as the daemon reads it (``read_workspace_create``): each field as
+    sent, with the defaults of a missing or empty key applied; the daemon checks the types and values."""
+
+    __slots__ = ("account", "agent", "agent_name", "command", "label", "project_root")
+
+    def __init__(
+        self,
+        project_root: object,
+        *,
+        agent: object,
+        agent_name: object,
+        label: object,
+        account: object,
+        command: object,
+    ) -> None:
+        self.project_root = project_root
+        self.agent = agent  # "claude" when missing or empty
+        self.agent_name = agent_name  # "" when missing or empty
+        self.label = label  # None when missing or empty: the daemon names the row after its folder
+        self.account = account  # "" when missing or empty
+        self.command = command  # None when missing: the agent's own command line
+
+
+def read_workspace_create(payload: dict[str, Any]) -> WorkspaceCreate:
+    """A ``workspace.create`` request (never refuses: the daemon's checks come after)."""
+    return WorkspaceCreate(
+        payload.get("project_root"),
+        agent=payload.get("agent") or "claude",
+        agent_name=payload.get("agent_name") or "",
+        label=payload.get("label") or None,
+        account=payload.get("account") or "",
+        command=payload.get("command"),
+    )
+
+
+def workspace_id_payload(workspace_id: str) -> dict[str, Any]:
+    """``workspace.destroy`` and ``workspace.activate`` (without ``read``): the row they name."""
+    return {"workspace_id": workspace_id}
+
+
+def read_workspace_id(payload: dict[str, Any]) -> object:
+    """The row a ``workspace.destroy`` or ``workspace.activate`` names, as sent (the daemon looks it up)."""
+    return payload.get("workspace_id")
+
+
+def read_activate_read(payload: dict[str, Any]) -> bool:
+    """Whether a ``workspace.activate`` also marks the row's mail read (``read: true``, behaviour 2.6)."""
+    return payload.get("read") is True
+
+
 __all__ = [
     "AGENT_JOIN",
     "AGENT_SEND",
@@ -169,9 +260,17 @@ __all__ = [
     "VERSION_QUERY",
     "WORKSPACE_OPS",
     "CommFile",
+    "WorkspaceCreate",
     "agent_join_payload",
     "comm_file_payload",
+    "read_activate_read",
     "read_agent_join",
     "read_comm_file",
+    "read_expires",
+    "read_to",
     "read_version_query",
+    "read_workspace_create",
+    "read_workspace_id",
+    "workspace_create_payload",
+    "workspace_id_payload",
 ]
