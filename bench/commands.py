@@ -240,18 +240,7 @@ def run(rounds: int) -> dict[str, object]:
         for case in cases:  # correctness first, and it warms the .pyc cache
             b.verify(case)
         imports = {str(c["name"]): b.importtime(c) for c in cases if "no .pyc" not in str(c["name"])}
-        for case in cases:  # warm-up runs, untimed
-            b.prepare(case)
-            b.spawn(case)
-        wall: dict[str, list[float]] = {str(c["name"]): [] for c in cases}
-        cpu: dict[str, list[float]] = {str(c["name"]): [] for c in cases}
-        for r in range(rounds):
-            k = r % len(cases)
-            for case in cases[k:] + cases[:k]:
-                b.prepare(case)
-                w, c = b.spawn(case)
-                wall[str(case["name"])].append(w)
-                cpu[str(case["name"])].append(c)
+        wall, cpu = common.interleaved_rounds(b, cases, rounds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

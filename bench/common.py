@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -233,6 +234,27 @@ def spawn_timed(
     if code not in ok:
         raise RuntimeError(f"{argv}: exit {code}")
     return wall, ru.ru_utime + ru.ru_stime
+
+
+def interleaved_rounds(
+    bench: Any, cases: list[dict[str, object]], rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each case once untimed (warm-up), then ``rounds`` rounds that run every case once, each round
+    starting one case later (so no case always follows the same one): (wall, CPU) per case name.
+    ``bench`` has ``prepare(case)`` and ``spawn(case) -> (wall, cpu)``."""
+    for case in cases:
+        bench.prepare(case)
+        bench.spawn(case)
+    wall: dict[str, list[float]] = {str(c["name"]): [] for c in cases}
+    cpu: dict[str, list[float]] = {str(c["name"]): [] for c in cases}
+    for r in range(rounds):
+        k = r % len(cases)
+        for case in cases[k:] + cases[:k]:
+            bench.prepare(case)
+            w, c = bench.spawn(case)
+            wall[str(case["name"])].append(w)
+            cpu[str(case["name"])].append(c)
+    return wall, cpu
 
 
 def ratio(a: list[float], b: list[float]) -> float:

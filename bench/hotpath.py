@@ -96,18 +96,7 @@ def run(rounds: int, with_imports: bool) -> dict[str, object]:
         for case in all_cases:  # correctness first; it warms the .pyc cache too
             b.verify(case)
         imports = {str(c["name"]): importtime(b, c) for c in all_cases} if with_imports else {}
-        for case in all_cases:  # warm-up, untimed
-            b.prepare(case)
-            b.spawn(case)
-        wall: dict[str, list[float]] = {str(c["name"]): [] for c in all_cases}
-        cpu: dict[str, list[float]] = {str(c["name"]): [] for c in all_cases}
-        for r in range(rounds):
-            k = r % len(all_cases)
-            for case in all_cases[k:] + all_cases[:k]:
-                b.prepare(case)
-                w, c = b.spawn(case)
-                wall[str(case["name"])].append(w)
-                cpu[str(case["name"])].append(c)
+        wall, cpu = common.interleaved_rounds(b, all_cases, rounds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     facts["load_avg_end"] = common.load_avg()

@@ -532,6 +532,20 @@ def _unb64(text: object) -> bytes | None:
     return base64.b64decode(text) if isinstance(text, str) else None
 
 
+def _undo_if_untouched(path: str, target: str, data: bytes, record: dict[str, object]) -> str | None:
+    """When the file still holds exactly the bytes the install wrote, put back the bytes from before it
+    (or remove the file it created) and say so; None when it changed since (the caller takes out only
+    the install's own entries)."""
+    if not (record.get("before_known") and record.get("after_sha256") == _sha(data)):
+        return None
+    before = _unb64(record.get("before"))
+    if before is None:
+        os.unlink(target)
+        return f"Removed {path} (install had created it)"
+    _replace_keeping_mode(target, before, os.stat(target).st_mode & 0o7777)
+    return f"Restored {path} to its bytes before the install"
+
+
 def unwrite_claude_settings(path: str, record: dict[str, object]) -> str:
     """Take out of the settings file at ``path`` what the install recorded; the line saying what happened.
 
@@ -542,14 +556,9 @@ def unwrite_claude_settings(path: str, record: dict[str, object]) -> str:
     data = _read_bytes(target)
     if data is None:
         return f"{path} is gone; nothing to take out of it"
-    if record.get("before_known") and record.get("after_sha256") == _sha(data):
-        mode = os.stat(target).st_mode & 0o7777
-        before = _unb64(record.get("before"))
-        if before is None:
-            os.unlink(target)
-            return f"Removed {path} (install had created it)"
-        _replace_keeping_mode(target, before, mode)
-        return f"Restored {path} to its bytes before the install"
+    undone = _undo_if_untouched(path, target, data, record)
+    if undone is not None:
+        return undone
     try:
         doc = _load_doc(path, data)
     except SotdError as e:
@@ -820,13 +829,9 @@ def unwrite_codex_functions(path: str, record: dict[str, object]) -> str:
     if data is None:
         return f"{path} is gone; nothing to take out of it"
     mode = os.stat(target).st_mode & 0o7777
-    if record.get("before_known") and record.get("after_sha256") == _sha(data):
-        before = _unb64(record.get("before"))
-        if before is None:
-            os.unlink(target)
-            return f"Removed {path} (install had created it)"
-        _replace_keeping_mode(target, before, mode)
-        return f"Restored {path} to its bytes before the install"
+    undone = _undo_if_untouched(path, target, data, record)
+    if undone is not None:
+        return undone
     added = _strs(record.get("added"))
     keys = _strs(record.get("keys"))
     try:
