@@ -56,8 +56,9 @@ def lab() -> Iterator[tuple[runner.JobNode, str]]:
     shutil.rmtree(top, ignore_errors=True)
 
 
-def _run(node: runner.JobNode, homes: list[str], env: dict[str, str]) -> tuple[runner.JobRun, str]:
-    b: dict[str, Any] = {
+def _body(homes: list[str], process: dict[str, Any]) -> dict[str, Any]:
+    """A run body for the lab's clone that brings ``homes``, with ``process`` as given."""
+    return {
         "clone": SC, "objective": "test",
         "workspace": [{"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"}],
         "sandbox": {
@@ -67,8 +68,12 @@ def _run(node: runner.JobNode, homes: list[str], env: dict[str, str]) -> tuple[r
             "created_files": [],
         },
         "limits": {"wall": 20},
-        "process": {"user": "build-user", "command": ["sh", "-c", SHOW], "env": env},
+        "process": process,
     }  # fmt: skip
+
+
+def _run(node: runner.JobNode, homes: list[str], env: dict[str, str]) -> tuple[runner.JobRun, str]:
+    b = _body(homes, {"user": "build-user", "command": ["sh", "-c", SHOW], "env": env})
     raw = json.dumps({"ocx": 2, "to": "lab-user", "run": b}).encode()
     r = runner.JobRun(b, run_hash=hashlib.sha3_256(raw).hexdigest(), repository_name="proj",
                       target=Target("/nonexistent.fossil"), node=node, hash_name="sha3_256")  # fmt: skip
@@ -113,18 +118,9 @@ def test_a_session_run_is_prepared_with_the_same_home(lab: tuple[runner.JobNode,
 
     node, entry = lab
     node = replace(node, policy=replace(node.policy, sessions=True))
-    b: dict[str, Any] = {
-        "clone": SC, "objective": "test",
-        "workspace": [{"step": "directory", "at": "$$root$$/$$process_user$$/projects/$$repository_name$$/$$run$$"}],
-        "sandbox": {
-            "uid": 1000, "gid": 1000, "linux_capabilities": [], "network": False,
-            "isolate_terminal": True, "ends_with_parent": True, "proc": "/proc", "dev": "/dev", "tmp": "/tmp",
-            "read_only": ["/usr", "/etc/alternatives"], "read_write": ["$$workspace$$"], "homes": [entry],
-            "created_files": [],
-        },
-        "limits": {"wall": 20},
-        "process": {"user": "build-user", "command": ["sh"], "env": {"PATH": "/usr/bin:/bin"}, "session": True},
-    }  # fmt: skip
+    b = _body(
+        [entry], {"user": "build-user", "command": ["sh"], "env": {"PATH": "/usr/bin:/bin"}, "session": True}
+    )
     raw = json.dumps({"ocx": 2, "to": "lab-user", "run": b}).encode()
     r = sessions.SessionRun(b, run_hash=hashlib.sha3_256(raw).hexdigest(), repository_name="proj",
                             target=Target("/nonexistent.fossil"), node=node, hash_name="sha3_256")  # fmt: skip
