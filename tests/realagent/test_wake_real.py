@@ -36,9 +36,9 @@ STREAK = "comm wake: a row with unread mail keeps refusing the wake"
 LOOK_SECS = 6.0  # three wake ticks (2 s) and a hold: long enough for a wrong wake to have typed
 
 
-@pytest.fixture
-def row(box: kit.Box) -> tuple[kit.Box, str]:
-    """A spawned Claude Code row ``@r1`` (joined by its start hook), idle; ``you`` joined outside it."""
+def spawned_idle_row(box: kit.Box) -> str:
+    """Install, start the daemon, join ``you`` outside any row and spawn the Claude Code row ``@r1``; its
+    pane once the row is idle and declared by its start hook."""
     box.env["SOTD_TEST_STREAK_SECS"] = "1"
     box.install()
     box.start()
@@ -46,7 +46,13 @@ def row(box: kit.Box) -> tuple[kit.Box, str]:
     pane = box.spawn("r1")["pane"]
     box.wait_idle(pane)
     wait_for(lambda: (box.row("r1") or {}).get("handle") == "r1", what="@r1 declared by its start hook")
-    return box, pane
+    return pane
+
+
+@pytest.fixture
+def row(box: kit.Box) -> tuple[kit.Box, str]:
+    """A spawned Claude Code row ``@r1`` (joined by its start hook), idle; ``you`` joined outside it."""
+    return box, spawned_idle_row(box)
 
 
 def _type(box: kit.Box, pane: str, text: str, enter: bool = True) -> None:
@@ -95,13 +101,8 @@ def test_a_fresh_row_with_prompt_suggestions_on_is_woken_and_answers(box: kit.Bo
     no messages yet, and the row's start hook output (its ``additionalContext``) is one, so the joined
     row's prompt is plain; the wake types and the model answers. Should a release show the placeholder
     here, the first assertion says so (and the next test covers the wake on it)."""
-    box.env.update(dict([screens.SUGGEST]), SOTD_TEST_STREAK_SECS="1")
-    box.install()
-    box.start()
-    assert box.sotd("join", "--name", "you").returncode == 0
-    pane = box.spawn("r1")["pane"]
-    box.wait_idle(pane)
-    wait_for(lambda: (box.row("r1") or {}).get("handle") == "r1", what="@r1 declared by its start hook")
+    box.env.update(dict([screens.SUGGEST]))
+    pane = spawned_idle_row(box)
     box.wait_screen(pane, lambda t: "\u276f\u00a0" in t.splitlines(), "a plain empty prompt (no placeholder)")
     model.add(
         standin.bash("comm-poll.sh", when=WAKE_LINE),
