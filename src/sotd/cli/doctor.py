@@ -693,7 +693,9 @@ def run(argv: list[str]) -> int:
         elif a == "--fix":
             fix = True
         else:
-            raise UsageError(f"sotd doctor: unexpected argument '{a}' (see: sotd doctor --help)")
+            from sotd.text import inert
+
+            raise UsageError(f"sotd doctor: unexpected argument '{inert(a)}' (see: sotd doctor --help)")
     env = dict(os.environ)
     rep = examine(env)
     fixed: list[dict[str, str]] = []

@@ -8,7 +8,7 @@ verdicts run in the order of 2.3, so a bad handle is ``bad_handle`` even on a bo
 What would break it: answering before ``inbox.append`` returned, running the blocking append on the event
 loop (one slow lock would stall every connection), or deciding a forward after reading the registry.
 
-The decisions are pure functions (``check_to``, ``registry_verdict``, ``join_verdict``); ``Ops`` is the
+The decisions are pure functions (``check_handles``, ``registry_verdict``, ``join_verdict``); ``Ops`` is the
 thin shell that reads files in a thread and asks the hub logic (``sotd.daemon.hub``) to forward or offer.
 """
 
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sotd import __version__, _clock, handles
 from sotd.errors import RegistryUnreadable, SotdError
 from sotd.formats import inbox, lockmanager, registry
+from sotd.text import inert
 from sotd.wire import answers, hello, payloads
 from sotd.wire.answers import OK, quoted, refusal
 
@@ -46,11 +47,14 @@ def not_here_text(to: str) -> str:
 # ------------------------------------------------------------------------------------- pure decisions
 
 
-def check_to(to: object, home_exists: bool) -> dict[str, Any] | None:
-    """Steps 1-2 of the verdict order: a bad handle (the wire's ``payloads.not_a_handle``), then no comm
-    folder. None: go on."""
+def check_handles(to: object, frm: object, home_exists: bool) -> dict[str, Any] | None:
+    """Steps 1-2 of the verdict order: ``to`` not a handle (the wire's ``payloads.not_a_handle``), then
+    (ours, issue 25) ``from`` not a handle (``payloads.sender_not_a_handle``), then no comm folder. None:
+    go on. Every origin's ``comm.file`` comes here: a client's, a guest's forward, a hub's offer."""
     if not handles.is_valid(to):
         return payloads.not_a_handle(to).answer()
+    if not handles.is_valid(frm):
+        return payloads.sender_not_a_handle(frm).answer()
     if not home_exists:
         return refusal(answers.NOT_HERE, not_here_text(str(to)))
     return None
@@ -304,10 +308,14 @@ class Ops:
         return OK
 
     async def comm_file(self, payload: dict[str, Any], origin: str) -> dict[str, Any]:
-        early = check_to(payloads.read_to(payload), await asyncio.to_thread(os.path.isdir, self.layout.home))
+        home = await asyncio.to_thread(os.path.isdir, self.layout.home)
+        to = payloads.read_to(payload)
+        early = check_handles(to, payloads.read_from(payload), home)
         if early is not None:
+            if early["code"] == answers.BAD_HANDLE and handles.is_valid(to):  # the sender's was refused
+                log.warning("comm.file from %s refused: %s", origin, inert(early["error"]))
             return early
-        req = payloads.read_comm_file(payload)  # ``to`` is a handle now, so this reads and never refuses
+        req = payloads.read_comm_file(payload)  # ``to`` and ``from`` are handles now: this never refuses
         route = await asyncio.to_thread(route_now, self.layout, self.is_hub, req.forwarded, self.self_host)
         if route.where == lockmanager.REFUSE:
             log.error("comm.file for @%s refused: %s", req.to, route.text)
@@ -381,7 +389,7 @@ __all__ = [
     "Ops",
     "Route",
     "budget",
-    "check_to",
+    "check_handles",
     "file_locally",
     "join_verdict",
     "not_here_text",
