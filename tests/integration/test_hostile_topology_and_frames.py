@@ -37,7 +37,6 @@ from tests.conftest import SOTD, Comm, wait_for
 from tests.integration.test_daemon import (
     HELLO,
     Daemon,
-    daemons,  # noqa: F401 -- the fixture
     folder,
     hub_sock_path,
     inbox_lines,
@@ -56,6 +55,14 @@ pytestmark = pytest.mark.integration
 SENTENCE = "this box's hosts.toml cannot be read, so it names no hub: "
 PLAIN = "[a-z0-9][a-z0-9._-]*"
 DEEP = 'hub = "boxa"\nx = ' + "[" * 500 + "]" * 500 + "\n"
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Daemon]]:
+    started: list[Daemon] = []
+    yield started
+    for d in started:
+        d.stop()
 
 
 def bad_endpoint(value: str) -> str:
@@ -193,7 +200,7 @@ def test_running_daemons_keep_serving_through_a_bad_hosts_toml(tmp_path: Any, da
     assert count(hub, reason) == 1 and hub.proc.poll() is None
     # a bad endpoint saved over it: logged once more (a new reason), the link kept
     with open(hosts, "w") as f:
-        f.write(f'hub = "boxa"\n[boxes.boxa]\nendpoint = "ssh:Boxa/boxa"\n')
+        f.write('hub = "boxa"\n[boxes.boxa]\nendpoint = "ssh:Boxa/boxa"\n')
     why2 = f"{SENTENCE}{ssh_target_why('ssh:Boxa/boxa')}"
     wait_for(lambda: count(guest, why2) == 1, what="the second reason")
     assert guest.file("alpha", "still") == {"ok": True}
@@ -201,7 +208,7 @@ def test_running_daemons_keep_serving_through_a_bad_hosts_toml(tmp_path: Any, da
     write_hosts(work, hub_sock_path(work))
     for d in (hub, guest):
         wait_for(lambda d=d: "hosts.toml can be read again" in d.logtext(), what="read again")
-    assert "topology_error" not in json.dumps(status(guest).stdout)
+    assert SENTENCE not in status(guest).stdout
     assert guest.file("alpha", "fixed") == {"ok": True}
     assert guest.logtext().count("is up") == 1  # the link was never dropped
     for d in (hub, guest):
@@ -303,11 +310,32 @@ def test_an_odd_answer_quoted_by_the_hub_is_cut_to_fit(tmp_path: Any, daemons: l
         assert len(res) <= framing.MAX_LINE
         link.sendall(res.encode() + b"\n")
         t.join(15)
-    assert answer, "the client got no answer"
-    [got] = answer
-    assert got["code"] == "file_failed"
-    assert got["error"].startswith('boxb answered neither ok nor a refusal: {"weird": "zzzz')
-    assert got["error"].endswith(f"... ({len(json.dumps(odd, ensure_ascii=False))} characters in all)")
+        assert answer, "the client got no answer"
+        [got] = answer
+        assert got["code"] == "file_failed"
+        assert got["error"].startswith('boxb answered neither ok nor a refusal: {"weird": "zzzz')
+        assert got["error"].endswith(f"... ({len(json.dumps(odd, ensure_ascii=False))} characters in all)")
+        # an offer in flight when the link sends a malformed frame (and is closed for it) is answered at once
+        answer.clear()
+        t = threading.Thread(target=lambda: answer.append(hub.file("zed")), daemon=True)
+        t0 = time.monotonic()
+        t.start()
+        read_lines(link, 1)
+        link.sendall(b"{not json\n")
+        t.join(15)
+        assert time.monotonic() - t0 < 3.5  # well inside the offer's 4 s bound
+    assert answer == [{"error": "no box answered for @zed within 4s: boxb", "code": "file_failed"}]
+    assert (
+        "connection" in hub.logtext() and ": closed: malformed input: envelope is not JSON (" in hub.logtext()
+    )
+    # the link's state says why it is down
+    later = hub.file("zed")
+    assert later["code"] == "not_here"
+    assert re.fullmatch(
+        r"no box knows that handle: zed \(no link from: boxb\); the link from boxb is down since "
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: it sent bad input: envelope is not JSON \(.+\)",
+        later["error"],
+    ), later
     assert hub.request("version.query", {})["daemon"]["host"] == "boxa"  # still serving
     no_traceback(hub.logtext())
 

@@ -13,7 +13,10 @@ One daemon per box per comm folder (``onedaemon``): a second one for the same ho
 start, naming the first. ``hosts.toml`` is read again on SIGHUP, on ``sotd daemon reload`` (the
 ``daemon.reload`` op, which answers what changed) and when the file's stat changes (checked every tick);
 a reload keeps a link whose endpoint did not change, redials one whose did, and logs what changed
-(``topology.describe_changes``). On the hub, a link that keeps alive and goes silent for
+(``topology.describe_changes``). A file that cannot be read is never applied and never ends the daemon:
+it keeps serving its folder with the topology it read last (or none), logs the reason once, and says it
+in ``version.query`` (``topology_error``, shown by ``sotd daemon status``); ``daemon.reload`` answers it
+as a ``topology_unreadable`` refusal (issue 25). On the hub, a link that keeps alive and goes silent for
 ``LINK_SILENT_S`` is closed (``Server.drop_silent_links``), so an offer names its state at once.
 """
 

@@ -3,6 +3,8 @@
 Spec: behaviour 2.1 (a refused hello), 2.3 (``comm.file``'s codes ``not_here | no_live_session |
 bad_handle | file_failed``, ``agent.join``'s, ``agent.send``'s, ``unknown op``), D4, D5. Guarantee: each
 code is written once, here; a refusal always carries both ``error`` (the spec's sentence) and ``code``.
+Another daemon's answer (or any long value) that one of ours quotes is cut to ``QUOTE_MAX`` characters
+(``cut_text``, ``quoted_answer``), so quoting never outgrows the line bound (issue 25).
 What would break it: a caller spelling a code by hand (a typo is then a new code no client knows).
 
 Pure and a leaf of ``sotd.wire`` (stdlib only; ``json`` is imported by the one function that quotes).

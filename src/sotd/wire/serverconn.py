@@ -8,6 +8,8 @@ state x input -> next state, action), so a peer can never reach an op before an 
 nothing it sends makes the machine raise: its faults come back as a ``Close`` carrying a
 ``RemoteProtocolError``. Our own misuse (feeding bytes after the machine closed or saw the end, answering a
 request it never handed out, or twice) raises ``LocalProtocolError`` and sends nothing.
+Every answer line it makes fits the 1 MiB bound (``answer_line``: a payload that would outgrow it is cut
+to fit, keeping a refusal's code), so an asker always hears an answer (issue 25).
 What would break it: a shell that runs a request it was not handed in a ``Run``, or that reads the hello
 itself (the table would then no longer be the whole rule).
 
