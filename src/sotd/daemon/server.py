@@ -4,8 +4,8 @@ Spec: behaviour 2.1 (framing, hello first, a refused hello is the answer), 2.2 (
 a private folder, only this account's processes), 2.3 (``unknown op``), 2.4 (link-role connections).
 Guarantee: one connection's bad bytes (not JSON, not UTF-8, a line past 1 MiB) close that connection only,
 with its reason logged once (a link's state then says it sent bad input); every other connection keeps
-being served. A peer that resets at any point is the INFO line ``closed by the peer``, never a traceback. A connection from another uid gets a
-refused hello and is closed before any op runs. An event is written without waiting: a peer that does not
+being served. A peer that resets at any point is the INFO line ``closed by the peer``, never a traceback.
+A connection from another uid gets a refused hello and is closed before any op runs. An event is written without waiting: a peer that does not
 read its events is dropped, never waited on.
 What would break it: a read loop that shares one ``ServerConnection`` between connections, a decision
 about the protocol made here instead of in ``sotd.wire.serverconn``'s table, or an ``await`` on a slow
