@@ -251,6 +251,20 @@ class NoRelayEndpoint(SotdError):
     sentence = "<why there is no relay endpoint>"
 
 
+class TopologyUnreadable(SotdError):
+    """``hosts.toml`` is there but cannot be read or is no valid topology (nested too deep, a control
+    character, a bad ``ssh:`` target, a bad type): the box names no hub; a running daemon keeps serving its
+    folder with its last good topology and says so in ``sotd daemon status`` and ``sotd doctor``."""
+
+    code = "topology_unreadable"
+    sentence = "this box's hosts.toml cannot be read, so it names no hub: <why>"
+    next_step = "fix the file (`sotd topology path` names it), then `sotd daemon reload`"
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"this box's hosts.toml cannot be read, so it names no hub: {why}")
+        self.why = why
+
+
 class IdentityRefused(SotdError):
     """The identity check refused this process: it has no comm identity."""
 

@@ -223,7 +223,8 @@ def _status(sock: str, environ: dict[str, str]) -> int:
 
 
 def status_lines(info: dict[str, Any]) -> list[str]:
-    """The link lines of ``sotd daemon status``: this box's link to its hub, and the boxes linked here. Pure."""
+    """The link lines of ``sotd daemon status``: this box's link to its hub, the boxes linked here, and why
+    ``hosts.toml`` cannot be read (with the fix) when it cannot. Pure."""
     out: list[str] = []
     link = info.get("link")
     if isinstance(link, dict):
@@ -235,6 +236,9 @@ def status_lines(info: dict[str, Any]) -> list[str]:
     links = info.get("links")
     if isinstance(links, list) and links:
         out.append(f"links from: {', '.join(str(x) for x in links)}")
+    topo_error = info.get("topology_error")
+    if isinstance(topo_error, str) and topo_error:
+        out.append(f"{topo_error}: fix the file (sotd topology path names it), then: sotd daemon reload")
     return out
 
 

@@ -357,11 +357,13 @@ def version_payload(
     send_command: str = "",
     link: dict[str, Any] | None = None,
     links: list[str] | None = None,
+    topology_error: str = "",
 ) -> dict[str, Any]:
     """``version.query``'s ``daemon``: who answers, and the front ends (``fe`` connections) attached now.
     ``send_command`` (ours): the command this box's rows reply with, for a task mail spawned from another
     box (``Rows.send_command``). ``link`` (ours): this box's link to its hub (``endpoint``, ``up``,
-    ``since``, ``error``), None when it holds none; ``links``: the boxes linked to this daemon now."""
+    ``since``, ``error``), None when it holds none; ``links``: the boxes linked to this daemon now;
+    ``topology_error`` (ours): why ``hosts.toml`` cannot be read and what the daemon goes on with, or ``""``."""
     return {
         "host": host,
         "version": __version__,
@@ -374,6 +376,7 @@ def version_payload(
         "send_command": send_command,
         "link": link,
         "links": sorted(links or []),
+        "topology_error": topology_error,
     }
 
 
