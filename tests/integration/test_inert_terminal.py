@@ -250,6 +250,22 @@ def test_doctor_shows_a_daemons_version_escaped(
     assert found["daemon_version"].startswith(f"the daemon at {sock} runs sotd {text}, this command is ")
 
 
+@pytest.mark.parametrize(("_id", "text", "_held", "shown"), ATTACKS, ids=IDS)
+def test_daemon_status_shows_a_daemons_version_escaped(
+    ab: Any, _id: str, text: str, _held: bytes, shown: bytes
+) -> None:
+    """``sotd daemon status`` (``daemon/command.py``, which writes its own lines) prints a peer's version
+    string through the same rule: the status line holds the escapes, never the raw bytes."""
+    _, a, _ = ab
+    sock = a.env["SOT_SOCKET"]
+    with FakeDaemon(sock) as fake:
+        fake.answer = {"daemon": {"host": "testhost", "version": text, "restart_requested": ""}}
+        p = run_bytes(a, "status", prefix=("daemon",))
+    assert p.returncode == 0, p
+    no_raw(p.stdout + p.stderr)
+    assert b", version " + shown + b", protocol " in p.stdout.split(b"\n")[0], p.stdout
+
+
 # ------------------------------------------------------------------------------ comm.file's ``from``
 
 

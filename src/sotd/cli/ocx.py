@@ -12,6 +12,7 @@ import sys
 
 from sotd import cmdtable
 from sotd.errors import UsageError
+from sotd.text import inert
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,7 +52,8 @@ def _parse(argv: list[str], positional: int, allowed: tuple[str, ...]) -> tuple[
 
 
 def _out(line: str) -> None:
-    sys.stdout.write(line + "\n")
+    """One line to stdout, made inert (``sotd.text.inert``): a message's fields are a peer's bytes."""
+    sys.stdout.write(inert(line, lines=True) + "\n")
 
 
 def _json(obj: object) -> None:

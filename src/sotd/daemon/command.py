@@ -24,6 +24,7 @@ import time
 from sotd import cmdtable, runtime
 from sotd.daemon import statusfile
 from sotd.errors import SotdError
+from sotd.text import inert
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,6 +33,16 @@ if TYPE_CHECKING:
 START_WAIT_S = 15.0
 STOP_WAIT_S = 10.0
 USAGE = cmdtable.usages("daemon")  # made from the command table
+
+
+def _out(text: str) -> None:
+    """Writes ``text`` to stdout as it may reach a terminal (``sotd.text.inert``: a link's reason or a
+    peer's version string is a peer's bytes)."""
+    sys.stdout.write(inert(text, lines=True))
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(inert(text, lines=True))
 
 
 def _parse(argv: list[str]) -> tuple[str, str | None]:
@@ -56,7 +67,7 @@ def run(argv: list[str]) -> int:
     try:
         cmd, explicit = _parse(argv)
     except ValueError as e:
-        sys.stderr.write(f"sotd daemon: {e}\n{USAGE}\n")
+        _err(f"sotd daemon: {e}\n{USAGE}\n")
         return 2
     environ = dict(os.environ)
     sock = os.path.abspath(runtime.socket_path(environ, explicit))
@@ -129,10 +140,8 @@ def _start_locked(sock: str, environ: dict[str, str]) -> int:
     logfile = runtime.log_path(sock)
     with contextlib.suppress(SotdError):
         info = query(sock, environ, 2.0)
-        sys.stderr.write(
-            f"sotd daemon: already running at {sock} (pid {info.get('pid')}); its log is {logfile}\n"
-        )
-        sys.stdout.write(sock + "\n")
+        _err(f"sotd daemon: already running at {sock} (pid {info.get('pid')}); its log is {logfile}\n")
+        _out(sock + "\n")
         return 0
     fd = os.open(logfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     try:
@@ -153,18 +162,18 @@ def _start_locked(sock: str, environ: dict[str, str]) -> int:
     deadline = time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            sys.stderr.write(f"sotd daemon: it exited at start (status {proc.returncode}); see {logfile}\n")
-            sys.stderr.write(_tail(logfile))
+            _err(f"sotd daemon: it exited at start (status {proc.returncode}); see {logfile}\n")
+            _err(_tail(logfile))
             return 1
         try:
             query(sock, environ, 1.0)
         except SotdError:
             time.sleep(0.1)
             continue
-        sys.stderr.write(f"sotd daemon: started pid {proc.pid} at {sock}; its log is {logfile}\n")
-        sys.stdout.write(sock + "\n")
+        _err(f"sotd daemon: started pid {proc.pid} at {sock}; its log is {logfile}\n")
+        _out(sock + "\n")
         return 0
-    sys.stderr.write(f"sotd daemon: no answer at {sock} within {START_WAIT_S:g}s; see {logfile}\n")
+    _err(f"sotd daemon: no answer at {sock} within {START_WAIT_S:g}s; see {logfile}\n")
     return 1
 
 
@@ -181,11 +190,11 @@ def _stop(sock: str) -> int:
     path = runtime.status_path(sock)
     doc = statusfile.read(path)
     if doc is None:
-        sys.stderr.write(f"sotd daemon: no daemon runs at {sock} (no status file {path})\n")
+        _err(f"sotd daemon: no daemon runs at {sock} (no status file {path})\n")
         return 1
     pid = doc.get("pid")
     if not statusfile.same_process(doc) or type(pid) is not int:
-        sys.stderr.write(
+        _err(
             f"sotd daemon: the status file names pid {pid}, which no longer runs that daemon: nothing signalled\n"
         )
         with contextlib.suppress(OSError):
@@ -195,10 +204,10 @@ def _stop(sock: str) -> int:
     deadline = time.monotonic() + STOP_WAIT_S
     while time.monotonic() < deadline:
         if not statusfile.same_process(doc):
-            sys.stdout.write(f"stopped sotd daemon pid {pid} at {sock}\n")
+            _out(f"stopped sotd daemon pid {pid} at {sock}\n")
             return 0
         time.sleep(0.05)
-    sys.stderr.write(f"sotd daemon: pid {pid} did not stop within {STOP_WAIT_S:g}s of SIGTERM\n")
+    _err(f"sotd daemon: pid {pid} did not stop within {STOP_WAIT_S:g}s of SIGTERM\n")
     return 1
 
 
@@ -206,19 +215,17 @@ def _status(sock: str, environ: dict[str, str]) -> int:
     try:
         info = query(sock, environ)
     except SotdError as e:
-        sys.stderr.write(
-            f"sotd daemon: no daemon answered at {sock}: {e.message}\nstart it: sotd daemon start\n"
-        )
+        _err(f"sotd daemon: no daemon answered at {sock}: {e.message}\nstart it: sotd daemon start\n")
         return 1
     role = "hub" if info.get("hub") else "guest"
-    sys.stdout.write(
+    _out(
         f"sotd daemon at {sock}: pid {info.get('pid')}, host {info.get('host')}, version {info.get('version')}, "
         f"protocol {info.get('protocol')}, {role}\n"
     )
     for line in status_lines(info):
-        sys.stdout.write(line + "\n")
+        _out(line + "\n")
     if info.get("restart_requested"):
-        sys.stdout.write(f"restart requested: {info['restart_requested']}\n")
+        _out(f"restart requested: {info['restart_requested']}\n")
     return 0
 
 
@@ -250,11 +257,11 @@ def _reload(sock: str, environ: dict[str, str]) -> int:
     try:
         answer = unix.request(sock, payloads.DAEMON_RELOAD, {}, _hello(environ), deadline_s=10.0)
     except SotdError as e:
-        sys.stderr.write(f"sotd daemon: no daemon answered at {sock}: {e.message}\n")
+        _err(f"sotd daemon: no daemon answered at {sock}: {e.message}\n")
         return 1
     if not answers.is_ok(answer):
-        sys.stderr.write(f"sotd daemon: reload refused: {answer.get('error', answer)}\n")
+        _err(f"sotd daemon: reload refused: {answer.get('error', answer)}\n")
         return 1
     changes = answer.get("changes") or []
-    sys.stdout.write(f"reloaded {answer.get('path')}: {'; '.join(changes) if changes else 'no change'}\n")
+    _out(f"reloaded {answer.get('path')}: {'; '.join(changes) if changes else 'no change'}\n")
     return 0
