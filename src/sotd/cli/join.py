@@ -141,6 +141,8 @@ def run(argv: list[str]) -> int:
         opts.expertise if opts.expertise is not None else env.get("SOT_COMM_EXPERTISE", "")
     )
 
+    # A slot (or self/) that is a symbolic link is refused before anything is written (issue 25).
+    selffile.refuse_links(ctx.self_file)
     # The slot guard runs before anything is written: a row's slot that names another project's
     # session would hand this session that one's mail.
     if not opts.repin and not ctx.is_nopane:
@@ -298,7 +300,15 @@ def _take_back(ctx: Context, handle: str, written: Mapping[str, object], previou
 
 
 def _touch_inbox(path: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    """Create the inbox file if missing; never through a link (``LinkRefused``, issue 25)."""
+    from sotd import fsprim
+
+    try:
+        fd = fsprim.open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600, real_folder=True)
+    except fsprim.LinkedPath as e:
+        from sotd.formats.layout import link_refused
+
+        raise link_refused(str(e.filename)) from None
     os.close(fd)
 
 

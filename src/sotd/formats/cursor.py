@@ -122,15 +122,22 @@ def read(layout: Layout, handle: str) -> str:
     """The cursor file's text ("" when there is none). Undecodable bytes survive as surrogate escapes."""
     path = layout.cursor(handle)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = fsprim.read_nofollow(path, 1 << 20, real_folder=True)
     except FileNotFoundError:
         return ""
+    except fsprim.LinkedPath as e:
+        raise _linked(e) from None
     except OSError as e:
         raise SotdError(
             f"the read cursor {path} could not be read: {e.strerror or e}", code="cursor_failed"
         ) from e
     return data.decode("utf-8", "surrogateescape")
+
+
+def _linked(e: fsprim.LinkedPath) -> SotdError:
+    from sotd.formats.layout import link_refused
+
+    return link_refused(str(e.filename))
 
 
 def _tmp_path(layout: Layout, handle: str) -> str:
@@ -146,12 +153,14 @@ def write(layout: Layout, handle: str, count: int, last_line: bytes | None) -> N
     tmp = _tmp_path(layout, handle)
     try:
         try:
-            fsprim.write_atomic(path, data, tmp=tmp, sync_folder=False)
+            fsprim.write_atomic(path, data, tmp=tmp, sync_folder=False, real_folder=True)
         except fsprim.AtomicStepError as e:
             if e.step != "write" or e.errno != errno.ENOENT:
                 raise
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            fsprim.write_atomic(path, data, tmp=tmp, sync_folder=False)
+            fsprim.write_atomic(path, data, tmp=tmp, sync_folder=False, real_folder=True)
+    except fsprim.LinkedPath as e:
+        raise _linked(e) from None
     except OSError as e:
         raise SotdError(
             f"the read cursor {path} could not be written: {e.strerror or e}", code="cursor_failed"

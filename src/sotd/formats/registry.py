@@ -28,7 +28,7 @@ import os
 import time
 
 from sotd import PROTOCOL_VERSION, _clock, fsprim
-from sotd.errors import HandleError, RegistryUnreadable, RegistryWriteFailed
+from sotd.errors import HandleError, RegistryLinked, RegistryUnreadable, RegistryWriteFailed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,7 +58,8 @@ _skeleton_seq = 0
 
 
 def _read_once(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+    """One read of the whole file; never through a link at ``registry.json`` (``fsprim.LinkedPath``)."""
+    fd = fsprim.open_nofollow(path, os.O_RDONLY)
     try:
         chunks: list[bytes] = []
         while True:
@@ -74,7 +75,8 @@ def read_bytes(layout: Layout) -> bytes | None:
     """The registry's bytes, ``None`` when the first open says ENOENT, else ``RegistryUnreadable``.
 
     An open error, a read error or zero bytes is retried (3 retries, the folder listed before each);
-    non-empty bytes are returned at once, even if they do not parse.
+    non-empty bytes are returned at once, even if they do not parse. A ``registry.json`` that is a
+    symbolic link is ``RegistryLinked`` at once (an unreadable registry whose sentence names the link).
     """
     path = layout.registry
     last = ""
@@ -94,6 +96,10 @@ def read_bytes(layout: Layout) -> bytes | None:
                 return None
             last = "it vanished"
             continue
+        except fsprim.LinkedPath:
+            from sotd.formats.layout import link_refused
+
+            raise RegistryLinked(link_refused(path).message) from None
         except OSError as e:
             last = e.strerror or str(e)
             continue
