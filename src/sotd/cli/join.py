@@ -16,6 +16,7 @@ from sotd.errors import (
     HandleError,
     IdentityRefused,
     JoinFailed,
+    RegistryLinked,
     RegistryUnreadable,
     SlotRefused,
     SotdError,
@@ -183,14 +184,14 @@ def run(argv: list[str]) -> int:
 
     try:
         registry.update(lay, ctx.host, change, bound=reglock.wait_bound(dict(env)))
-    except RegistryUnreadable:
+    except RegistryUnreadable as e:
         from sotd.cli import hints
 
         raise SotdError(
             "comm: the registry could not be read, so no handle was derived; nothing was written"
             if name is None
             else "FAILED: the registry could not be read or updated, so nothing was written",
-            hint=hints.registry_unreadable(),
+            hint=e.hint if isinstance(e, RegistryLinked) else hints.registry_unreadable(),
             code="registry_unreadable",
         ) from None
     except HandleError as e:

@@ -240,7 +240,8 @@ def _fresh_read(layout: Layout) -> dict[str, object]:
             raise RegistryUnreadable("registry.json vanished as it was created")
         return parse(data)
     except RegistryUnreadable as e:
-        raise RegistryUnreadable(READ_OR_UPDATE_FAILED, hint=e.message) from e
+        kind = RegistryLinked if isinstance(e, RegistryLinked) else RegistryUnreadable
+        raise kind(READ_OR_UPDATE_FAILED, hint=e.message) from e
 
 
 def write_locked(layout: Layout, doc: dict[str, object]) -> None:
