@@ -313,6 +313,18 @@ class DespawnFailed(SotdError):
     next_step = "`sotd doctor`, or comm-leave.sh --name <h> for a bare registry entry"
 
 
+class SocketFolderRefused(SotdError):
+    """A level of the daemon's socket folder is another account's, a link, or writable by others (issue 25:
+    ``/tmp/sotd-<uid>/`` made first by another user); nothing was written in it."""
+
+    code = "socket_folder_refused"
+    sentence = (
+        "refusing the daemon's socket folder <level>: <why>, so another account could plant or swap files in "
+        "it and nothing was written there; set SOT_SOCKET=<comm>/state/run-<host>-<label>/sotd.sock for every "
+        "sotd command on this box (sotd makes that folder private)"
+    )
+
+
 class DaemonNotFound(SotdError):
     """No daemon endpoint could be named or started for a command that needs one."""
 

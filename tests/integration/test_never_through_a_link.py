@@ -27,7 +27,9 @@ FIX = (
     " is a symbolic link, and sotd reads and writes nothing in the comm folder through one: replace it "
     "with a real file or folder (or remove it), then run the command again"
 )
-PRECIOUS = b'{"from":"x","to":"beta","repo":"r","msg":"old mail, and not sotd\'s","ts":"2026-01-01T00:00:00Z"}\n'
+PRECIOUS = (
+    b'{"from":"x","to":"beta","repo":"r","msg":"old mail, and not sotd\'s","ts":"2026-01-01T00:00:00Z"}\n'
+)
 OLD_NS = 1_700_000_000_000_000_000  # the target's mtime, set before each attack
 
 
@@ -181,9 +183,11 @@ def daemon(comm: Comm) -> Iterator[str]:
     """``sotd daemon run`` on this comm folder (its hub: the record is the comm fixture's); its socket."""
     sock = os.path.join(comm.work, "run", "sotd.sock")
     env = clean_env()
-    env.update(SOT_COMM_HOME=comm.home, SOT_SELF_HOST=comm.host, SOT_HOSTS_TOML=os.path.join(comm.work, "none"))
-    log = open(os.path.join(comm.work, "daemon.log"), "ab")
-    proc = subprocess.Popen([SOTD, "daemon", "run", "--socket", sock], env=env, stdout=log, stderr=log)
+    env.update(
+        SOT_COMM_HOME=comm.home, SOT_SELF_HOST=comm.host, SOT_HOSTS_TOML=os.path.join(comm.work, "none")
+    )
+    with open(os.path.join(comm.work, "daemon.log"), "ab") as log:
+        proc = subprocess.Popen([SOTD, "daemon", "run", "--socket", sock], env=env, stdout=log, stderr=log)
 
     def answers() -> bool:
         assert proc.poll() is None, f"the daemon exited {proc.returncode}"
@@ -203,7 +207,6 @@ def daemon(comm: Comm) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
-        log.close()
 
 
 def file(sock: str, to: str, text: str = "hi") -> dict[str, Any]:
