@@ -108,6 +108,13 @@ def test_poll_and_unread_of_a_linked_inbox_refuse_and_show_nothing_of_the_target
         assert (r.code, r.out, r.err) == (1, "", refused(comm.layout.inbox("beta")) + "\n"), verb
     t.assert_unchanged()
     assert not os.path.exists(comm.layout.cursor("beta"))
+    # the reader's lock too: a link there is refused, never opened (or made) through
+    os.unlink(comm.layout.inbox("beta"))
+    lock = Target(comm.work, "read-lock-target", None)
+    lock.link(comm.layout.inbox_lock("beta"))
+    r = beta.run("poll")
+    assert (r.code, r.out, r.err) == (1, "", refused(comm.layout.inbox_lock("beta")) + "\n")
+    lock.assert_unchanged()
 
 
 def test_poll_with_a_linked_cursor_refuses_and_the_cursor_target_is_untouched(pair) -> None:

@@ -7,6 +7,8 @@ last shown line (POSIX cksum of its bytes without newlines and NULs) notices whe
 failed append after an unlocked reader counted it, and the reader then steps back one line, so the next
 line written at that position is shown. A hashed count exactly one past the end is the end (the same cut-back
 seen from the other side); any other count past the end restarts at 0.
+Never through a link (issue 25): the cursor (and ``read/``) is read with ``O_NOFOLLOW``; a link is
+``LinkRefused``, so poll stops before it would replace it.
 What would break it: writing the hash of a re-read instead of the bytes the reader showed, writing the cursor
 before the batch was shown, or a non-atomic write (a torn cursor reads as 0 and re-shows everything, which is
 safe, but a torn count could skip).

@@ -9,6 +9,9 @@ unterminated tail), except in the one case the error says so (the rollback itsel
 the shared lock never sees a line in flight; an unlocked reader may, and the cursor's hash repairs that.
 What would break it: writing without the exclusive lock, O_APPEND across NFS clients without it, a rollback
 to any length other than the one measured under the lock, or counting an unterminated tail as a line.
+Never through a link (issue 25): ``inbox/`` is opened as a descriptor with ``O_NOFOLLOW`` and the lock and
+the inbox are opened at it with ``O_NOFOLLOW`` (``fsprim.open_nofollow``); a link at either, or at the
+folder, is ``LinkRefused`` and nothing is read or appended. An open by path without that would follow one.
 
 The bounded blocking wait. The spec asks for a blocking flock bounded by a timeout (15-25 ms non-blocking
 tries only under an nfs4 lock manager). The kernel has no flock with a timeout, and polling with LOCK_NB is

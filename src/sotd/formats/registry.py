@@ -7,6 +7,8 @@ Guarantee: a read is present, absent (only a first ENOENT) or unreadable, never 
 read-decide-write under the registry lock on a fresh read (the folder is listed first, NFS lesson), and a
 failed write leaves the file's bytes and inode as they were and no temp behind; a registry is created only
 by hard-linking a synced skeleton where no path exists, so nothing ever replaces, truncates or repairs one.
+A ``registry.json`` that is a symbolic link is read as unreadable (``RegistryLinked``, its sentence naming
+the link), so no writer replaces it (issue 25).
 What would break it: treating a failed read as absent, or writing from a read made before the lock.
 
 Decisions:
