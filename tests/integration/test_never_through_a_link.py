@@ -251,3 +251,20 @@ def test_the_daemons_filing_refuses_a_linked_registry_and_lock_record(pair, daem
     assert answer == {"code": "file_failed", "error": refused(comm.layout.lock_manager)}
     rec.assert_unchanged()
     assert comm.inbox_bytes("beta") == b""
+
+
+def test_a_daemon_refuses_to_start_on_a_linked_one_daemon_lock(comm: Comm) -> None:
+    t = Target(comm.work, "daemon-lock-target", None)
+    lock = os.path.join(comm.layout.state_dir, f"daemon-{comm.host}.lock")
+    t.link(lock)
+    env = clean_env()
+    env.update(
+        SOT_COMM_HOME=comm.home, SOT_SELF_HOST=comm.host, SOT_HOSTS_TOML=os.path.join(comm.work, "none")
+    )
+    sock = os.path.join(comm.work, "run", "sotd.sock")
+    r = subprocess.run(
+        [SOTD, "daemon", "run", "--socket", sock], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[-1].endswith(f" ERROR {refused(lock)}")
+    t.assert_unchanged()
