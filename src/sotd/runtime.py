@@ -137,47 +137,50 @@ def _refusal(level: str, why: str, environ: Mapping[str, str]) -> SocketFolderRe
 
 def is_folder_refusal(text: str) -> bool:
     """Whether ``text`` (a failed start's last words) is this refusal (no log was written to look at)."""
-    return text.startswith(REFUSAL_START) or text.startswith("sotd daemon: " + REFUSAL_START)
+    return text.startswith(REFUSAL_START)
 
 
-def prepare_socket_folder(sock: str, environ: Mapping[str, str], *, make: bool = True) -> None:
-    """Check (and with ``make``, make) the folder of ``sock`` by the rule in the module header, before
-    anything is written in it. ``SocketFolderRefused`` when a level fails; an ``OSError`` from a mkdir
-    that cannot be done is left to the caller. Without ``make`` a missing level ends the walk (the
-    daemon would make the rest) and an open folder of ours is no fault (the daemon would tighten it)."""
+def prepare_socket_folder(sock: str, environ: Mapping[str, str]) -> None:
+    """Check and make the folder of ``sock`` by the rule in the module header, before anything is written
+    in it: ``SocketFolderRefused`` when a level fails or cannot be made (nothing written anywhere)."""
+    from sotd.errors import SocketFolderRefused
+
     uid = os.geteuid()
     folder = os.path.dirname(os.path.abspath(sock))
     walks = [_levels(folder)]
-    i = 0
-    while i < len(walks):
-        for level in walks[i]:
-            last = level == walks[i][-1]
+    for walk in walks:  # the lexical path, then (after a link root owns) the real one
+        for level in walk:
+            last = level == walk[-1]
             try:
-                st = os.lstat(level)
-            except FileNotFoundError:
-                if not make:
-                    return
-                try:
-                    os.mkdir(level, 0o700)
-                except FileExistsError:
-                    pass
-                st = os.lstat(level)
-            if last and make and st.st_uid == uid and not _is_link(st.st_mode) and st.st_mode & 0o077:
-                os.chmod(level, 0o700)
-                st = os.lstat(level)
-            fault = level_fault(
-                st.st_mode & ~(0o077 if last and not make and st.st_uid == uid else 0),
-                st.st_uid,
-                uid,
-                socket_folder=last,
-            )
+                st = _lstat_or_make(level)
+                if last and st.st_uid == uid and not _is_link(st.st_mode) and st.st_mode & 0o077:
+                    os.chmod(level, 0o700)  # ours and open: tightened, as the daemon always did
+                    st = os.lstat(level)
+            except OSError as e:
+                raise SocketFolderRefused(
+                    f"{REFUSAL_START}{level}: it cannot be made or read ({e.strerror or e}); set SOT_SOCKET "
+                    "to a socket path in a private folder of yours"
+                ) from None
+            fault = level_fault(st.st_mode, st.st_uid, uid, socket_folder=last)
             if fault is not None:
                 raise _refusal(level, fault, environ)
-            if _is_link(st.st_mode) and i == 0 and len(walks) == 1:
+            if _is_link(st.st_mode) and len(walks) == 1:
                 real = os.path.realpath(folder)
                 if real != folder:
                     walks.append(_levels(real))
-        i += 1
+
+
+def _lstat_or_make(level: str) -> os.stat_result:
+    """The level's lstat, after making it 0700 when it is missing (judged like any other after that)."""
+    try:
+        return os.lstat(level)
+    except FileNotFoundError:
+        pass
+    try:
+        os.mkdir(level, 0o700)
+    except FileExistsError:
+        pass
+    return os.lstat(level)
 
 
 def _is_link(mode: int) -> bool:

@@ -210,3 +210,23 @@ def test_without_systemd_the_default_socket_folder_works_for_a_normal_user(victi
         assert (st.st_uid, st.st_mode & 0o777) == (v.uid, 0o700), level
     assert v.run("daemon", "status").returncode == 0
     assert v.run("daemon", "stop").returncode == 0
+
+
+def test_a_socket_folder_below_a_folder_others_can_write_is_refused(victim: Victim) -> None:
+    """Any level, not only the default's: a folder every account may write in (no sticky bit) lets
+    another account swap the level below it, so a socket there is refused before anything is made."""
+    v = victim
+    shared = os.path.join(v.home, "shared")
+    os.mkdir(shared)
+    os.chown(shared, v.uid, v.uid)
+    os.chmod(shared, 0o777)
+    sock = os.path.join(shared, "run", "sotd.sock")
+    r = v.run("daemon", "start", "--socket", sock)
+    alt = os.path.join(os.path.realpath(v.home), ".sot-comm", "state", "run-victimbox-sot", "sotd.sock")
+    assert (r.returncode, r.stderr) == (
+        1,
+        f"refusing the daemon's socket folder {shared}: other accounts can write in it (mode 0777), so "
+        "another account could plant or swap files in it and nothing was written there; set "
+        f"SOT_SOCKET={alt} for every sotd command on this box (sotd makes that folder private)\n",
+    )
+    assert os.listdir(shared) == []
