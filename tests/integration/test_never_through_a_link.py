@@ -263,7 +263,12 @@ def test_a_daemon_refuses_to_start_on_a_linked_one_daemon_lock(comm: Comm) -> No
     )
     sock = os.path.join(comm.work, "run", "sotd.sock")
     r = subprocess.run(
-        [SOTD, "daemon", "run", "--socket", sock], env=env, capture_output=True, text=True, timeout=60
+        [SOTD, "daemon", "run", "--socket", sock],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert r.returncode == 1
     assert r.stderr.splitlines()[-1].endswith(f" ERROR {refused(lock)}")
