@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from sotd.errors import SotdError
+from sotd.errors import LinkRefused, SotdError
 from sotd.formats.layout import Layout
 
 TYPE_CHECKING = False
@@ -193,6 +193,8 @@ class Context:
 
         try:
             return selffile.read_handle(self.self_file, self.project_root, self.repo) or ""
+        except LinkRefused:
+            raise  # a linked slot is said, never read as "not joined"
         except SotdError:
             return ""
 

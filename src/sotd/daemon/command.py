@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 
-from sotd import cmdtable, runtime
+from sotd import cmdtable, fsprim, runtime
 from sotd.daemon import statusfile
 from sotd.errors import SotdError
 from sotd.text import inert
@@ -124,14 +124,27 @@ def _start(sock: str, environ: dict[str, str]) -> int:
     second finds the first's daemon answering: one daemon per socket."""
     import fcntl
 
-    folder = os.path.dirname(sock)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    lock_fd = os.open(sock + ".start.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    # every level of the folder checked (and made 0700) before anything is written in it (issue 25);
+    # SocketFolderRefused is printed by cli/main.py as the start's last line (autostart shows it)
+    runtime.prepare_socket_folder(sock, environ)
+    lock_fd = _open_beside(sock + ".start.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)  # held at most one start's wait (START_WAIT_S) by another
         return _start_locked(sock, environ)
     finally:
         os.close(lock_fd)
+
+
+def _open_beside(path: str, flags: int) -> int:
+    """A file beside the socket (its start lock, its log), never through a link at its name."""
+    try:
+        return fsprim.open_nofollow(path, flags, 0o600)
+    except fsprim.LinkedPath:
+        raise SotdError(
+            f"sotd daemon: {path} is a symbolic link, so nothing was written through it: remove it "
+            "(its folder is this account's), then start the daemon again",
+            code="socket_folder_refused",
+        ) from None
 
 
 def _start_locked(sock: str, environ: dict[str, str]) -> int:
@@ -143,7 +156,7 @@ def _start_locked(sock: str, environ: dict[str, str]) -> int:
         _err(f"sotd daemon: already running at {sock} (pid {info.get('pid')}); its log is {logfile}\n")
         _out(sock + "\n")
         return 0
-    fd = os.open(logfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    fd = _open_beside(logfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
         # a new session: no controlling terminal, not in the caller's process group; the caller exits
         # right after, so the daemon is adopted by init (no zombie is left to anyone)

@@ -20,8 +20,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sotd import __version__, _clock, handles
-from sotd.errors import RegistryUnreadable, SotdError
+from sotd import __version__, _clock, fsprim, handles
+from sotd.errors import RegistryLinked, RegistryUnreadable, SotdError
 from sotd.formats import inbox, lockmanager, registry
 from sotd.text import inert
 from sotd.wire import answers, hello, payloads
@@ -97,6 +97,8 @@ def registry_verdict(
     """
     if doc is None:
         return {**refusal(answers.NOT_HERE, not_here_text(to)), UNLISTED: True}
+    if isinstance(doc, RegistryLinked):
+        return refusal(answers.FILE_FAILED, doc.message)  # the link named (issue 25)
     try:
         if isinstance(doc, RegistryUnreadable):
             raise doc
@@ -180,6 +182,10 @@ def route_now(layout: Layout, is_hub: bool, forwarded: bool, self_host: str) -> 
             except SotdError as e:
                 log.error("%s", e.message)
             record = lockmanager.read_record(layout)
+    except fsprim.LinkedPath:
+        from sotd.formats.layout import link_refused
+
+        return Route(lockmanager.REFUSE, link_refused(layout.lock_manager).message, lock_manager)
     except OSError as e:
         return Route(
             lockmanager.REFUSE,

@@ -125,6 +125,8 @@ class Daemon:
     async def serve(self) -> None:
         if not self.host:
             raise SotdError("sotd daemon: this box's declared host could not be read (set SOT_SELF_HOST)")
+        # the socket's folder, before anything is written in it or beside the socket (issue 25)
+        await asyncio.to_thread(runtime.prepare_socket_folder, self.socket_path, self.environ)
         self.folder_lock = await asyncio.to_thread(onedaemon.claim, self.layout, self.host, self.socket_path)
         self.topo_sig = await asyncio.to_thread(topology.signature, self.environ)
         topo, topo_error = _load_topology(self.environ)

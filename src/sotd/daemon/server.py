@@ -40,7 +40,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sotd import __version__, fsprim
+from sotd import __version__, runtime
 from sotd.errors import SotdError, WireError
 from sotd.wire import answers, hello, payloads, serverconn
 from sotd.wire.framing import Envelope, encode
@@ -183,15 +183,9 @@ class OpHandler(Protocol):
 
 
 def prepare_folder(path: str) -> None:
-    """Make the socket's folder (0700, ours) or refuse (``SotdError``); remove a stale socket file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    st = os.lstat(folder)
-    uid = os.geteuid()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
-        raise SotdError(f"refusing to serve {path}: its folder {folder} is not a folder of this account")
-    if fsprim.is_open(st.st_mode):
-        os.chmod(folder, 0o700)
+    """Make the socket's folder (0700, ours; ``runtime.prepare_socket_folder``) or refuse (``SotdError``);
+    remove a stale socket file."""
+    runtime.prepare_socket_folder(path, os.environ)  # every level: ours or root's, private (issue 25)
     try:
         st = os.lstat(path)
     except FileNotFoundError:
