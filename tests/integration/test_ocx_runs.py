@@ -58,7 +58,7 @@ def lab() -> Iterator[rk.Lab]:
         if srv is not None:
             srv.terminate()
             srv.wait(timeout=10)
-        rk.sandbox_cleanup()
+        rk.sandbox_cleanup(top)
         shutil.rmtree(top, ignore_errors=True)
 
 

@@ -193,8 +193,10 @@ def hub_order(hub: str, names: list[str], top: str) -> list[int]:
     return [got[n] for n in names]
 
 
-def sandbox_cleanup() -> None:
-    """Kill and remove any job cgroup a failed test left behind (pids and memory v1 on this host)."""
+def sandbox_cleanup(top: str | None = None) -> None:
+    """Kill and remove any job cgroup a failed test left behind (pids and memory v1 on this host); with
+    ``top``, unmount the workspace file systems below it (``disk.release_below``) before it is removed."""
+    from sotd.jobs import disk
     from sotd.jobs import limits as lim
     from sotd.jobs import spec
 
@@ -210,6 +212,8 @@ def sandbox_cleanup() -> None:
                 cg = lim.Cgroups.existing({key: f"{base}/{d}"}, lim.plan(spec.Limits(), lim.CgroupFacts(), 0))
                 cg.kill()
                 cg.remove()
+    if top is not None:
+        disk.release_below(top)
 
 
 @contextmanager
@@ -231,7 +235,7 @@ def served_lab(prefix: str = "sotd-ocxrun") -> Iterator[Lab]:
     finally:
         if srv is not None:
             seed.stop(srv)
-        sandbox_cleanup()
+        sandbox_cleanup(top)
         shutil.rmtree(top, ignore_errors=True)
 
 
