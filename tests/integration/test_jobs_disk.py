@@ -131,7 +131,10 @@ def test_retention_keeps_the_newest_by_count_and_bytes_and_never_a_live_run(node
     assert not os.path.exists(first.values["workspace"]) and not mounted(first.values["workspace"])
     assert not os.path.exists(first.disks.image(first.run_hash))
     for r in kept:
-        assert mounted(r.values["workspace"]) and os.path.getsize(os.path.join(r.values["workspace"], "one")) == 1 << 20
+        assert (
+            mounted(r.values["workspace"])
+            and os.path.getsize(os.path.join(r.values["workspace"], "one")) == 1 << 20
+        )
     assert mounted(live.values["workspace"]) and live.disks.own_fs(live.run_hash)
     assert {h.run_hash for h in live.disks.held()} == {live.run_hash, *(r.run_hash for r in kept)}
 
@@ -151,7 +154,9 @@ def test_retention_keeps_the_newest_by_count_and_bytes_and_never_a_live_run(node
     assert live.disks.held() and all(h.ended is not None for h in live.disks.held())
 
 
-def test_the_node_wide_bound_refuses_naming_it_and_the_node_still_runs_a_control(node: runner.JobNode) -> None:
+def test_the_node_wide_bound_refuses_naming_it_and_the_node_still_runs_a_control(
+    node: runner.JobNode,
+) -> None:
     """total = 24M with 8M caps: three live runs take it all, a fourth is refused with the exact sentence
     (and makes no workspace); once they end, the benign control run (the seed's build) passes."""
     lives = []
@@ -186,7 +191,9 @@ def test_measured_is_the_documented_fallback(node: runner.JobNode) -> None:
     run killed over it (it may pass the cap meanwhile, as docs/jobs.md says)."""
     ws_pol = dataclasses.replace(node.policy.workspaces, cap="measured")
     loose = dataclasses.replace(node, policy=dataclasses.replace(node.policy, workspaces=ws_pol))
-    r = make_run(loose, quiet('head -c 16777216 /dev/zero > "$HOME/big"; sleep 30', "measured", {"disk": "4M"}))
+    r = make_run(
+        loose, quiet('head -c 16777216 /dev/zero > "$HOME/big"; sleep 30', "measured", {"disk": "4M"})
+    )
     started, e = r.execute()
     assert started is not None, r.result
     assert (e.outcome, e.limit, e.why) == ("limit", "disk", None)

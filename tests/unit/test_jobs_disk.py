@@ -40,7 +40,9 @@ def live(h: str, cap: int = 8 * M, size: int = 0, ws: str = "") -> Held:
         ([done("a", 1, M, "/r"), done("b", 2, M, "/s")], [live("l", ws="/r/x")], 0, 8 * M, ["b"]),
     ],
 )
-def test_retention(finished: list[Held], lives: list[Held], keep: int, keep_bytes: int, removed: list[str]) -> None:
+def test_retention(
+    finished: list[Held], lives: list[Held], keep: int, keep_bytes: int, removed: list[str]
+) -> None:
     assert disk.retention(finished, lives, keep, keep_bytes) == removed
 
 
@@ -74,7 +76,7 @@ FREE = (
     ],
 )  # fmt: skip
 def test_admit(cap: int, lives: list[Held], kept: list[Held], free: int, want: Admission) -> None:
-    assert disk.admit(cap, lives, kept, 24 * M, "24M", free, "/s/.disks") == want
+    assert disk.admit(cap, lives, kept, total=24 * M, total_text="24M", free=free, where="/s/.disks") == want
 
 
 SWITCH = 'set jobs.policy.workspaces.cap = "measured" to accept a disk cap measured every 2 s instead'
@@ -107,14 +109,24 @@ def test_fs_size_is_never_above_the_cap(cap: int, size: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("avail", "inodes", "full"), [(0, 10, True), (2048, 10, True), (64 << 10, 10, False), (M, 0, True), (M, 1, False)]
+    ("avail", "inodes", "full"),
+    [(0, 10, True), (2048, 10, True), (64 << 10, 10, False), (M, 0, True), (M, 1, False)],
 )
 def test_fs_full(avail: int, inodes: int, full: bool) -> None:
     assert disk.fs_full(avail, inodes) is full
 
 
 @pytest.mark.parametrize(
-    ("n", "text"), [(8 * M, "8M"), (24 * M, "24M"), (1 << 30, "1G"), (3 << 40, "3T"), (1536, "1536"), (2048, "2K"), (0, "0")]
+    ("n", "text"),
+    [
+        (8 * M, "8M"),
+        (24 * M, "24M"),
+        (1 << 30, "1G"),
+        (3 << 40, "3T"),
+        (1536, "1536"),
+        (2048, "2K"),
+        (0, "0"),
+    ],
 )
 def test_size_text(n: int, text: str) -> None:
     assert disk.size_text(n) == text
@@ -141,12 +153,16 @@ def test_mounts_are_read_from_mountinfo() -> None:
 def test_workspace_policy_defaults() -> None:
     pol = nodepolicy.parse_policy({})
     w = pol.workspaces
-    assert (w.cap, w.total, w.keep, w.keep_bytes) == ("filesystem", 32 << 30, 3, 8 << 30)
+    assert (w.cap, w.total, w.keep, w.keep_bytes) == ("filesystem", 64 << 30, 3, 8 << 30)
     assert nodepolicy.WorkspacePolicy() == w
     got = nodepolicy.parse_policy({"workspaces": {"cap": "measured", "total": "24M", "keep": 0, "keep_bytes": 1024},
                                    "limits": {"disk": "8M"}}).workspaces  # fmt: skip
     assert (got.cap, got.total, got.keep, got.keep_bytes, got.text) == (
-        "measured", 24 * M, 0, 1024, {"total": "24M", "keep_bytes": "1024"}
+        "measured",
+        24 * M,
+        0,
+        1024,
+        {"total": "24M", "keep_bytes": "1024"},
     )
 
 

@@ -37,6 +37,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from sotd import fsprim
 from sotd.jobs import paths, placeholders
 from sotd.jobs.errors import Refused
 
@@ -137,7 +138,14 @@ class Admission:
 
 
 def admit(
-    cap: int, live: Sequence[Held], kept: Sequence[Held], total: int, total_text: str, free: int, where: str
+    cap: int,
+    live: Sequence[Held],
+    kept: Sequence[Held],
+    *,
+    total: int,
+    total_text: str,
+    free: int,
+    where: str,
 ) -> Admission:
     """Pure: may a new run with disk cap ``cap`` start beside the ``live`` runs and the ``kept`` finished
     workspaces, on a node whose runs may hold ``total`` together and whose image file system has ``free``
@@ -273,10 +281,7 @@ class Disks:
         return d if isinstance(d, dict) else None
 
     def _write(self, rec: dict[str, object]) -> None:
-        p = self._rec_path(str(rec["run"]))
-        with open(p + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(rec, f)
-        os.replace(p + ".tmp", p)
+        fsprim.write_atomic(self._rec_path(str(rec["run"])), json.dumps(rec).encode(), sync_folder=False)
 
     def _held(self, rec: dict[str, object], points: frozenset[str]) -> Held:
         h = str(rec["run"])
@@ -321,7 +326,9 @@ class Disks:
         """Admit a run with ``cap`` (``Refused`` naming the bound it would pass), removing finished
         workspaces retention or room asks for, and record it live."""
         pol = self.policy
-        why = fs_refusal(pol.cap, os.geteuid(), os.path.exists("/dev/loop-control"), os.path.exists(MKFS), cap)
+        why = fs_refusal(
+            pol.cap, os.geteuid(), os.path.exists("/dev/loop-control"), os.path.exists(MKFS), cap
+        )
         if why:
             raise Refused(why)
         with self._locked():
@@ -330,7 +337,10 @@ class Disks:
             finished = [h for h in every if h.ended is not None]
             gone = set(retention(finished, live, pol.keep, pol.keep_bytes))
             kept = [h for h in finished if h.run_hash not in gone]
-            adm = admit(cap, live, kept, pol.total, pol.text.get("total", size_text(pol.total)), self.free(), self.dir)
+            total_text = pol.text.get("total", size_text(pol.total))
+            adm = admit(
+                cap, live, kept, total=pol.total, total_text=total_text, free=self.free(), where=self.dir
+            )
             for h in [*gone, *adm.remove]:
                 self._remove(h)
             if adm.refusal:
@@ -411,7 +421,9 @@ class Disks:
     def _sweep(self) -> list[str]:
         every = self.held()
         live = [h for h in every if h.ended is None]
-        gone = retention([h for h in every if h.ended is not None], live, self.policy.keep, self.policy.keep_bytes)
+        gone = retention(
+            [h for h in every if h.ended is not None], live, self.policy.keep, self.policy.keep_bytes
+        )
         for h in gone:
             self._remove(h)
         return gone

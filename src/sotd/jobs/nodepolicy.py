@@ -4,6 +4,8 @@
 ``check(resolved, policy, values)`` answers a resolved run (``sotd.jobs.placeholders.resolve``) with a
 refusal sentence or ``None``; ``cap_limits(limits, policy)`` then lowers each limit to the node's maximum
 (never refuses; ``DEFAULT_MAXIMA`` caps memory, tmp and disk when the policy names no maximum). Pure.
+``[jobs.policy.workspaces]`` (``parse_workspaces``, defaults ``DEFAULT_WORKSPACES``) says how the disk
+cap is held, the node-wide bound and the retention of finished workspaces (``sotd.jobs.disk``).
 
 Guarantee: a run that passes names only users, ids, capabilities, binds and created files the node
 allows, and no bind into ``$$root$$`` beyond its own workspace. What would break it: comparing a policy
@@ -30,7 +32,12 @@ DEFAULT_MAXIMA: Mapping[str, str] = {"memory": "4G", "tmp_size": "512M", "disk":
 # ``[jobs.policy.workspaces]`` when not written (issue 24, item 5): each run's workspace is a file system
 # of its disk cap; all runs together hold at most ``total``; of the finished, the newest ``keep`` are kept
 # while they hold at most ``keep_bytes``.
-DEFAULT_WORKSPACES: Mapping[str, str | int] = {"cap": "filesystem", "total": "32G", "keep": 3, "keep_bytes": "8G"}
+DEFAULT_WORKSPACES: Mapping[str, str | int] = {
+    "cap": "filesystem",
+    "total": "64G",
+    "keep": 3,
+    "keep_bytes": "8G",
+}
 WORKSPACE_CAPS = ("filesystem", "measured")
 MAX_KEEP = 1000
 
@@ -43,10 +50,10 @@ class WorkspacePolicy:
     (the newest ``keep``, while they hold at most ``keep_bytes``). ``text`` keeps the sizes as written."""
 
     cap: str = "filesystem"
-    total: int = 32 << 30
+    total: int = 64 << 30
     keep: int = 3
     keep_bytes: int = 8 << 30
-    text: Mapping[str, str] = field(default_factory=lambda: {"total": "32G", "keep_bytes": "8G"})
+    text: Mapping[str, str] = field(default_factory=lambda: {"total": "64G", "keep_bytes": "8G"})
 
 
 @dataclass(frozen=True)
@@ -162,7 +169,9 @@ def parse_workspaces(v: object, limits: Limits) -> WorkspacePolicy:
         raise PolicyError(f'jobs.policy.workspaces.cap must be "filesystem" or "measured", not {cap!r}')
     keep = d["keep"]
     if not isinstance(keep, int) or isinstance(keep, bool) or not 0 <= keep <= MAX_KEEP:
-        raise PolicyError(f"jobs.policy.workspaces.keep must be an integer from 0 to {MAX_KEEP}, not {keep!r}")
+        raise PolicyError(
+            f"jobs.policy.workspaces.keep must be an integer from 0 to {MAX_KEEP}, not {keep!r}"
+        )
     sizes: dict[str, int] = {}
     for k in ("total", "keep_bytes"):
         try:

@@ -20,7 +20,10 @@ through a descriptor opened one component at a time without following links and 
 the state folder, so a symlink planted by the process never makes the node read or upload a file
 outside the workspace, and what is uploaded is what was hashed. Bind sources reach bwrap as descriptors
 (``--bind-fd``), the seccomp filter as a memfd; a run's workspace may not nest with another's
-(``claim_workspace``). A run that brings ``homes`` gets ``HOME=$$workspace$$/home`` (where they were
+(``claim_workspace``). Before the steps the disk bounds admit the run (``disk.Disks.reserve``: the
+node-wide ``total`` and the free space, naming the bound that refuses); the ``directory`` step's workspace
+becomes a file system of exactly the disk cap (``Disks.make``), watched for full every poll; every end
+calls ``Disks.end`` (then the retention of finished workspaces). A run that brings ``homes`` gets ``HOME=$$workspace$$/home`` (where they were
 copied) unless its ``process.env`` sets ``HOME`` itself (``env_with_home``); a node that left ``HOME``
 unset there would hand the process entries it cannot find.
 """
@@ -304,7 +307,10 @@ class JobRun:
         facts = self.node.facts if self.node.facts is not None else lim.read_facts()
         self.plan = lim.plan(self.limits, facts, resolved.sandbox.uid)
         if self.limits.disk is not None and self.node.policy.workspaces.cap == "filesystem":
-            how = {**self.plan.how, "disk": "the workspace is a file system of exactly that size (ENOSPC past it)"}
+            how = {
+                **self.plan.how,
+                "disk": "the workspace is a file system of exactly that size (ENOSPC past it)",
+            }
             self.plan = replace(self.plan, how=how)
         return resolved
 

@@ -362,7 +362,11 @@ def chown_tree(top: str, uid: int, gid: int) -> None:
 
 
 def run_steps(
-    run: RunSpec, root: str, target: Target, carrier: Carrier, on_workspace: Callable[[str], None] | None = None
+    run: RunSpec,
+    root: str,
+    target: Target,
+    carrier: Carrier,
+    on_workspace: Callable[[str], None] | None = None,
 ) -> Prepared:
     """Run the resolved ``run.workspace`` in order; ``root`` is ``$$root$$``. See the module docstring.
     ``on_workspace(at)`` runs right after the first ``directory`` step made the workspace, before anything
