@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sotd.jobs import nodepolicy, runner
+from sotd.jobs import disk, nodepolicy, runner
 from sotd.jobs.steps import Target
 from tests.integration.test_jobs_limits import SC, DirCarrier
 
@@ -53,6 +53,7 @@ def lab() -> Iterator[tuple[runner.JobNode, str]]:
     node = runner.JobNode(root=os.path.join(top, "root"), policy=policy, carrier=DirCarrier(src),
                           state_dir=os.path.join(top, "state"))  # fmt: skip
     yield node, entry
+    disk.release_below(top)
     shutil.rmtree(top, ignore_errors=True)
 
 

@@ -31,9 +31,11 @@ NODE_LOGIN = {"a": ("alice", "alicepw"), "b": ("lab-user", "labpw")}
 
 
 def node_policy(root: str, state: str) -> str:
-    """The node policy of A and B: builds as ``build-user``, a wall limit of 1 h and 512 processes."""
+    """The node policy of A and B: builds as ``build-user``, a wall limit of 1 h, 512 processes and 1G of
+    disk a run (each workspace is a file system of that size; the node-wide bound and the free space
+    count it for every live run, and some tests run seven at once)."""
     return seed.node_policy(root, state, users=["build-user"], read_only=["/usr", "/etc/alternatives"],
-                            limits={"wall": "1h", "processes": 512})  # fmt: skip
+                            limits={"wall": "1h", "processes": 512, "disk": "1G"})  # fmt: skip
 
 
 def make_project(hub: str, work: str, env: dict[str, str] | None = None) -> None:
@@ -193,10 +195,11 @@ def hub_order(hub: str, names: list[str], top: str) -> list[int]:
     return [got[n] for n in names]
 
 
-def sandbox_cleanup() -> None:
-    """Kill and remove any job cgroup a failed test left behind (pids and memory v1 on this host)."""
+def sandbox_cleanup(top: str | None = None) -> None:
+    """Kill and remove any job cgroup a failed test left behind (pids and memory v1 on this host); with
+    ``top``, unmount the workspace file systems below it (``disk.release_below``) before it is removed."""
+    from sotd.jobs import disk, spec
     from sotd.jobs import limits as lim
-    from sotd.jobs import spec
 
     bases = [("pids", "/sys/fs/cgroup/pids")]
     memory = lim.read_facts().v1.get("memory")
@@ -210,6 +213,8 @@ def sandbox_cleanup() -> None:
                 cg = lim.Cgroups.existing({key: f"{base}/{d}"}, lim.plan(spec.Limits(), lim.CgroupFacts(), 0))
                 cg.kill()
                 cg.remove()
+    if top is not None:
+        disk.release_below(top)
 
 
 @contextmanager
@@ -231,7 +236,7 @@ def served_lab(prefix: str = "sotd-ocxrun") -> Iterator[Lab]:
     finally:
         if srv is not None:
             seed.stop(srv)
-        sandbox_cleanup()
+        sandbox_cleanup(top)
         shutil.rmtree(top, ignore_errors=True)
 
 

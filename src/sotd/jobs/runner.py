@@ -20,7 +20,10 @@ through a descriptor opened one component at a time without following links and 
 the state folder, so a symlink planted by the process never makes the node read or upload a file
 outside the workspace, and what is uploaded is what was hashed. Bind sources reach bwrap as descriptors
 (``--bind-fd``), the seccomp filter as a memfd; a run's workspace may not nest with another's
-(``claim_workspace``). A run that brings ``homes`` gets ``HOME=$$workspace$$/home`` (where they were
+(``claim_workspace``). Before the steps the disk bounds admit the run (``disk.Disks.reserve``: the
+node-wide ``total`` and the free space, naming the bound that refuses); the ``directory`` step's workspace
+becomes a file system of exactly the disk cap (``Disks.make``), watched for full every poll; every end
+calls ``Disks.end`` (then the retention of finished workspaces). A run that brings ``homes`` gets ``HOME=$$workspace$$/home`` (where they were
 copied) unless its ``process.env`` sets ``HOME`` itself (``env_with_home``); a node that left ``HOME``
 unset there would hand the process entries it cannot find.
 """
@@ -38,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from sotd import _clock, fsprim, sysprobe
+from sotd.jobs import disk as dsk
 from sotd.jobs import limits as lim
 from sotd.jobs import nodepolicy, paths, placeholders, seccomp, spec
 from sotd.jobs import sandbox as sbx
@@ -284,6 +288,8 @@ class JobRun:
         self._lock = threading.Lock()
         self.bind_fds: dict[str, int] = {}  # bind source -> O_PATH descriptor, from _check_sources
         self.checkins: list[dict[str, object]] = []  # started.checkins: the check-in each step used
+        self.disks = dsk.Disks(node.state_dir, node.policy.workspaces)
+        self._own_fs: bool | None = None  # is the workspace a file system of its own (disk.Disks.make)?
 
     # -------------------------------------------------------------------------------------- preparation
 
@@ -300,6 +306,12 @@ class JobRun:
         self.limits = nodepolicy.cap_limits(resolved.limits, self.node.policy)
         facts = self.node.facts if self.node.facts is not None else lim.read_facts()
         self.plan = lim.plan(self.limits, facts, resolved.sandbox.uid)
+        if self.limits.disk is not None and self.node.policy.workspaces.cap == "filesystem":
+            how = {
+                **self.plan.how,
+                "disk": "the workspace is a file system of exactly that size (ENOSPC past it)",
+            }
+            self.plan = replace(self.plan, how=how)
         return resolved
 
     def _refuse_kind(self, run: spec.RunSpec) -> None:
@@ -366,6 +378,7 @@ class JobRun:
         self.node.passwords.release(self.run_hash)
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
         _write_json(os.path.join(self.dir, "ended.json"), e.to_json())
+        self.disks.end(self.run_hash)
 
     def start(self) -> dict[str, object] | None:
         """Decide, prepare and start. The ``started`` body, or ``None`` with ``result`` set."""
@@ -376,7 +389,12 @@ class JobRun:
             claim_workspace(self.node.state_dir, self.run_hash, self.values.get("workspace"))
             stp.check_steps(run, self.target)
             stp.claim_password(self.node.passwords, run, self.target.repository, self.run_hash)
-            prep = stp.run_steps(run, self.node.root, self.target, self.node.carrier)
+            ws = self.values.get("workspace")
+            if ws and self.limits.disk is not None:
+                self.disks.reserve(self.run_hash, ws, self.limits.disk)  # the node-wide bounds
+            sb = run.sandbox
+            prep = stp.run_steps(run, self.node.root, self.target, self.node.carrier,
+                                 on_workspace=lambda at: self.disks.make(self.run_hash, at, sb.uid, sb.gid))  # fmt: skip
             self.checkins = prep.checkins
             self._check_sources(run, before_steps=False)
             assert self.values.get("workspace")
@@ -513,6 +531,7 @@ class JobRun:
             give_up = None if timeout is None else time.monotonic() + timeout
             stopped = timed_out = cpu_over = disk_over = False
             next_disk = time.monotonic() + DISK_POLL
+            measured = not self.own_fs()
             while self._alive():
                 if self._stop.is_set():
                     stopped = True
@@ -522,9 +541,9 @@ class JobRun:
                     self.cgroups.cpu_seconds(), self.limits.cpu
                 ):
                     cpu_over = True
-                elif self.limits.disk is not None and time.monotonic() >= next_disk:
+                elif not measured or time.monotonic() >= next_disk:
                     next_disk = time.monotonic() + DISK_POLL
-                    disk_over = self._disk_used() > self.limits.disk
+                    disk_over = self.disk_hit()
                 if stopped or timed_out or cpu_over or disk_over:
                     self._kill()
                     break
@@ -540,8 +559,8 @@ class JobRun:
             exit_status = self._exit_status()
             pids_refused = self.cgroups.pids_refused() if self.cgroups else 0
             memory_hit = self.cgroups.memory_hit() if self.cgroups else False
-            if self.limits.disk is not None and not disk_over:
-                disk_over = self._disk_used() > self.limits.disk
+            if not disk_over:
+                disk_over = self.disk_hit()
             if self.cgroups is not None and not cpu_over and self.limits.cpu is not None:
                 cpu_over = lim.over_budget(self.cgroups.cpu_seconds(), self.limits.cpu)
             if self.cgroups is not None:
@@ -558,7 +577,7 @@ class JobRun:
                 memory_hit=memory_hit,
                 disk_over=disk_over,
             )
-            e = self._collect(Ended(outcome, exit=exit_status, limit=limit))
+            e = self._collect(Ended(outcome, exit=exit_status, limit=limit, why=self.disk_why(limit)))
             e.limits_hit = limits_hit(
                 cpu_over=cpu_over or limit == "cpu",
                 pids_refused=pids_refused,
@@ -572,7 +591,33 @@ class JobRun:
             self.result = e
             self.node.passwords.release(self.run_hash)
             _write_json(os.path.join(self.dir, "ended.json"), self.result.to_json())
+            self.disks.end(self.run_hash)  # then the retention (this run's outputs are copied already)
             return self.result
+
+    def own_fs(self) -> bool:
+        """Is this run's workspace a file system of its own (``disk.Disks.make``)? Read once."""
+        if self._own_fs is None:
+            self._own_fs = self.disks.own_fs(self.run_hash)
+        return self._own_fs
+
+    def disk_hit(self) -> bool:
+        """Has the workspace met ``limits.disk``: its own file system is full (``disk.fs_full``), or
+        (``measured``) its use passed the cap?"""
+        ws = self.values.get("workspace")
+        if self.limits.disk is None or not ws:
+            return False
+        if self.own_fs():
+            return self.disks.full(ws)
+        return self._disk_used() > self.limits.disk
+
+    def disk_why(self, limit: str | None) -> str | None:
+        """``ended.why`` for ``limit: disk`` on a workspace file system of its own, else ``None``."""
+        if limit != "disk" or not self.own_fs() or self.limits.disk is None:
+            return None
+        return (
+            f"the workspace's file system of {dsk.size_text(dsk.fs_size(self.limits.disk))} (run.limits.disk)"
+            " is full: writes past it get ENOSPC"
+        )
 
     def _disk_used(self) -> int:
         ws = self.values.get("workspace")
@@ -656,6 +701,12 @@ def claim_workspace(state_dir: str, run_hash: str, at: str | None) -> None:
         raise Refused(f"the workspace {at} would lie inside, or hold, run {hit[0][:12]}'s workspace {hit[1]}")
 
 
+def end_disk(node: JobNode, run_hash: str) -> None:
+    """The run ended (however: a session, ``lost``, refused by the OCX layer): its workspace counts as
+    finished for the node-wide bound and the retention (``disk.Disks.end``; idempotent)."""
+    dsk.Disks(node.state_dir, node.policy.workspaces).end(run_hash)
+
+
 def unfinished(state_dir: str) -> list[str]:
     """RUN-HASHes with a ``state.json`` and no ``ended.json``: runs a restart must adopt or end ``lost``."""
     try:
@@ -726,4 +777,5 @@ def adopt(state_dir: str, run_hash: str, node: JobNode | None = None) -> JobRun 
     lost = r._collect(Ended("lost", exit=r._exit_status()))
     r.result = lost
     _write_json(os.path.join(d, "ended.json"), lost.to_json())
+    r.disks.end(run_hash)
     return lost

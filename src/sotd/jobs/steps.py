@@ -361,8 +361,16 @@ def chown_tree(top: str, uid: int, gid: int) -> None:
     paths.chown_tree_fd(top, uid, gid, "the workspace")
 
 
-def run_steps(run: RunSpec, root: str, target: Target, carrier: Carrier) -> Prepared:
-    """Run the resolved ``run.workspace`` in order; ``root`` is ``$$root$$``. See the module docstring."""
+def run_steps(
+    run: RunSpec,
+    root: str,
+    target: Target,
+    carrier: Carrier,
+    on_workspace: Callable[[str], None] | None = None,
+) -> Prepared:
+    """Run the resolved ``run.workspace`` in order; ``root`` is ``$$root$$``. See the module docstring.
+    ``on_workspace(at)`` runs right after the first ``directory`` step made the workspace, before anything
+    is written into it (``disk.Disks.make`` mounts its own file system there)."""
     sb, login = run.sandbox, run.process.user
     ids = (sb.uid, sb.gid)
     prep: Prepared | None = None
@@ -376,6 +384,8 @@ def run_steps(run: RunSpec, root: str, target: Target, carrier: Carrier) -> Prep
                     paths.make_workspace(root, s.at, sb.uid, sb.gid, what + ".at")
                 except FileExistsError:
                     raise StepFailed(i, s.kind, f"the workspace {s.at} already exists") from None
+                if prep is None and on_workspace is not None:
+                    on_workspace(s.at)
                 prep = Prepared(workspace=s.at)
                 continue
             assert prep is not None

@@ -322,6 +322,7 @@ class Runs:
     def finish(self, a: Active, ended: runner.Ended, phase: str) -> None:
         """Write ``ended`` (unless already written), then store the outputs and logs, then sync."""
         self.jobs.passwords.release(a.run_hash)
+        runner.end_disk(self.jobs, a.run_hash)  # idempotent: a session, a lost or refused run ends here too
         if PHASES.index(phase) < PHASES.index("ended"):
             self.answer(a, "ended", ended.body())
             self.record(a, "ended")

@@ -322,11 +322,11 @@ class Session:
                 return "stopped", None
             if self.r.deadline is not None and time.monotonic() >= self.r.deadline:
                 return "timed_out", None
-            if self.r.limits.disk is not None and time.monotonic() >= next_disk:
+            if self.r.own_fs() or time.monotonic() >= next_disk:  # its own file system: a cheap statvfs
                 next_disk = time.monotonic() + runner.DISK_POLL
-                if self.r.disk_used() > self.r.limits.disk:
+                if self.r.disk_hit():
                     self.hit = "disk"
-                    return "limit", None  # the workspace's disk bound
+                    return "limit", self.r.disk_why("disk")  # the workspace's disk bound
             if self.r.cgroups is not None and lim.over_budget(
                 self.r.cgroups.cpu_seconds(), self.r.limits.cpu
             ):
