@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import subprocess
 import threading
 from dataclasses import dataclass, field
@@ -429,31 +428,57 @@ def run_steps(run: RunSpec, root: str, target: Target, carrier: Carrier) -> Prep
     return prep
 
 
+def home_refusal(home_entry: str, shown: str, kind: str | None, seen: bool) -> str | None:
+    """Why the home entry ``home_entry`` cannot be copied to ``shown`` (``WORKSPACE/home/<name>``), where
+    ``kind`` is what a workspace step already put there (``None``: nothing) and ``seen`` says an earlier
+    entry of this run has that name; ``None`` when it can. Pure (a table test)."""
+    if seen:
+        return f"the home entry {home_entry} has the same name as another home entry of this run: refused"
+    if kind is not None:
+        return (
+            f"the home entry {home_entry} cannot be copied into the workspace: {shown} is already there"
+            f" ({kind}, put there by a workspace step): refused"
+        )
+    return None
+
+
 def bring_homes(homes: tuple[str, ...], workspace: str, uid: int, gid: int) -> dict[str, str]:
     """Copy each home entry into ``WORKSPACE/home/<name>``, owned by the uid (O7); returns source -> copy.
 
-    A missing entry is ``Refused`` (the node cannot provide that sandbox). The copy is written through
-    the descriptor of ``WORKSPACE/home`` (opened without following links)."""
+    ``WORKSPACE/home`` is made, or opened when a step made it, without following a link; anything
+    already at ``home/<name>`` (a link a check-in holds above all) is ``Refused`` (``home_refusal``)
+    before a byte is copied, and the copy itself is ``paths.copy_in_at``: every entry created new and set
+    (mode, owner, times) through its own descriptor, so root never writes through a path the workspace
+    controls. A missing entry, or one that is or passes through a symlink, is ``Refused`` too (the node
+    cannot provide that sandbox)."""
     out: dict[str, str] = {}
     if not homes:
         return out
     home = os.path.join(workspace, "home")
+    what = "the workspace's home"
     try:
-        fd = paths.make_below(workspace, home, uid, gid, "the workspace's home", last=True)
-    except FileExistsError:
-        fd = paths.open_dir(home, "the workspace's home")
+        try:
+            fd = paths.make_below(workspace, home, uid, gid, what, last=True)
+        except FileExistsError:
+            fd = paths.open_dir(home, what)
+    except OSError as e:
+        raise Refused(f"{what} {home} cannot be opened as a folder: {e.strerror}") from None
     try:
+        seen: set[str] = set()
         for h in homes:
-            if not os.path.exists(h):
-                raise Refused(f"the home entry {h} does not exist on this node")
-            name = os.path.basename(h.rstrip("/"))
-            dest = os.path.join(fd_path(fd), name)
-            if os.path.isdir(h):
-                shutil.copytree(h, dest, symlinks=True, dirs_exist_ok=True)
-            else:
-                shutil.copy2(h, dest, follow_symlinks=False)
-            out[h] = os.path.join(home, name)
+            name = os.path.basename(os.path.normpath(h))
+            shown = os.path.join(home, name)
+            why = home_refusal(h, shown, paths.entry_kind_at(fd, name), name in seen)
+            if why is not None:
+                raise Refused(why)
+            seen.add(name)
+            try:
+                paths.copy_in_at(h, fd, uid, gid, "the home entry")
+            except FileNotFoundError:
+                raise Refused(f"the home entry {h} does not exist on this node") from None
+            except OSError as e:  # a name that appeared meanwhile (a race), or an unreadable entry
+                raise Refused(f"the home entry {h} could not be copied to {shown}: {e.strerror}") from None
+            out[h] = shown
     finally:
         os.close(fd)
-    chown_tree(home, uid, gid)
     return out
