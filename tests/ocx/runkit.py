@@ -262,17 +262,18 @@ def set_senders(lab: Lab, logins: list[str]) -> None:
 
 
 def commit_files(
-    lab: Lab, files: dict[str, str], links: dict[str, str], message: str, *, pull_b: bool = True
-) -> str:
-    """Commit ``files`` (name -> text) and symlinks (name -> target) on the hub's trunk, with Fossil's
-    ``allow-symlinks`` on so the check-in (and its tarball) holds real links; its full hash. Node B's
-    clone pulls it when ``pull_b``."""
+    lab: Lab, files: dict[str, str], links: dict[str, str], message: str, *, pull_b: bool = True,
+    branch: str | None = None,
+) -> str:  # fmt: skip
+    """Commit ``files`` (name -> text) and symlinks (name -> target) on the hub's trunk (or, with
+    ``branch``, on a new branch of that name from trunk), with Fossil's ``allow-symlinks`` on so the
+    check-in (and its tarball) holds real links; its full hash. Node B's clone pulls it when ``pull_b``."""
     hub = os.path.join(lab.top, "hub.fossil")
     e = base_env(lab.top)
     co = os.path.join(lab.top, f"co-{secrets.token_hex(3)}")
     os.mkdir(co)
     run = partial(subprocess.run, cwd=co, env=e, check=True, capture_output=True, timeout=60)
-    run(["fossil", "open", hub, "--workdir", co])
+    run(["fossil", "open", hub, *(["trunk"] if branch else []), "--workdir", co])
     run(["fossil", "settings", "allow-symlinks", "on"])
     for name, text in files.items():
         os.makedirs(os.path.dirname(os.path.join(co, name)) or co, exist_ok=True)
@@ -282,8 +283,9 @@ def commit_files(
         os.makedirs(os.path.dirname(os.path.join(co, name)) or co, exist_ok=True)
         os.symlink(target, os.path.join(co, name))
     run(["fossil", "add", *files, *links])
-    run(["fossil", "commit", "-m", message, "--user", "admin", "--no-warnings"])
-    checkin = run(["fossil", "whatis", "trunk", "-R", hub], text=True).stdout
+    run(["fossil", "commit", "-m", message, "--user", "admin", "--no-warnings",
+         *(["--branch", branch] if branch else [])])  # fmt: skip
+    checkin = run(["fossil", "whatis", branch or "trunk", "-R", hub], text=True).stdout
     run(["fossil", "close", "--force"])
     shutil.rmtree(co)
     if pull_b:
