@@ -143,8 +143,16 @@ def _wait(cond: object, bound: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def _gone(pid: int) -> bool:
-    """``pid`` is gone or a zombie (no one left to reap bwrap once its parent, the node, was killed)."""
+def _gone(pid: int, cgroups: dict[str, str]) -> bool:
+    """``pid`` is gone or a zombie (no one is left to reap bwrap once its parent, the node, was killed)
+    and the run's cgroups hold no process: what a restarted node finds dead."""
+    for d in cgroups.values():
+        try:
+            with open(os.path.join(d, "cgroup.procs")) as f:
+                if f.read().strip():
+                    return False
+        except OSError:
+            pass
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
@@ -200,8 +208,8 @@ def test_a_run_found_dead_at_the_restart_drops_its_claim(lab: rk.Lab) -> None:
     finally:
         rk.stop_node(node, signal.SIGKILL)  # the node dies; bwrap (ends_with_parent) takes the run with it
     with open(os.path.join(lab.state["b"], "jobs", h, "state.json")) as f:
-        pid = json.load(f)["pid"]
-    _wait(lambda: _gone(pid), 20, "the run outlived its node")
+        st = json.load(f)
+    _wait(lambda: _gone(st["pid"], st["cgroups"]), 20, "the run outlived its node")
     assert claims_of(lab) == [h]  # nothing dropped it: the node was killed
     node = rk.start_node(lab, "b", interval=0.3)
     try:

@@ -21,6 +21,9 @@ root and writable by no one else, made and handed over with ``mkdir``/``fchmod``
 held parent; ``files`` extracts as the sandbox uid into a held folder (``/proc/self/fd/N``); ``clone`` and
 ``checkout`` run fossil as the sandbox uid; passwords reach fossil through ``--args FILE``, never argv.
 Before ``files`` the node pulls the clone (``Target.pull``) and the name is resolved to one check-in.
+``bring_homes`` copies the node's home entries into ``WORKSPACE/home`` as new entries only
+(``paths.copy_in_at``); anything a step already put at ``home/<name>`` is ``Refused`` (``home_refusal``,
+issue 24), so a check-in's symlink there never makes root write, create or chmod outside.
 
 Guarantee: a step failure raises ``StepFailed(index, kind, why)`` and leaves the workspace in place for
 inspection; a path that is, or passes through, a symlink is ``Refused`` before anything is written
