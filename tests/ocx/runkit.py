@@ -193,10 +193,19 @@ def hub_order(hub: str, names: list[str], top: str) -> list[int]:
     return [got[n] for n in names]
 
 
-def sandbox_cleanup() -> None:
-    """Kill and remove any job cgroup a failed test left behind (pids and memory v1 on this host)."""
+def sandbox_cleanup(states: list[str] | None = None) -> None:
+    """Kill and remove any job cgroup a failed test left behind (pids and memory v1 on this host); with
+    ``states``, only those of the runs below those node state folders (``STATE/jobs/<RUN-HASH>``), so a
+    lab's teardown never kills the runs of a test running beside it."""
     from sotd.jobs import limits as lim
     from sotd.jobs import spec
+
+    mine: set[str] | None = None
+    if states is not None:
+        mine = set()
+        for st in states:
+            with contextlib.suppress(OSError):
+                mine.update("sotd-job-" + h[:16] for h in os.listdir(os.path.join(st, "jobs")))
 
     bases = [("pids", "/sys/fs/cgroup/pids")]
     memory = lim.read_facts().v1.get("memory")
@@ -206,7 +215,7 @@ def sandbox_cleanup() -> None:
         if not os.path.isdir(base):
             continue
         for d in os.listdir(base):
-            if d.startswith("sotd-job-"):
+            if d.startswith("sotd-job-") and (mine is None or d in mine):
                 cg = lim.Cgroups.existing({key: f"{base}/{d}"}, lim.plan(spec.Limits(), lim.CgroupFacts(), 0))
                 cg.kill()
                 cg.remove()
@@ -231,7 +240,7 @@ def served_lab(prefix: str = "sotd-ocxrun") -> Iterator[Lab]:
     finally:
         if srv is not None:
             seed.stop(srv)
-        sandbox_cleanup()
+        sandbox_cleanup([os.path.join(top, f"{who}-state") for who in NODE_LOGIN])
         shutil.rmtree(top, ignore_errors=True)
 
 
