@@ -21,7 +21,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -110,10 +110,6 @@ def test_links_at_home_never_redirect_the_homes_copy(lab: rk.Lab, host: rk.HostS
         checkin = rk.commit_files(lab, {}, links, f"links at home: {branch}", branch=branch)
         b = homes_body(lab, ["sh", "-c", "echo pwned"], [entry], "$$workspace$$/home", of=checkin)
         posted[branch] = rk.post_run(lab, "a", b)
-    control = rk.post_run(lab, "a", homes_body(
-        lab, ["sh", "-c", 'cat "$HOME/.claude/.credentials.json" "$HOME/.claude.json"'], [claude, claude_json],
-        "$$workspace$$/tree",
-    ))  # fmt: skip
     log_b = rk.node_once(lab, "b")
     for branch, (_, entry, name, kind) in attacks.items():
         h = posted[branch]
@@ -127,6 +123,11 @@ def test_links_at_home_never_redirect_the_homes_copy(lab: rk.Lab, host: rk.HostS
         assert not os.path.exists(os.path.join(lab.state["b"], "jobs", h, "stdout"))  # never started
     host.check()
     assert os.listdir(host.folder) == ["secret"]
+    control = rk.post_run(lab, "a", homes_body(
+        lab, ["sh", "-c", 'cat "$HOME/.claude/.credentials.json" "$HOME/.claude.json"'], [claude, claude_json],
+        "$$workspace$$/tree",
+    ))  # fmt: skip
+    rk.node_once(lab, "b")  # the node, after the attacks, answers a benign run
     got = rk.answers(lab, "a", control)
     assert [k for k, _, _ in got] == ["started", "ended"] and got[1][1]["outcome"] == "passed", got
     out = rk.uv_bytes(lab.clones["a"], f"ocx/logs/{control}/stdout", lab.top)
@@ -136,9 +137,9 @@ def test_links_at_home_never_redirect_the_homes_copy(lab: rk.Lab, host: rk.HostS
     assert claims_of(lab) == []
 
 
-def _wait(cond: object, bound: float, what: str) -> None:
+def _wait(cond: Callable[[], bool], bound: float, what: str) -> None:
     deadline = time.monotonic() + bound
-    while not cond():  # type: ignore[operator]
+    while not cond():
         assert time.monotonic() < deadline, what
         time.sleep(0.2)
 
