@@ -222,3 +222,23 @@ def test_a_run_found_dead_at_the_restart_drops_its_claim(lab: rk.Lab) -> None:
     finally:
         rk.stop_node(node)
     assert claims_of(lab) == []
+
+
+def test_a_clone_fossil_cannot_read_is_an_error_not_a_missing_checkin(tmp_path: str) -> None:
+    """``FossilCarrier.resolve``: a name the clone lacks is ``None`` (the run is refused naming it); a
+    clone ``fossil whatis`` cannot read at all is a ``RuntimeError`` naming the exit (the step ends
+    ``error``), never read as a missing check-in."""
+    from sotd.demo import ocx_seed as seed
+    from sotd.jobs.steps import FossilCarrier
+    from tests.ocx.fossilkit import base_env, need_fossil
+
+    need_fossil()
+    hub = os.path.join(str(tmp_path), "hub.fossil")
+    seed.make_hub(hub, rk.RUN_USERS, env=base_env(str(tmp_path)))
+    assert FossilCarrier().resolve(hub, "no-such-tag") is None
+    bad = os.path.join(str(tmp_path), "bad.fossil")
+    with open(bad, "w") as f:
+        f.write("not a repository\n")
+    with pytest.raises(RuntimeError) as e:
+        FossilCarrier().resolve(bad, "trunk")
+    assert str(e.value).startswith("fossil whatis exited 1: "), e.value
