@@ -38,6 +38,7 @@ import os
 import secrets
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from sotd.jobs.spec import RunSpec
 
 FOSSIL_TIMEOUT = 600.0
+RESOLVE_TRIES = 4  # fossil whatis, when it cannot read the clone (busy: another run's pull into it)
+RESOLVE_PAUSE = 0.3
 
 
 class PasswordClaims:
@@ -335,20 +338,22 @@ class FossilCarrier:
 
     def resolve(self, repo: str, ref: str) -> str | None:
         # ``whatis`` exits 0 for a name it does not know ("unknown: NAME"); a non-zero exit is a failure
-        # to read the clone (fossil already waited out a lock): an error naming it, not "no check-in"
-        try:
-            p = subprocess.run(
-                [self.fossil, "whatis", ref, "-R", repo], capture_output=True, timeout=FOSSIL_TIMEOUT,
-                check=False, env=self._env(), start_new_session=True,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise RuntimeError(f"fossil whatis: {e}") from None
-        if p.returncode != 0:
-            tail = (p.stderr or p.stdout).decode(errors="replace").strip().splitlines()[-1:] or [
-                "(no output)"
-            ]
-            raise RuntimeError(f"fossil whatis exited {p.returncode}: {tail[0]}")
-        return checkin_hash(p.stdout.decode(errors="replace"))
+        # to read the clone (SQLITE_BUSY while another run's step pulls into it): tried again a few
+        # times, then an error naming the exit, never read as "no such check-in"
+        for attempt in range(RESOLVE_TRIES):
+            try:
+                p = subprocess.run(
+                    [self.fossil, "whatis", ref, "-R", repo], capture_output=True, timeout=FOSSIL_TIMEOUT,
+                    check=False, env=self._env(), start_new_session=True,
+                )  # fmt: skip
+            except (OSError, subprocess.TimeoutExpired) as e:
+                raise RuntimeError(f"fossil whatis: {e}") from None
+            if p.returncode == 0:
+                return checkin_hash(p.stdout.decode(errors="replace"))
+            if attempt + 1 < RESOLVE_TRIES:
+                time.sleep(RESOLVE_PAUSE)
+        tail = (p.stderr or p.stdout).decode(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
+        raise RuntimeError(f"fossil whatis exited {p.returncode}: {tail[0]}")
 
 
 def checkin_hash(whatis: str) -> str | None:
