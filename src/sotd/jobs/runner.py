@@ -21,9 +21,9 @@ the state folder, so a symlink planted by the process never makes the node read 
 outside the workspace, and what is uploaded is what was hashed. Bind sources reach bwrap as descriptors
 (``--bind-fd``), the seccomp filter as a memfd; a run's workspace may not nest with another's
 (``claim_workspace``: recorded only once the run passed its checks, dropped by ``release_workspace``
-when it is refused, fails, ends or is found dead by ``adopt``; issue 24). A run that brings ``homes`` gets ``HOME=$$workspace$$/home`` (where they were
-copied) unless its ``process.env`` sets ``HOME`` itself (``env_with_home``); a node that left ``HOME``
-unset there would hand the process entries it cannot find.
+when it is refused, fails, ends or is found dead by ``adopt``; issue 24). A run that brings ``homes``
+gets ``HOME=$$workspace$$/home`` (where they were copied) unless its ``process.env`` sets ``HOME`` itself
+(``env_with_home``); a node that left ``HOME`` unset there would hand the process entries it cannot find.
 """
 
 from __future__ import annotations
