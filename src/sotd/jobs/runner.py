@@ -20,16 +20,20 @@ through a descriptor opened one component at a time without following links and 
 the state folder, so a symlink planted by the process never makes the node read or upload a file
 outside the workspace, and what is uploaded is what was hashed. Bind sources reach bwrap as descriptors
 (``--bind-fd``), the seccomp filter as a memfd; a run's workspace may not nest with another's
-(``claim_workspace``). Before the steps the disk bounds admit the run (``disk.Disks.reserve``: the
-node-wide ``total`` and the free space, naming the bound that refuses); the ``directory`` step's workspace
-becomes a file system of exactly the disk cap (``Disks.make``), watched for full every poll; every end
-calls ``Disks.end`` (then the retention of finished workspaces). A run that brings ``homes`` gets ``HOME=$$workspace$$/home`` (where they were
+(``claim_workspace``: recorded only once the run passed its checks, dropped by ``release_workspace``
+when it is refused, fails, ends or is found dead by ``adopt``; issue 24). Before the steps the disk
+bounds admit the run (``disk.Disks.reserve``: the node-wide ``total`` and the free space, naming the
+bound that refuses); the ``directory`` step's workspace becomes a file system of exactly the disk cap
+(``Disks.make``), watched for full every poll; every end calls ``Disks.end`` (then the retention of
+finished workspaces). A run that brings ``homes`` gets ``HOME=$$workspace$$/home`` (where they were
 copied) unless its ``process.env`` sets ``HOME`` itself (``env_with_home``); a node that left ``HOME``
 unset there would hand the process entries it cannot find.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -50,7 +54,7 @@ from sotd.jobs.errors import Refused, StepFailed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Iterator, Mapping
 
 POLL = 0.05
 DISK_POLL = 2.0  # seconds between two measures of the workspace's disk use (limits.disk)
@@ -376,6 +380,7 @@ class JobRun:
     def _end_early(self, e: Ended) -> None:
         self.result = e
         self.node.passwords.release(self.run_hash)
+        release_workspace(self.node.state_dir, self.run_hash)
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
         _write_json(os.path.join(self.dir, "ended.json"), e.to_json())
         self.disks.end(self.run_hash)
@@ -386,9 +391,9 @@ class JobRun:
             run = self._decide()
             self.run = run
             self._check_sources(run, before_steps=True)
-            claim_workspace(self.node.state_dir, self.run_hash, self.values.get("workspace"))
             stp.check_steps(run, self.target)
             stp.claim_password(self.node.passwords, run, self.target.repository, self.run_hash)
+            claim_workspace(self.node.state_dir, self.run_hash, self.values.get("workspace"))
             ws = self.values.get("workspace")
             if ws and self.limits.disk is not None:
                 self.disks.reserve(self.run_hash, ws, self.limits.disk)  # the node-wide bounds
@@ -411,6 +416,11 @@ class JobRun:
         except StepFailed as e:
             self._end_early(Ended("error", step=e.step, why=e.message))
             return None
+        except BaseException:
+            release_workspace(self.node.state_dir, self.run_hash)  # whatever failed, the claim ends here
+            with contextlib.suppress(OSError):
+                self.disks.end(self.run_hash)  # and a workspace file system made for it is let go
+            raise
         finally:
             self._close_binds()
         started: dict[str, object] = {"values": dict(self.values), "limits": self.limits.report()}
@@ -591,6 +601,7 @@ class JobRun:
             self.result = e
             self.node.passwords.release(self.run_hash)
             _write_json(os.path.join(self.dir, "ended.json"), self.result.to_json())
+            release_workspace(self.node.state_dir, self.run_hash)
             self.disks.end(self.run_hash)  # then the retention (this run's outputs are copied already)
             return self.result
 
@@ -668,6 +679,7 @@ class JobRun:
 
 
 WORKSPACES = ".workspaces"  # STATE/.workspaces/<RUN-HASH>: the workspace each run's directory step names
+CLAIMS_LOCK = ".lock"  # STATE/.workspaces/.lock: flock'd while a claim is decided, recorded or dropped
 
 
 def nested_in(at: str, others: Mapping[str, str]) -> tuple[str, str] | None:
@@ -678,27 +690,72 @@ def nested_in(at: str, others: Mapping[str, str]) -> tuple[str, str] | None:
     return None
 
 
-def claim_workspace(state_dir: str, run_hash: str, at: str | None) -> None:
-    """Record this run's workspace in ``STATE/.workspaces/``, then ``Refused`` when it would lie inside
-    another run's (or hold one), whatever the uids and modes (a uid-0 sandbox owns its workspace as
-    root). Recording first means two runs racing each see the other."""
-    if not at:
-        return
+@contextlib.contextmanager
+def _claims_locked(state_dir: str) -> Iterator[str]:
+    """``STATE/.workspaces/``, held under an exclusive ``flock`` of its ``.lock`` (threads and processes
+    of one node each see a claim whole, and never two claims decided at once)."""
     d = os.path.join(state_dir, WORKSPACES)
     os.makedirs(d, mode=0o700, exist_ok=True)
-    with open(os.path.join(d, run_hash), "w", encoding="utf-8") as f:
-        f.write(at)
-    others: dict[str, str] = {}
+    fd = os.open(os.path.join(d, CLAIMS_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield d
+    finally:
+        os.close(fd)
+
+
+def _claims(d: str) -> dict[str, str]:
+    out: dict[str, str] = {}
     for name in os.listdir(d):
-        if name != run_hash:
-            try:
-                with open(os.path.join(d, name), encoding="utf-8") as f:
-                    others[name] = f.read()
-            except OSError:
-                continue
-    hit = nested_in(at, others)
-    if hit is not None:
-        raise Refused(f"the workspace {at} would lie inside, or hold, run {hit[0][:12]}'s workspace {hit[1]}")
+        if name.startswith("."):
+            continue
+        try:
+            with open(os.path.join(d, name), encoding="utf-8") as f:
+                out[name] = f.read()
+        except OSError:
+            continue
+    return out
+
+
+def claim_workspace(state_dir: str, run_hash: str, at: str | None) -> None:
+    """``Refused`` when this run's workspace would lie inside another run's recorded one (or hold one),
+    whatever the uids and modes (a uid-0 sandbox owns its workspace as root); else record it in
+    ``STATE/.workspaces/<RUN-HASH>``. Decided and recorded under one lock, so of two runs racing for
+    nested workspaces the second sees the first; a refused run records nothing (issue 24). The claim
+    lasts until ``release_workspace``: the run refused after it, ended, or found dead at a restart."""
+    if not at:
+        return
+    with _claims_locked(state_dir) as d:
+        others = {h: w for h, w in _claims(d).items() if h != run_hash}
+        hit = nested_in(at, others)
+        if hit is not None:
+            raise Refused(
+                f"the workspace {at} would lie inside, or hold, run {hit[0][:12]}'s workspace {hit[1]}"
+            )
+        with open(os.path.join(d, run_hash), "w", encoding="utf-8") as f:
+            f.write(at)
+
+
+def release_workspace(state_dir: str, run_hash: str) -> None:
+    """Drop the workspace claim of ``run_hash`` (idempotent: a run with none is fine)."""
+    d = os.path.join(state_dir, WORKSPACES)
+    if not os.path.isdir(d):
+        return
+    with _claims_locked(state_dir) as d:
+        fsprim.unlink_quiet(os.path.join(d, run_hash))
+
+
+def keep_claims(state_dir: str, live: Collection[str]) -> list[str]:
+    """At a node's start: drop every workspace claim but those of ``live`` (the runs it is about to look
+    at again, which drop their own when they turn out dead); the RUN-HASHes dropped."""
+    d = os.path.join(state_dir, WORKSPACES)
+    if not os.path.isdir(d):
+        return []
+    with _claims_locked(state_dir) as d:
+        gone = sorted(h for h in _claims(d) if h not in live)
+        for h in gone:
+            fsprim.unlink_quiet(os.path.join(d, h))
+    return gone
 
 
 def end_disk(node: JobNode, run_hash: str) -> None:
@@ -723,7 +780,15 @@ def unfinished(state_dir: str) -> list[str]:
 
 def adopt(state_dir: str, run_hash: str, node: JobNode | None = None) -> JobRun | Ended:
     """After a node restart: a ``Run`` to ``wait()`` on when the run's processes still live, else the
-    ``Ended`` (``lost``, now recorded). A run that already ended gives its recorded ``Ended``."""
+    ``Ended`` (``lost``, now recorded). A run that already ended gives its recorded ``Ended``. A run
+    found ended or dead drops its workspace claim (``release_workspace``); a live one keeps it."""
+    got = _adopt(state_dir, run_hash, node)
+    if isinstance(got, Ended):
+        release_workspace(state_dir, run_hash)
+    return got
+
+
+def _adopt(state_dir: str, run_hash: str, node: JobNode | None) -> JobRun | Ended:
     d = os.path.join(state_dir, run_hash)
     try:
         with open(os.path.join(d, "ended.json")) as f:
