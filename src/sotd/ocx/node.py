@@ -114,6 +114,7 @@ class NodeClones:
         self._readers: dict[str, list[tuple[str, Callable[[Delivery], None]]]] = {}
         self._lock = threading.RLock()
         self._codes: dict[str, str] | None = None
+        self._cannot_restore: set[tuple[str, str]] = set()  # (clone, name) already logged as not put back
 
     def close(self) -> None:
         self.index.close()
@@ -268,24 +269,29 @@ class NodeClones:
                 if repo is None or c.name == repo:
                     info = fossil.repo_info(c.repository)
                     rows, top = self._judge(c, fossil.read_messages(c.repository, 0), info.hash_policy, 0)
-                    have = {(sr.row[1], sr.row[2]) for sr in rows}
-                    for k in self.index.kept(c.name):
-                        if (k.name, k.hash) not in have:
-                            h, verdict = judged(k.name, k.data, info.hash_policy)
-                            rows.append(
-                                scan_row(
-                                    c.name,
-                                    k.name,
-                                    h,
-                                    verdict,
-                                    data=k.data,
-                                    received=k.received_at,
-                                    uvid=k.uvid,
-                                )
-                            )
+                    rows += self._kept_rows(c, {(sr.row[1], sr.row[2]) for sr in rows}, info.hash_policy)
                     self._record(c, info.server_code, rows, top, replace=True)
 
+    def _kept_rows(
+        self, clone: CloneConfig, have: set[tuple[object, object]], policy: str | None
+    ) -> list[ScanRow]:
+        """The rows of the messages kept for ``clone`` that ``have`` (name, hash) lacks, judged again."""
+        out = []
+        for k in self.index.kept(clone.name):
+            if (k.name, k.hash) not in have:
+                h, verdict = judged(k.name, k.data, policy)
+                out.append(
+                    scan_row(clone.name, k.name, h, verdict, data=k.data, received=k.received_at, uvid=k.uvid)
+                )
+        return out
+
     # --- write-once ----------------------------------------------------------------------------------
+
+    def _warn_once(self, key: tuple[str, str], msg: str, *args: object) -> None:
+        """Log a name that cannot be put back once per process, not at every sync."""
+        if key not in self._cannot_restore:
+            self._cannot_restore.add(key)
+            log.warning(msg, *args)
 
     def restore(self, clone: CloneConfig, listing: dict[str, tuple[str, str | None]] | None) -> int:
         """Put back into the clone every kept message and every file this node stored itself wherever the
@@ -309,9 +315,8 @@ class NodeClones:
                     clone.repository, k.name, data, clone.login, mtime=restore_mtime(now, held.get(k.name))
                 )
             except OcxError as e:
-                log.warning(
-                    "ocx: %s: %s: %s; cannot put its first bytes back: %s", clone.name, k.name, why, e.message
-                )
+                self._warn_once((clone.name, k.name), "ocx: %s: %s: %s; cannot put its first bytes back: %s",
+                                clone.name, k.name, why, e.message)  # fmt: skip
                 continue
             log.warning("ocx: %s: %s: %s; its first valid bytes are put back", clone.name, k.name, why)
             put += 1
@@ -320,15 +325,16 @@ class NodeClones:
             if why is None:
                 continue
             if fossil.file_hash(path, len(h)) != h:
-                log.warning("ocx: %s: %s: %s; this node's copy %s is gone or changed: not put back",
-                            clone.name, name, why, path)  # fmt: skip
+                self._warn_once((clone.name, name), "ocx: %s: %s: %s; this node's copy %s is gone or changed: "
+                                "not put back", clone.name, name, why, path)  # fmt: skip
                 continue
             try:
                 fossil.uv_add_file(
                     clone.repository, name, path, clone.login, mtime=restore_mtime(now, held.get(name))
                 )
             except OcxError as e:
-                log.warning("ocx: %s: %s: %s; cannot put it back: %s", clone.name, name, why, e.message)
+                self._warn_once((clone.name, name), "ocx: %s: %s: %s; cannot put it back: %s", clone.name, name,
+                                why, e.message)  # fmt: skip
                 continue
             log.warning("ocx: %s: %s: %s; this node's bytes are put back", clone.name, name, why)
             put += 1
