@@ -183,17 +183,21 @@ class Index:
 
     def _migrate(self) -> None:
         """Re-key an older index's ``messages`` by (clone, name, hash), in one transaction."""
-        cols = self.db.execute("PRAGMA table_info(messages)").fetchall()
-        if not cols or any(c[1] == "hash" and c[5] for c in cols):
+        if not self._old_messages():
             return
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            for stmt in _MIGRATE:
-                self.db.execute(stmt)
+            if self._old_messages():  # looked at again under the lock: another process may have done it
+                for stmt in _MIGRATE:
+                    self.db.execute(stmt)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+
+    def _old_messages(self) -> bool:
+        cols = self.db.execute("PRAGMA table_info(messages)").fetchall()
+        return bool(cols) and not any(c[1] == "hash" and c[5] for c in cols)
 
     def cursor(self, repo: str) -> tuple[int, str | None]:
         r = self.db.execute("SELECT uvid, server_code FROM cursors WHERE repo = ?", (repo,)).fetchone()
