@@ -11,6 +11,8 @@ decoded from JSON, where ``\\ud800`` is legal syntax) has each surrogate code po
 (jq 1.6 reads a lone low-surrogate escape so, and refuses a whole line holding a lone high one; sotd reads
 both as U+FFFD, so such a line is still shown and passed). ``json_text`` writes JSON as jq escapes it: ``\\"``, ``\\\\``, ``\\b\\f\\n\\r\\t``, the other
 C0 controls and DEL as lowercase ``\\u00xx``, everything else raw UTF-8.
+``uncarried`` is the test itself (the first character UTF-8 cannot carry): ``carry`` replaces what it
+finds, OCX refuses a message holding one (its bytes are hashed and may not change; docs/ocx.md).
 What would break it: a writer or reader that skips ``carry`` (a line with a lone surrogate then stops a
 strict UTF-8 stdout: the poison line of issue 19), or decoding bytes with Python's ``replace`` (it splits
 bad sequences differently from jq, so the two clients would show one line differently).
@@ -93,13 +95,28 @@ def carry(value: str | bytes) -> str:
             return value.decode("utf-8")
         except UnicodeDecodeError:
             return _jq_decode(value)
-    if value.isascii():
+    if uncarried(value) is None:
         return value
+    return "".join(REPLACEMENT if _is_surrogate(c) else c for c in value)
+
+
+def _is_surrogate(c: str) -> bool:
+    return 0xD800 <= ord(c) <= 0xDFFF
+
+
+def uncarried(value: str) -> str | None:
+    """The first character of ``value`` UTF-8 cannot carry (a surrogate code point), or None.
+
+    The one test behind every use of the rule: ``carry`` replaces what it finds, and OCX (whose messages
+    are hashed bytes that may not be changed) refuses a message holding one (``sotd.ocx.envelope``).
+    """
+    if value.isascii():
+        return None
     try:
         value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "".join(REPLACEMENT if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
-    return value
+    except UnicodeEncodeError as e:
+        return value[e.start]
+    return None
 
 
 def carry_os(text: str) -> str:

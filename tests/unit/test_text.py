@@ -176,6 +176,16 @@ def test_carry_table(value: str | bytes, want: str) -> None:
     text.carry(value).encode("utf-8")
 
 
+@pytest.mark.parametrize(
+    ("value", "want"),
+    [("plain", None), ("é😀", None), ("a\ud800b", "\ud800"), ("x\udfff\ud800", "\udfff"), ("\ufffd", None)],
+)
+def test_uncarried_is_the_first_character_carry_replaces(value: str, want: str | None) -> None:
+    """One rule: ``uncarried`` finds what ``carry`` replaces (OCX refuses a message holding it)."""
+    assert text.uncarried(value) == want
+    assert (text.carry(value) == value) is (want is None)
+
+
 def test_carry_os_decodes_the_bytes_behind_surrogate_escapes() -> None:
     assert text.carry_os(os.fsdecode(b"\xe2\x82\xac \xe2\x82")) == "€ \ufffd"
     assert text.carry_os("\ud800") == "\ufffd"
