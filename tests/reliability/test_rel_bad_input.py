@@ -34,7 +34,6 @@ from tests.conftest import Comm
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(120)]
 
 BOUNDED = settings(
-    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     database=None,
@@ -345,7 +344,7 @@ def test_random_frames_at_a_real_daemon(tmp_path: object) -> None:
         before = _tree(comm.home)
         pid = d.proc.pid
 
-        @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
         @given(hello=st.booleans(), frames=st.lists(FRAME, min_size=1, max_size=4))
         def one(hello: bool, frames: list[bytes]) -> None:
             _send(d.sock, hello, frames)
@@ -428,7 +427,7 @@ def test_typed_requests_for_writing_ops_get_clear_refusals_and_write_nothing(tmp
         pid = d.proc.pid
         seen_codes: set[str] = set()
 
-        @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
         @given(req=typed_request())
         def one(req: tuple[str, dict[str, object]]) -> None:
             op, payload = req
