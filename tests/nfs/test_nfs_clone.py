@@ -62,7 +62,11 @@ def test_the_smallest_point_runs_from_a_clone_under_tmp_with_a_space() -> None:
         assert vm.unreachable(clone, py) is None
         # the clone's sotd is the one its venv runs, not this checkout's
         where = subprocess.run(
-            [py, "-c", "import sotd; print(sotd.__file__)"], capture_output=True, text=True, timeout=30
+            [py, "-c", "import sotd; print(sotd.__file__)"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
         ).stdout.strip()
         assert where == os.path.join(clone, "src", "sotd", "__init__.py"), where
         work = os.path.join(top, "vm")
