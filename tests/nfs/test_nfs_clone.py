@@ -10,6 +10,7 @@ hid the clone and every point ended "the guest recorded no result".
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -42,10 +43,12 @@ def make_clone(top: str) -> tuple[str, str]:
     ).stdout.strip()
     with open(os.path.join(purelib, "sotd-clone.pth"), "w") as f:
         f.write(os.path.join(clone, "src") + "\n")  # what an editable install's .pth says
-    # the entry script scripts/setup's install writes (pyproject's [project.scripts]), for this venv
+    # the entry script scripts/setup's install writes (pyproject's [project.scripts]), for this venv; a
+    # "#!" line cannot hold a path with a space, so it starts as sh and execs the python (as pip's does)
     entry = os.path.join(venv, "bin", "sotd")
     with open(entry, "w") as f:
-        f.write(f"#!{py}\nimport sys\nfrom sotd.entry import console\nsys.exit(console())\n")
+        f.write("#!/bin/sh\n'''exec' " + shlex.quote(py) + ' "$0" "$@"\n' + "' '''\n")
+        f.write("import sys\nfrom sotd.entry import console\nsys.exit(console())\n")
     os.chmod(entry, 0o755)
     return clone, py
 
