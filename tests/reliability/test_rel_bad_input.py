@@ -335,7 +335,6 @@ def _send(sock_path: str, hello: bool, frames: list[bytes]) -> None:
         s.close()
 
 
-@pytest.mark.serial
 def test_random_frames_at_a_real_daemon(tmp_path: object) -> None:
     work = str(tmp_path)
     comm = Comm(work)
@@ -417,7 +416,6 @@ def typed_request(draw: st.DrawFn) -> tuple[str, dict[str, object]]:
     return op, payload
 
 
-@pytest.mark.serial
 def test_typed_requests_for_writing_ops_get_clear_refusals_and_write_nothing(tmp_path: object) -> None:
     work = str(tmp_path)
     comm = Comm(work)
