@@ -12,6 +12,10 @@ from typing import Any
 
 import pytest
 
+from tests import hypothesis_profiles
+
+hypothesis_profiles.load()  # the property tests' budget: ci, or long (SOTD_HYPOTHESIS_PROFILE)
+
 VENV_BIN = os.path.dirname(sys.executable)
 SOTD = shutil.which("sotd", path=VENV_BIN) or "sotd"
 
@@ -166,3 +170,11 @@ def _umask_kept() -> Iterator[None]:
     os.umask(old)
     yield
     os.umask(old)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each pass ends with its tiers' wall times and its slowest tests (``tests/timing.py``)."""
+    from tests.timing import Times
+
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(Times(), "sotd-times")

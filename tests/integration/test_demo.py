@@ -64,6 +64,7 @@ def test_the_ocx_demo_builds_the_board_image_on_the_other_node_then_runs_a_sessi
         -3000:
     ]
     # part 2: the seed's session example as written; alice's post answered; her stop ends it
+    assert "# agent: the scripted stand-in sotd.demo.scripted_agent in the session (" in out, out[-3000:]
     assert 'the session\'s answer, posted by B as lab-user: {"text": "read: the parser drops a token"}' in out
     lines = [ln.split()[3:5] + ln.split()[-1:] for ln in out.splitlines() if " re=" in ln and "from=" in ln]
     assert [(k, who) for k, _re, who in lines][-5:] == [

@@ -28,6 +28,8 @@ class Guest:
         return f"guest log {ARTIFACTS}/guest.log, console {ARTIFACTS}/console.log (QEMU exit {self.boot.rc})"
 
     def point(self, key: str) -> dict[str, Any]:
+        if "_preflight" in self.results:  # the guest could not reach the checkout: one reason for all
+            pytest.fail(f"the NFS tier cannot run from here: {self.results['_preflight']}; {self.where()}")
         facts = self.results.get(key)
         if facts is None:
             pytest.fail(
@@ -45,9 +47,12 @@ def guest() -> Iterator[Guest]:
     missing = vm.missing_tools()
     if missing:
         pytest.fail(f"the NFS tier needs {' '.join(missing)}: run scripts/setup")
-    with tempfile.TemporaryDirectory(prefix="sotd-nfs-vm-") as work:
-        import sys
+    import sys
 
+    where = vm.unreachable(vm.REPO, sys.executable)
+    if where is not None:
+        pytest.fail(f"the NFS tier cannot run from here: {where}")
+    with tempfile.TemporaryDirectory(prefix="sotd-nfs-vm-") as work:
         # SOTD_NFS_ONLY=<point>,<point>: boot for those points alone (by hand, with -k for their tests;
         # every other point's test then fails as "no result")
         only = os.environ.get("SOTD_NFS_ONLY", "")

@@ -3,7 +3,11 @@
 File: ``tests/nfs/vm.py`` (host side). Recipe: ``../shared/spec/testing-notes.md`` §2.7 and appendix A.
 Guarantee: one bounded boot. The guest's root is this machine's ``/`` over 9p, read-only, under a tmpfs
 overlay, so it runs this checkout's ``.venv`` and sotd exactly as the host sees them; a second 9p share
-(writable) carries the run's config in and ``results.json`` and the guest log out. QEMU runs under
+(writable) carries the run's config in and ``results.json`` and the guest log out. The guest mounts fresh
+tmpfs on ``/tmp``, ``/run`` and ``/var/lib/nfs`` (issue 32): the checkout, its ``.venv`` and
+the interpreter that ``.venv`` points into are bound back over those (``folders_seen``, ``keep_paths``, the share's ``keep``
+file, ``tmpfs_keeping`` in ``guest/init.sh``), so a checkout under ``/tmp`` or a path with a space runs
+too; a place the guest cannot show at all is refused before the boot, in one sentence (``unreachable``). QEMU runs under
 ``timeout`` and the guest powers itself off; a boot that outlives its wall time is killed, and its console
 log is kept for the failure message.
 What would break it: KVM (it hangs on this machine: software emulation only), more than 2 vCPUs on a
@@ -15,6 +19,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -40,6 +45,65 @@ mkdir -p /newroot/share
 mount -t 9p -o trans=virtio,version=9p2000.L share /newroot/share || poweroff -f
 exec switch_root /newroot /bin/sh /share/boot.sh
 """
+
+
+# The guest's own mounts over its root: fresh tmpfs (what lies beneath is bound back over them when kept),
+# and the ones nothing can be bound back over (kernel file systems, the share, host A's NFS mounts).
+GUEST_TMPFS = ("/tmp", "/run", "/var/lib/nfs")
+GUEST_OWN = ("/proc", "/sys", "/dev", "/share", "/srv/nfs", "/mnt/a4", "/mnt/a3", "/mnt/a4nocto")
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top + "/")
+
+
+def keep_paths(folders: list[str]) -> list[str]:
+    """Of ``folders`` (absolute, resolved), the ones a guest tmpfs would hide, sorted, none inside another
+    (binding the outer one back shows the inner one too)."""
+    hidden = sorted({p for p in folders if any(_under(p, t) and p != t for t in GUEST_TMPFS)})
+    return [p for p in hidden if not any(q != p and _under(p, q) for q in hidden)]
+
+
+def folders_seen(repo: str, python: str) -> list[str]:
+    """What the guest must see as the host does: the checkout, the venv ``python`` is in (as written and
+    resolved), the prefix of the interpreter it resolves to and the folders it imports from (its
+    ``sys.path``, which holds what its venv's ``.pth`` files point at)."""
+    venv = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+    real = os.path.realpath(python)
+    out = [os.path.realpath(repo), venv, os.path.realpath(venv), os.path.dirname(os.path.dirname(real))]
+    return out + [os.path.realpath(p) for p in imports_from(python) if p and os.path.isdir(p)]
+
+
+def imports_from(python: str) -> list[str]:
+    """``python``'s ``sys.path`` as it runs here (its venv's ``.pth`` files included)."""
+    p = subprocess.run(
+        [python, "-c", "import json, sys; print(json.dumps(sys.path))"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    try:
+        return [str(x) for x in json.loads(p.stdout)]
+    except ValueError:
+        return []
+
+
+def unreachable(repo: str, python: str) -> str | None:
+    """Why the guest could not run this checkout from where it is (one sentence with what to do), or None."""
+    real = os.path.realpath(python)
+    for what, path in (("the checkout", os.path.realpath(repo)), ("its interpreter", real)):
+        if "\n" in path:
+            return f"{what} {path!r} has a newline in its path, which the guest's list of kept folders cannot carry: clone it elsewhere"
+        for top in (*GUEST_OWN, *GUEST_TMPFS):
+            if path == top or (top in GUEST_OWN and _under(path, top)):
+                return (
+                    f"{what} is at {path}, where the NFS tier's guest mounts its own {top}: clone the "
+                    "repository elsewhere (any other folder, /tmp included) and run scripts/setup there"
+                )
+    if not os.access(real, os.X_OK):
+        return f"{python} does not run ({real} is not an executable file): run scripts/setup"
+    return None
 
 
 @dataclass
@@ -128,11 +192,13 @@ def build_initramfs(work: str) -> str:
     return out
 
 
-def boot(work: str, config: dict[str, object], *, wall_secs: float) -> Boot:
+def boot(work: str, config: dict[str, object], *, wall_secs: float, repo: str = REPO) -> Boot:
     """Boot once with ``config`` (``/share/config.json`` in the guest); at most ``wall_secs`` of wall time.
 
-    The guest runs ``tests/nfs/guest/init.sh`` of this checkout as PID 1 and powers off when done.
+    The guest runs ``tests/nfs/guest/init.sh`` of the checkout ``repo`` (this one unless told) as PID 1,
+    with ``config["python"]`` as its interpreter, and powers off when done.
     """
+    python = str(config["python"])
     vmlinuz, _release = kernel()
     initrd = build_initramfs(work)
     share = os.path.join(work, "share")
@@ -140,10 +206,14 @@ def boot(work: str, config: dict[str, object], *, wall_secs: float) -> Boot:
     os.makedirs(share)
     with open(os.path.join(share, "config.json"), "w") as f:
         json.dump(config, f)
+    with open(os.path.join(share, "keep"), "w") as f:
+        f.write("".join(p + "\n" for p in keep_paths(folders_seen(repo, python))))
+    init = os.path.join(repo, os.path.relpath(GUEST_INIT, REPO))
     with open(os.path.join(share, "boot.sh"), "w") as f:
         only = str(config.get("only", ""))  # a comma-separated subset of the points (by hand, when debugging)
-        f.write(f"#!/bin/sh\nexport SOTD_NFS_ONLY='{only}'\n")
-        f.write(f"exec /bin/sh {GUEST_INIT} /share {config['python']} {config['budget_secs']}\n")
+        f.write(f"#!/bin/sh\nexport SOTD_NFS_ONLY={shlex.quote(only)}\n")
+        budget = int(str(config["budget_secs"]))
+        f.write(f"exec /bin/sh {shlex.quote(init)} /share {shlex.quote(python)} {budget}\n")
     console = os.path.join(work, "console.log")
     argv = [
         "timeout",
@@ -185,6 +255,9 @@ def boot(work: str, config: dict[str, object], *, wall_secs: float) -> Boot:
             results = json.load(f)
     except (OSError, ValueError):
         results = None
+    preflight = _text(os.path.join(share, "preflight")).strip()
+    if preflight:  # the guest could not reach the checkout: say so instead of every point's "no result"
+        results = {"_preflight": preflight}
     return Boot(
         rc=rc,
         secs=secs,

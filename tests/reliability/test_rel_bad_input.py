@@ -35,7 +35,6 @@ from tests.conftest import Comm
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(120)]
 
 BOUNDED = settings(
-    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     database=None,
@@ -338,7 +337,6 @@ def _send(sock_path: str, hello: bool, frames: list[bytes]) -> None:
         s.close()
 
 
-@pytest.mark.serial
 def test_random_frames_at_a_real_daemon(tmp_path: object) -> None:
     work = str(tmp_path)
     comm = Comm(work)
@@ -347,7 +345,7 @@ def test_random_frames_at_a_real_daemon(tmp_path: object) -> None:
         before = _tree(comm.home)
         pid = d.proc.pid
 
-        @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
         @given(hello=st.booleans(), frames=st.lists(FRAME, min_size=1, max_size=4))
         def one(hello: bool, frames: list[bytes]) -> None:
             _send(d.sock, hello, frames)
@@ -420,7 +418,6 @@ def typed_request(draw: st.DrawFn) -> tuple[str, dict[str, object]]:
     return op, payload
 
 
-@pytest.mark.serial
 def test_typed_requests_for_writing_ops_get_clear_refusals_and_write_nothing(tmp_path: object) -> None:
     work = str(tmp_path)
     comm = Comm(work)
@@ -430,7 +427,7 @@ def test_typed_requests_for_writing_ops_get_clear_refusals_and_write_nothing(tmp
         pid = d.proc.pid
         seen_codes: set[str] = set()
 
-        @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
         @given(req=typed_request())
         def one(req: tuple[str, dict[str, object]]) -> None:
             op, payload = req

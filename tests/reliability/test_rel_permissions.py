@@ -22,7 +22,8 @@ import pytest
 
 from tests.conftest import Comm
 
-pytestmark = [pytest.mark.reliability, pytest.mark.serial, pytest.mark.timeout(120)]
+# not serial (issue 31): its own folders, its own daemon and a child of another uid; no mount, no namespace
+pytestmark = [pytest.mark.reliability, pytest.mark.timeout(120)]
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another uid")
 EXEMPT_TOP = ("bin", "VERSION")

@@ -203,7 +203,7 @@ def test_cut_back_seen_from_the_end() -> None:
     assert notes == [STEP]  # the reader is owed the note, as for every other step back (issue 14)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     st.binary(max_size=80), st.lists(st.binary(max_size=20).map(lambda b: b.replace(b"\n", b"")), max_size=6)
 )
@@ -217,7 +217,7 @@ def test_any_cursor_bytes_give_an_int(raw: bytes, lines: list[bytes]) -> None:
     assert 0 <= got <= len(lines)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), min_size=1, max_size=8))
 def test_written_cursor_reads_back_as_its_count(lines: list[bytes]) -> None:
     for k in range(len(lines) + 1):

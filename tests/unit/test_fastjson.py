@@ -86,13 +86,13 @@ def same(a: object, b: object) -> bool:
     return repr(a) == repr(b)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(plain, st.sampled_from(KWARGS))
 def test_dumps_of_plain_values_is_json_dumps(doc: object, kw: dict[str, object]) -> None:
     assert fastjson.dumps(doc, **kw) == json.dumps(doc, **kw)  # type: ignore[arg-type]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(odd, st.sampled_from(KWARGS))
 def test_dumps_of_odd_values_is_json_dumps(doc: object, kw: dict[str, object]) -> None:
     assert outcome(fastjson.dumps, doc, **kw) == outcome(json.dumps, doc, **kw)
@@ -132,13 +132,13 @@ texts = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(texts)
 def test_loads_is_json_loads(text: str) -> None:
     assert same(outcome(fastjson.loads, text), outcome(json.loads, text))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.one_of(texts.map(lambda s: s.encode("utf-8", "surrogatepass")), st.binary(max_size=12)))
 def test_loads_of_bytes_is_json_loads(data: bytes) -> None:
     assert same(outcome(fastjson.loads, data), outcome(json.loads, data))

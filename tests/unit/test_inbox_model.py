@@ -124,7 +124,7 @@ class InboxMachine(RuleBasedStateMachine):
 
 
 TestInboxModel = InboxMachine.TestCase
-TestInboxModel.settings = settings(max_examples=100, stateful_step_count=25, deadline=None)
+TestInboxModel.settings = settings(stateful_step_count=25, deadline=None)
 
 
 class CountOnlyMachine(InboxMachine):

@@ -342,7 +342,6 @@ _identities = st.one_of(
 _machine_ids = st.one_of(st.none(), st.just("-"), st.just("uninitialized"), st.just(""), _line_text)
 
 
-@settings(max_examples=300)
 @given(_identities, _machine_ids)
 def test_6_4_record_parse_encode_roundtrip(identity: str, mid: str | None) -> None:
     data = lm.encode_record(identity, mid)
@@ -350,7 +349,6 @@ def test_6_4_record_parse_encode_roundtrip(identity: str, mid: str | None) -> No
     assert lm.parse_record(data) == (identity, lm._mid(mid))
 
 
-@settings(max_examples=300)
 @given(st.binary(max_size=300))
 def test_6_4_any_record_bytes_parse_to_two_lines_never_raise(data: bytes) -> None:
     first, second = lm.parse_record(data)
@@ -362,7 +360,7 @@ def test_6_4_any_record_bytes_parse_to_two_lines_never_raise(data: bytes) -> Non
     assert where in (lm.LOCAL, lm.REFUSE) and (where == lm.LOCAL) == (text == "")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(st.binary(max_size=300) | _identities.map(lambda i: lm.encode_record(i, MID)))
 def test_6_4_hub_on_any_existing_record_decides_or_fails_clearly(data: bytes) -> None:
     """A hub starting over whatever bytes are at the record path: a verdict, and it writes only its own

@@ -14,6 +14,7 @@ import pytest
 
 import sotd
 from sotd.cli import main
+from tests import source_trees
 
 pytestmark = pytest.mark.unit
 
@@ -25,20 +26,16 @@ ALLOWED = {("cli/main.py", "_import")}
 def string_imports(root: str) -> list[tuple[str, str]]:
     """(module path, enclosing function) of every ``__import__`` / ``importlib.import_module`` call."""
     found = []
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            if not name.endswith(".py"):
-                continue
-            path = os.path.join(dirpath, name)
-            with open(path, encoding="utf-8") as f:
-                tree = ast.parse(f.read())
-            for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
-                for call in [n for n in ast.walk(fn) if isinstance(n, ast.Call)]:
-                    f_ = call.func
-                    by_name = isinstance(f_, ast.Name) and f_.id == "__import__"
-                    by_lib = isinstance(f_, ast.Attribute) and f_.attr == "import_module"
-                    if by_name or by_lib:
-                        found.append((os.path.relpath(path, root), fn.name))
+    for rel, tree in source_trees.modules(root):  # one parse per process (tests/source_trees.py)
+        for fn in [
+            n for n in source_trees.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]:
+            for call in [n for n in source_trees.walk(fn) if isinstance(n, ast.Call)]:
+                f_ = call.func
+                by_name = isinstance(f_, ast.Name) and f_.id == "__import__"
+                by_lib = isinstance(f_, ast.Attribute) and f_.attr == "import_module"
+                if by_name or by_lib:
+                    found.append((rel, fn.name))
     return sorted(set(found))
 
 

@@ -28,6 +28,7 @@ import os
 import pytest
 
 import sotd
+from tests import source_trees
 
 pytestmark = pytest.mark.unit
 
@@ -73,17 +74,8 @@ FRESH_HOME = "formats/registry.py"
 STAT_HOME = "sysprobe.py"
 
 
-def _modules(root: str) -> list[tuple[str, ast.Module]]:
-    out = []
-    for base, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".py"):
-                path = os.path.join(base, name)
-                rel = os.path.relpath(path, root).replace(os.sep, "/")
-                with open(path, encoding="utf-8") as f:
-                    out.append((rel, ast.parse(f.read(), filename=path)))
-    return out
+def _modules(root: str) -> tuple[tuple[str, ast.Module], ...]:
+    return source_trees.modules(root)  # one parse per process, shared by the walks (tests/source_trees.py)
 
 
 def _is_os_attr(node: ast.AST, names: tuple[str, ...]) -> bool:
@@ -99,7 +91,7 @@ def second_homes(root: str) -> list[str]:
     """Every place that defines or re-derives a rule outside its home, as ``file:line: what``."""
     found: list[str] = []
     for rel, tree in _modules(root):
-        for node in ast.walk(tree):
+        for node in source_trees.walk(tree):
             where = f"{rel}:{getattr(node, 'lineno', 0)}"
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 home = HOMES.get(node.name)
@@ -157,7 +149,7 @@ def test_every_home_defines_its_rule() -> None:
     """A home that lost its rule (renamed, moved) would make the walk above vacuous for that name."""
     defined: dict[str, set[str]] = {}
     for rel, tree in _modules(ROOT):
-        for node in ast.walk(tree):
+        for node in source_trees.walk(tree):
             if isinstance(node, ast.FunctionDef):
                 defined.setdefault(rel, set()).add(node.name)
     missing = [
@@ -202,7 +194,7 @@ def class_names_used_twice(root: str) -> dict[str, list[str]]:
     thing it is, so two classes never share one)."""
     where: dict[str, list[str]] = {}
     for rel, tree in _modules(root):
-        for node in ast.walk(tree):
+        for node in source_trees.walk(tree):
             if isinstance(node, ast.ClassDef):
                 where.setdefault(node.name, []).append(rel)
     return {name: rels for name, rels in where.items() if len(rels) > 1}
@@ -230,7 +222,7 @@ def wire_names_by_hand(root: str, names: set[str]) -> list[str]:
     for rel, tree in _modules(root):
         if rel.startswith("wire/"):
             continue
-        for node in ast.walk(tree):
+        for node in source_trees.walk(tree):
             where = f"{rel}:{getattr(node, 'lineno', 0)}"
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
                 if (rel, node.value) in WIRE_NAME_ELSEWHERE:
@@ -297,7 +289,7 @@ def payload_reads_by_hand(root: str) -> list[str]:
     for rel, tree in _modules(root):
         if rel.startswith("wire/"):
             continue
-        for node in ast.walk(tree):
+        for node in source_trees.walk(tree):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             owner = node.func.value

@@ -109,7 +109,7 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(ops)
 def test_hinted_reader_equals_full_scan_reader(tmp_path_factory: pytest.TempPathFactory, steps: list) -> None:
     """Appends (whole or torn), tail cuts and polls in any order: with the hint, each poll shows exactly

@@ -51,7 +51,7 @@ step = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(step, max_size=30))
 def test_the_real_reader_with_any_hint_equals_a_full_scan(tmp_path: object, steps: list) -> None:
     top = os.path.join(str(tmp_path), f"c{os.urandom(4).hex()}")

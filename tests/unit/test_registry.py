@@ -8,7 +8,7 @@ import os
 import stat
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from sotd import _clock, fsprim
@@ -228,13 +228,11 @@ docs = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=200)
 @given(docs)
 def test_6_2_parse_encode_roundtrip(doc: dict[str, object]) -> None:
     assert registry.parse(registry.encode(doc)) == doc
 
 
-@settings(max_examples=300)
 @given(st.binary(max_size=200) | docs.map(registry.encode).map(lambda b: b[: len(b) // 2]))
 def test_6_2_any_bytes_dict_or_unreadable(data: bytes) -> None:
     try:

@@ -178,7 +178,6 @@ _handles = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}", fullmatch=True).fi
 _field = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=120)
 
 
-@settings(max_examples=300)
 @given(_handles, _field, _field)
 def test_6_7_format_parse_roundtrip(handle: str, repo: str, root: str) -> None:
     rec = selffile.parse(selffile.format_record(handle, repo, root))
@@ -186,7 +185,7 @@ def test_6_7_format_parse_roundtrip(handle: str, repo: str, root: str) -> None:
     assert (rec.handle, rec.repo, rec.root) == (handle, repo, root)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(_handles, _field, _field.filter(bool))
 def test_6_7_write_read_roundtrip(handle: str, repo: str, root: str) -> None:
     import tempfile
@@ -201,14 +200,13 @@ def test_6_7_write_read_roundtrip(handle: str, repo: str, root: str) -> None:
         assert os.listdir(d) == ["box__ws.txt"]
 
 
-@settings(max_examples=300)
 @given(st.binary(max_size=300))
 def test_6_7_any_bytes_parse_or_none_never_raise(data: bytes) -> None:
     rec = selffile.parse(data)
     assert rec is None or isinstance(rec.handle, str)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(st.binary(max_size=300))
 def test_6_7_any_bytes_in_a_slot_name_a_valid_handle_or_nobody(data: bytes) -> None:
     import tempfile

@@ -135,7 +135,7 @@ def test_14_1_del_and_invalid_bytes_named_cases() -> None:
 _word = st.binary(min_size=0, max_size=10).filter(lambda b: b"\0" not in b and b != b"--broadcast")
 
 
-@settings(max_examples=400, deadline=None, derandomize=True)
+@settings(deadline=None, derandomize=True)
 @given(st.lists(_word, min_size=1, max_size=4))
 def test_14_1_any_argv_bytes_give_the_line_the_rules_give(words: list[bytes]) -> None:
     assert sotd_line_from_argv(words) == rules_line(b" ".join(words))
@@ -207,7 +207,7 @@ def test_loads_reads_lone_surrogate_escapes_as_fffd(raw: str | bytes, want: obje
     assert text.loads(raw) == want
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(deadline=None, derandomize=True)
 @given(
     st.recursive(
         st.text() | st.integers(), lambda c: st.lists(c) | st.dictionaries(st.text(), c), max_leaves=8

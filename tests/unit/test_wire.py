@@ -45,7 +45,7 @@ envelopes = st.builds(
 
 
 @given(envelopes)
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 def test_round_trip(env):
     data = encode(env)
     assert data.endswith(b"\n") and data.count(b"\n") == 1
@@ -54,7 +54,7 @@ def test_round_trip(env):
 
 
 @given(st.lists(envelopes, min_size=1, max_size=4), st.data())
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 def test_round_trip_split_anywhere(envs, data):
     stream = b"".join(encode(e) for e in envs)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=6)))
@@ -88,7 +88,7 @@ def test_one_byte_at_a_time():
 
 
 @given(st.binary(max_size=300))
-@settings(max_examples=500, deadline=None)
+@settings(deadline=None)
 def test_any_bytes_give_envelopes_or_wire_error(data):
     dec = Decoder()
     try:
@@ -104,7 +104,7 @@ def test_any_bytes_give_envelopes_or_wire_error(data):
         max_size=80,
     )
 )
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 def test_json_ish_bytes_give_envelopes_or_wire_error(parts):
     try:
         out = Decoder().feed(b"".join(parts))

@@ -12,7 +12,9 @@ tmux server are stopped and the folder removed at the end, also after a failure.
 the CLI, with no daemon (the demo records this box's inbox lock identity the way a hub daemon does).
 
 ``--ocx``: one OCX run end to end (``sotd.demo.ocx_part``): two nodes through a loopback ``fossil server``, the
-seed's build example posted, started, ended passed, and the image checked against its hash.
+seed's build example posted, started, ended passed, and the image checked against its hash; then the seed's
+agent-session example, its agent the real Claude Code TUI when the pinned install is there (the scripted
+agent otherwise; the transcript says which).
 """
 
 from __future__ import annotations

@@ -9,9 +9,13 @@ step is the real ``sotd ocx`` CLI, printed as typed.
 
 Part 2 (``Demo.session``): the seed's agent-session example as written (password, clone, checkout steps).
 B's clone gets the run's login and a loopback server of its own (the commands the node's refusals name),
-B runs ``sotd daemon run`` with a policy allowing sessions; the session is ``sotd.demo.scripted_agent`` (a scripted
-stand-in, woken by mail; it answers each post of ``inbox.jsonl`` through the outbox). A posts the run, a
-post from alice and then alice's stop; the demo fails unless the answer and ``ended stopped`` arrive.
+B runs ``sotd daemon run`` with a policy allowing sessions. The session is the real Claude Code TUI when
+``scripts/setup`` installed the pinned one (``$SOTD_DEMO_CLAUDE``, as for the rows demo: the native binary's
+folder is the run's ``$$release$$``, its config a demo folder the run brings as ``homes``, its model the
+scripted stand-in ``sotd.demo.scripted_model`` on 127.0.0.1, which has it read the mail mirror and run the
+reply), else ``sotd.demo.scripted_agent`` (a scripted stand-in, woken by mail; it answers each post of
+``inbox.jsonl`` through the outbox); the transcript says which ran. A posts the run, a post from alice and
+then alice's stop; the demo fails unless the answer and ``ended stopped`` arrive.
 
 Bounded (well under 60 s); the servers, the daemon and its tmux server are stopped and the folder removed
 at the end, also after a failure. Needs root, fossil, bubblewrap, make, cc and tmux. What would break it: a
@@ -25,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,6 +37,8 @@ import tempfile
 import time
 
 from sotd.demo import ocx_seed as seed
+from sotd.demo import scripted_model
+from sotd.demo.rows_part import real_claude
 from sotd.jobs import disk
 from sotd.jobs.spec import output_name
 
@@ -39,17 +46,42 @@ STEP_S = 30.0
 USERS = {"alice": ("alicepw", "oiy"), "lab-user": ("labpw", "oiy")}
 
 
-def policy(top: str, *, release: str | None = None, port: int = 0) -> str:
+def policy(top: str, *, release: str | None = None, port: int = 0, homes: tuple[str, ...] = ()) -> str:
     """B's node policy: builds as ``build-user``; with ``release`` (part 2) also sessions as
-    ``agent-user``, with network, the release folder and B's clone served on ``port``."""
+    ``agent-user``, with network, the release folder, B's clone served on ``port`` and ``homes``."""
     if release is None:
         return seed.node_policy(f"{top}/b-root", f"{top}/b-state", users=["build-user"],
                                 read_only=["/usr", "/etc/alternatives"], limits={"wall": "5m"})  # fmt: skip
     return seed.node_policy(
         f"{top}/b-root", f"{top}/b-state", users=["build-user", "agent-user"],
-        read_only=[*seed.SESSION_READ_ONLY[:-1], "/etc/alternatives", "$$release$$"], limits={"wall": "5m"},
-        release=release, clone_url=f"http://127.0.0.1:{port}/", sessions=True, network=True,
+        read_only=[*seed.SESSION_READ_ONLY[:-1], "/lib64", "/etc/alternatives", "$$release$$"],
+        limits={"wall": "5m"}, release=release, clone_url=f"http://127.0.0.1:{port}/", sessions=True,
+        network=True, homes=list(homes),
     )  # fmt: skip
+
+
+def native_claude(exe: str) -> str:
+    """The native executable behind the npm install's ``node_modules/.bin/claude``: its platform
+    package's ``claude`` (the folder docs/ocx.md binds as ``$$release$$``) when that is the same file,
+    else whatever the link resolves to."""
+    scope = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(exe))), "@anthropic-ai")
+    for name in sorted(os.listdir(scope)) if os.path.isdir(scope) else []:
+        candidate = os.path.join(scope, name, "claude")
+        if (
+            name.startswith("claude-code-linux-")
+            and os.path.isfile(candidate)
+            and os.path.samefile(candidate, exe)
+        ):
+            return candidate
+    return os.path.realpath(exe)
+
+
+def _tail(path: str, n: int = 12) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()[-n:]
+    except OSError:
+        return [f"({path} unreadable)"]
 
 
 def _sotd() -> list[str]:
@@ -77,6 +109,8 @@ class OcxDemo:
         self.b_server: subprocess.Popen[bytes] | None = None
         self.daemon: subprocess.Popen[bytes] | None = None
         self.envs: dict[str, dict[str, str]] = {}
+        self.claude = real_claude(dict(os.environ))  # (path, version) of the pinned Claude Code, or None
+        self.model: scripted_model.StandIn | None = None
 
     def fossil(self, *args: str, cwd: str | None = None) -> str:
         return seed.fossil(*args, env=self.base, cwd=cwd, timeout=STEP_S)
@@ -178,16 +212,11 @@ class OcxDemo:
             self.fossil(*args)
         port, self.b_server = seed.serve(clone_b, self.base)
         print(f"[b]$ fossil server --localhost --port {port} b.fossil")
-        release = os.path.join(self.top, "release")
-        os.mkdir(release, 0o755)
-        from sotd.demo import scripted_agent
-
-        shutil.copy(scripted_agent.__file__, os.path.join(release, "scripted_agent.py"))
-        with open(os.path.join(release, "reply.py"), "w") as f:
-            f.write(seed.reply_py(to_post=False))  # the stand-in agent's work when woken
-        with open(os.path.join(self.top, "ocx-policy.toml"), "w") as f:
-            f.write(policy(self.top, release=release, port=port))
         env = seed.daemon_env(self.envs["b"], self.top, "nodeb")
+        if self.claude is not None:
+            body = self._real_claude_body(code, port)
+        else:
+            body = self._scripted_body(code, port)
         dstate = env["SOTD_STATE_DIR"]
         subprocess.run(
             [*_sotd(), "comm", "install"], env=env, check=True, capture_output=True, timeout=STEP_S
@@ -197,19 +226,23 @@ class OcxDemo:
         with open(self.dlog, "a") as log:
             self.daemon = subprocess.Popen([*_sotd(), "daemon", "run"], env=env, stdout=log, stderr=log)
         self.dstate = dstate
-        py = sys.executable if os.path.realpath(sys.executable).startswith("/usr/") else "/usr/bin/python3"
-        command = [py, "$$release$$/scripted_agent.py", "--work", "0.3",
-                   "--on-wake", f"{py} $$release$$/reply.py $$workspace$$ $$run$$"]  # fmt: skip
-        body = seed.session_body(code, command, {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$",
-                                                 "TERM": "xterm-256color", "LANG": "C.UTF-8"})  # fmt: skip
-        print(
-            "# the agent is sotd.demo.scripted_agent (a scripted stand-in; tests/realagent runs the real Claude Code)"
-        )
         path = os.path.join(self.top, "session.json")
         with open(path, "w") as f:
             f.write(json.dumps({"ocx": 2, "to": "lab-user", "run": body}))
         run_hash = self.typed("a", "post", path, "--repo", "proj").strip()
-        self._wait_kind(run_hash, "started")
+        started = self._wait_kind(run_hash, "started")
+        ws = ""
+        if self.model is not None:  # the real TUI: its model reads the mirror, then runs the reply
+            values = started.get("values")
+            ws = str(values.get("workspace", "")) if isinstance(values, dict) else ""
+            with open(os.path.join(ws, "reply.py"), "w") as f:
+                f.write(seed.reply_py(to_post=False))
+            self.model.add(
+                scripted_model.bash(f"cat {ws}/inbox.jsonl", when="you have mail"),
+                scripted_model.bash(
+                    f"/usr/bin/python3 {ws}/reply.py {ws} {run_hash}", when="the parser drops a token"
+                ),
+            )
         post = os.path.join(self.top, "post.json")
         with open(post, "w") as f:
             f.write(json.dumps({"ocx": 2, "re": run_hash, "post": {"text": "the parser drops a token"}}))
@@ -217,8 +250,22 @@ class OcxDemo:
             "\n# alice (in hears) posts in the run's thread; B files it as mail to the session, which wakes:"
         )
         self.typed("a", "post", post, "--repo", "proj")
-        said = self._wait_kind(run_hash, "said")
+        try:
+            said = self._wait_kind(run_hash, "said")
+        except RuntimeError:
+            if self.model is not None:  # what the TUI said on its way out, and how far the model got
+                print(
+                    f"# Claude Code asked the stand-in model {len(self.model.main_requests())} times; its stderr:"
+                )
+                for line in _tail(os.path.join(ws, "claude.stderr")):
+                    print(f"  {line}")
+            raise
         print(f"# the session's answer, posted by B as lab-user: {json.dumps(said)}")
+        if self.model is not None:
+            ran = [step.value for step in self.model.answered() if step.kind == "bash"]
+            print(
+                f"# Claude Code asked the stand-in model {len(self.model.main_requests())} times; it ran: {ran}"
+            )
         stop = os.path.join(self.top, "stop.json")
         with open(stop, "w") as f:
             f.write(json.dumps({"ocx": 2, "re": run_hash, "stop": {}}))
@@ -230,6 +277,70 @@ class OcxDemo:
             if said.get("text") == "read: the parser drops a token" and ended.get("outcome") == "stopped"
             else 1
         )
+
+    def _scripted_body(self, code: str, port: int) -> dict[str, object]:
+        """The session run's body with the scripted agent (copied into a release folder) as its command."""
+        release = os.path.join(self.top, "release")
+        os.mkdir(release, 0o755)
+        from sotd.demo import scripted_agent
+
+        shutil.copy(scripted_agent.__file__, os.path.join(release, "scripted_agent.py"))
+        with open(os.path.join(release, "reply.py"), "w") as f:
+            f.write(seed.reply_py(to_post=False))  # the stand-in agent's work when woken
+        with open(os.path.join(self.top, "ocx-policy.toml"), "w") as f:
+            f.write(policy(self.top, release=release, port=port))
+        py = sys.executable if os.path.realpath(sys.executable).startswith("/usr/") else "/usr/bin/python3"
+        command = [py, "$$release$$/scripted_agent.py", "--work", "0.3",
+                   "--on-wake", f"{py} $$release$$/reply.py $$workspace$$ $$run$$"]  # fmt: skip
+        why = (
+            "SOTD_DEMO_AGENT=scripted"
+            if os.environ.get("SOTD_DEMO_AGENT") == "scripted"
+            else "the pinned Claude Code is not installed: scripts/setup puts it in .agents/claude-code"
+        )
+        print(f"# agent: the scripted stand-in sotd.demo.scripted_agent in the session ({why})")
+        return seed.session_body(code, command, {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$",
+                                                 "TERM": "xterm-256color", "LANG": "C.UTF-8"})  # fmt: skip
+
+    def _real_claude_body(self, code: str, port: int) -> dict[str, object]:
+        """The session run's body with the pinned Claude Code as its command: the native binary's folder
+        is ``$$release$$`` (bound read-only, not copied), a config folder of the demo's is brought as the
+        session's ``~/.claude`` (first run answered, the node's root trusted, ``cat`` and the reply
+        allowed), the model is the scripted stand-in on 127.0.0.1."""
+        assert self.claude is not None
+        exe, version = self.claude
+        binary = native_claude(exe)
+        release = os.path.dirname(binary)
+        config = os.path.join(self.top, "claude-config", ".claude")
+        os.makedirs(config, 0o755)
+        self.model = scripted_model.StandIn(in_order=False, idle_text="SITREP: nothing to do").start()
+        key = scripted_model.API_KEY
+        with open(os.path.join(config, ".config.json"), "w") as f:  # Claude Code's global config, here
+            json.dump({"hasCompletedOnboarding": True, "lastReleaseNotesSeen": version,
+                       "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+                       "projects": {os.path.join(self.top, "b-root"): {"hasTrustDialogAccepted": True,
+                                                                       "hasCompletedProjectOnboarding": True}}},
+                      f)  # fmt: skip
+        with open(os.path.join(config, "settings.json"), "w") as f:
+            json.dump({"permissions": {"allow": ["Bash(cat:*)", "Bash(/usr/bin/python3:*)"],
+                                       "additionalDirectories": [os.path.join(self.top, "b-root")]}}, f)  # fmt: skip
+        with open(os.path.join(self.top, "ocx-policy.toml"), "w") as f:
+            f.write(policy(self.top, release=release, port=port, homes=(config,)))
+        print(f"# agent: the real Claude Code {version} TUI ({exe}) in the session's sandbox; its model is")
+        print(
+            f"#   sotd.demo.scripted_model, a scripted stand-in for the Messages API on {self.model.url} (offline)"
+        )
+        # its stderr to a workspace file: on the row's terminal it can end the TUI early (docs/ocx.md); the
+        # shell stays to add the exit status there, which the demo prints if no answer comes
+        command = [
+            "/bin/sh",
+            "-c",
+            f"$$release$$/{shlex.quote(os.path.basename(binary))} --model claude-standin 2>>$$workspace$$/claude.stderr; echo exit=$? >>$$workspace$$/claude.stderr",
+        ]
+        env = {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$/home", "TERM": "xterm-256color", "LANG": "C.UTF-8",
+               "ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": self.model.url, "DISABLE_AUTOUPDATER": "1",
+               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}  # fmt: skip
+        return seed.session_body(code, command, env, homes=[config],
+                                 read_only=[*seed.SESSION_READ_ONLY[:3], "/lib64", *seed.SESSION_READ_ONLY[3:]])  # fmt: skip
 
     def _wait_kind(self, run_hash: str, kind: str) -> dict[str, object]:
         deadline = time.monotonic() + STEP_S * 3
@@ -256,6 +367,8 @@ class OcxDemo:
         for srv in (self.server, self.b_server):
             if srv is not None:
                 seed.stop(srv)
+        if self.model is not None:
+            self.model.stop()
         disk.release_below(self.top)  # each run's workspace is a loop-mounted file system of its own
         shutil.rmtree(self.top, ignore_errors=True)
 

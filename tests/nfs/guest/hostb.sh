@@ -13,7 +13,8 @@ mount --bind /tmp/hostb/machine-id /etc/machine-id
 mount --bind /tmp/hostb/boot_id /proc/sys/kernel/random/boot_id
 log "machine-id $(cat /etc/machine-id) boot_id $(cat /proc/sys/kernel/random/boot_id)"
 # B's own rpcbind/statd: a private /run and /var/lib/nfs in this mount namespace
-mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /var/lib/nfs
+. "$(dirname "$0")/keep.sh"  # the checkout stays in view if it lies under /run (see keep.sh)
+tmpfs_keeping /run "$share/keep"; tmpfs_keeping /var/lib/nfs "$share/keep"
 mkdir -p /run/rpcbind /var/lib/nfs/sm /var/lib/nfs/sm.bak
 rpcbind -w; rpc.statd --no-notify
 mkdir -p /mnt/b4 /mnt/b3 /mnt/b4nocto /mnt/b3nocto

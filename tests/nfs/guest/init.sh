@@ -12,7 +12,17 @@ t0=$(date +%s)
 say() { echo "[init +$(( $(date +%s) - t0 ))s] $*"; }
 done_off() { say "powering off"; sync; echo o > /proc/sysrq-trigger 2>/dev/null; poweroff -f; }
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev 2>/dev/null
-mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /tmp; mount -t tmpfs tmpfs /var/lib/nfs
+# fresh /run, /tmp and /var/lib/nfs, with the checkout, its .venv and its interpreter kept in view when they
+# lie under one of them (keep.sh; $share/keep lists them)
+. "$here/keep.sh"
+for d in /run /tmp /var/lib/nfs; do tmpfs_keeping "$d" "$share/keep"; done
+# preflight: the interpreter and the points must be there, or the host is told why in one line
+for need in "$py" "$here/points.py" "$here/hostb.sh"; do
+  if [ ! -e "$need" ]; then
+    echo "the guest cannot see $need (kept folders: $(tr '\n' ' ' < "$share/keep")): the checkout's place is hidden in the guest; clone it under another folder and run scripts/setup there" > "$share/preflight"
+    say "preflight: $(cat "$share/preflight")"; done_off
+  fi
+done
 mkdir -p /run/rpcbind /var/lib/nfs/sm /var/lib/nfs/sm.bak /var/lib/nfs/v4recovery /run/netns
 hostname nfsvm
 cat /proc/sys/kernel/random/uuid | tr -d - > /etc/machine-id
