@@ -119,5 +119,7 @@ def test_a_working_capture_whose_footer_row_is_blank_or_cut_is_not_free() -> Non
         gone = Screen(screen.lines[:row], screen.dim[:row], screen.cursor, w)
         assert is_free(gone, "claude") == (False, NO_FOOTER), name
         for n in range(1, len(footer)):
-            cut = Screen((*screen.lines[:row], footer[:n], *screen.lines[row + 1 :]), screen.dim, screen.cursor, w)
+            cut = Screen(
+                (*screen.lines[:row], footer[:n], *screen.lines[row + 1 :]), screen.dim, screen.cursor, w
+            )
             assert is_free(cut, "claude")[0] is False, (name, footer[:n])
