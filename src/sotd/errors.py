@@ -121,6 +121,17 @@ class HomeError(SotdError):
     sentence = "comm-lib: <the comm folder problem>"
 
 
+class LinkRefused(SotdError):
+    """A comm-folder file (inbox, lock, cursor, read hint, self file, registry, lock record) or layout folder
+    is a symbolic link: nothing is read or written through it (issue 25, behaviour 6.0)."""
+
+    code = "link_refused"
+    sentence = (
+        "<path> is a symbolic link, and sotd reads and writes nothing in the comm folder through one: "
+        "replace it with a real file or folder (or remove it), then run the command again"
+    )
+
+
 class ContextFailed(SotdError):
     """Behaviour 1.1's context (declared host, project root, self slot) could not be established."""
 
@@ -141,6 +152,17 @@ class RegistryUnreadable(SotdError):
     code = "registry_unreadable"
     sentence = "FAILED...: the registry could not be read...; nothing was <done>"
     next_step = "`sotd doctor`"
+
+
+class RegistryLinked(RegistryUnreadable):
+    """``registry.json`` is a symbolic link: it is read as unreadable (nothing is written), and the sentence
+    names the link (issue 25)."""
+
+    code = "registry_linked"
+    sentence = (
+        "<comm>/registry.json is a symbolic link, and sotd reads and writes nothing in the comm folder "
+        "through one: replace it with a real file or folder (or remove it), then run the command again"
+    )
 
 
 class RegistryWriteFailed(SotdError):
@@ -251,6 +273,20 @@ class NoRelayEndpoint(SotdError):
     sentence = "<why there is no relay endpoint>"
 
 
+class TopologyUnreadable(SotdError):
+    """``hosts.toml`` is there but cannot be read or is no valid topology (nested too deep, a control
+    character, a bad ``ssh:`` target, a bad type): the box names no hub; a running daemon keeps serving its
+    folder with its last good topology and says so in ``sotd daemon status`` and ``sotd doctor``."""
+
+    code = "topology_unreadable"
+    sentence = "this box's hosts.toml cannot be read, so it names no hub: <why>"
+    next_step = "fix the file (`sotd topology path` names it), then `sotd daemon reload`"
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"this box's hosts.toml cannot be read, so it names no hub: {why}")
+        self.why = why
+
+
 class IdentityRefused(SotdError):
     """The identity check refused this process: it has no comm identity."""
 
@@ -289,6 +325,18 @@ class DespawnFailed(SotdError):
     code = "despawn_failed"
     sentence = "FAILED: ... nothing was despawned  |  ERROR: workspace.destroy failed: <answer>"
     next_step = "`sotd doctor`, or comm-leave.sh --name <h> for a bare registry entry"
+
+
+class SocketFolderRefused(SotdError):
+    """A level of the daemon's socket folder is another account's, a link, or writable by others (issue 25:
+    ``/tmp/sotd-<uid>/`` made first by another user); nothing was written in it."""
+
+    code = "socket_folder_refused"
+    sentence = (
+        "refusing the daemon's socket folder <level>: <why>, so another account could plant or swap files in "
+        "it and nothing was written there; set SOT_SOCKET=<comm>/state/run-<host>-<label>/sotd.sock for every "
+        "sotd command on this box (sotd makes that folder private)"
+    )
 
 
 class DaemonNotFound(SotdError):

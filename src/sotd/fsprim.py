@@ -20,6 +20,14 @@ Seams: ``_fsync`` and ``_rename`` are module attributes a fault test may replace
 
 The private-folder rule (``is_open``, ``owned_private``, ``is_private_folder``): an entry is private when
 this account owns it and neither group nor other has any permission bit.
+
+Never through a link (``open_nofollow``, ``LinkedPath``; issue 25, behaviour 6.0): a comm-folder file is
+opened with ``O_NOFOLLOW`` on its last component, and, with ``real_folder``, its folder is opened as a
+descriptor with ``O_NOFOLLOW`` too and the file opened relative to it, so neither a linked file nor a linked
+layout folder (``inbox/``, ``read/``, ``self/``) is ever followed, with no window between a check and the
+open. A link found is ``LinkedPath`` (an ``OSError`` naming the link) for the caller's sentence; an lstat
+is made only after an open has failed. ``write_atomic(real_folder=True)`` lstats the folder before its temp
+(a rename never follows a link at the target: it replaces the link, whose target stays as it was).
 """
 
 from __future__ import annotations
@@ -38,6 +46,86 @@ _rename = os.rename
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+class LinkedPath(OSError):
+    """An open refused because ``filename`` is a symbolic link (the file, or the folder it was to be in)."""
+
+    def __init__(self, link: str) -> None:
+        super().__init__(errno.ELOOP, "it is a symbolic link", link)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (LinkedPath, (self.filename,))
+
+
+def is_link(name: str, dir_fd: int | None = None) -> bool:
+    """``name`` (relative to ``dir_fd``) is a symbolic link; False when it is not, or cannot be lstat'd."""
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
+
+
+def open_folder_nofollow(path: str) -> int:
+    """A descriptor on the folder ``path`` (``O_NOFOLLOW`` on its last component); ``LinkedPath`` when
+    that component is a symbolic link, else the open's own ``OSError``."""
+    try:
+        return os.open(path, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC)
+    except OSError as e:
+        if e.errno in (errno.ENOTDIR, errno.ELOOP) and is_link(path):
+            raise LinkedPath(path) from None
+        raise
+
+
+def open_nofollow(
+    path: str, flags: int, mode: int = 0o600, *, real_folder: bool = False, dir_fd: int | None = None
+) -> int:
+    """``os.open`` of ``path`` that never follows a symbolic link at its last component, nor (with
+    ``real_folder``) at its folder's: ``LinkedPath`` naming the link, else the open's own ``OSError``.
+    ``dir_fd``: the folder already opened by ``open_folder_nofollow`` (one descriptor for several opens)."""
+    flags |= _O_NOFOLLOW | _O_CLOEXEC
+    if dir_fd is not None:
+        name = os.path.basename(path)
+        try:
+            return os.open(name, flags, mode, dir_fd=dir_fd)
+        except OSError as e:
+            if e.errno == errno.ELOOP and is_link(name, dir_fd):
+                raise LinkedPath(path) from None
+            raise
+    if not real_folder:
+        try:
+            return os.open(path, flags, mode)
+        except OSError as e:
+            if e.errno == errno.ELOOP and is_link(path):
+                raise LinkedPath(path) from None
+            raise
+    folder, name = os.path.split(path)
+    dir_fd = open_folder_nofollow(folder or ".")
+    try:
+        return os.open(name, flags, mode, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno == errno.ELOOP and is_link(name, dir_fd):
+            raise LinkedPath(path) from None
+        raise
+    finally:
+        os.close(dir_fd)
+
+
+def read_nofollow(path: str, limit: int, *, real_folder: bool = False) -> bytes:
+    """Up to ``limit`` bytes of ``path`` opened by ``open_nofollow`` (``FileNotFoundError`` as it comes)."""
+    fd = open_nofollow(path, os.O_RDONLY, real_folder=real_folder)
+    try:
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 16))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class AtomicStepError(OSError):
@@ -104,13 +192,19 @@ def write_atomic(
     verify: Callable[[bytes], bool] | None = None,
     sync: bool = True,
     sync_folder: bool = True,
+    real_folder: bool = False,
 ) -> None:
     """Replace ``path`` with ``data``. ``tmp`` names the temp (a stale one is removed first, then it is
     created exclusively); by default ``<path>.tmp.XXXXXX``. ``mode`` is the temp's creation mode (the umask
     applies) or, with ``exact_mode``, set on it whatever the umask. ``verify`` sees the bytes read back from
     the temp. ``sync=False`` skips the temp's fsync (a cache that may be lost: the read hint) and
     ``sync_folder=False`` the folder's (a file whose loss a crash may cost: a cursor re-shows a batch).
+    ``real_folder``: ``LinkedPath`` (nothing written) when the folder is a symbolic link.
     """
+    if real_folder:
+        folder = os.path.dirname(path) or "."
+        if is_link(folder):
+            raise LinkedPath(folder)
     if tmp is None:
         tmp = f"{path}.tmp.{_random_suffix()}"
     else:

@@ -1,4 +1,5 @@
-"""Text that UTF-8 cannot carry: the one rule for every string sotd writes, reads back or shows.
+"""Text that UTF-8 cannot carry, and text that reaches a terminal: the rules for every string sotd
+writes, reads back or shows.
 
 Spec: seed 000 "The inbox" (the 0.6.6 reference builds each line with jq); RFC 8259 §8.2 (a string holding
 a lone surrogate is "unpredictable" for other parsers); docs/contract.md, "Text that cannot be carried".
@@ -10,9 +11,21 @@ decoded from JSON, where ``\\ud800`` is legal syntax) has each surrogate code po
 (jq 1.6 reads a lone low-surrogate escape so, and refuses a whole line holding a lone high one; sotd reads
 both as U+FFFD, so such a line is still shown and passed). ``json_text`` writes JSON as jq escapes it: ``\\"``, ``\\\\``, ``\\b\\f\\n\\r\\t``, the other
 C0 controls and DEL as lowercase ``\\u00xx``, everything else raw UTF-8.
+``uncarried`` is the test itself (the first character UTF-8 cannot carry): ``carry`` replaces what it
+finds, OCX refuses a message holding one (its bytes are hashed and may not change; docs/ocx.md).
 What would break it: a writer or reader that skips ``carry`` (a line with a lone surrogate then stops a
 strict UTF-8 stdout: the poison line of issue 19), or decoding bytes with Python's ``replace`` (it splits
 bad sequences differently from jq, so the two clients would show one line differently).
+
+``inert`` is the one rule for text that reaches a terminal (issue 25 item 1; docs/commands.md "What
+reaches a terminal"): every C0 control, DEL, every C1 control, the bidi embeddings, overrides and isolates
+(U+202A-U+202E, U+2066-U+2069) and a lone surrogate (a byte that was not UTF-8) show as ``\\u`` and four
+lowercase hex digits; a line of text (``lines=True``: mail, an error's lines) keeps its newlines and tabs.
+Guarantee: nothing ``inert`` returns does more to a terminal than print, start a line or move to a tab
+stop: it cannot overwrite a line, clear the screen, retitle a window, write a clipboard or reorder the text
+beside it. What would break it: a printer that writes data to a
+terminal without it (``sotd.cli.common.out``/``err`` and ``sotd.cli.main`` apply it), or a second copy of
+the rule that disagrees with this one.
 
 Stdlib only; a leaf (imports nothing of ours), so formats, the CLI, the hooks and the daemon share it.
 """
@@ -82,13 +95,28 @@ def carry(value: str | bytes) -> str:
             return value.decode("utf-8")
         except UnicodeDecodeError:
             return _jq_decode(value)
-    if value.isascii():
+    if uncarried(value) is None:
         return value
+    return "".join(REPLACEMENT if _is_surrogate(c) else c for c in value)
+
+
+def _is_surrogate(c: str) -> bool:
+    return 0xD800 <= ord(c) <= 0xDFFF
+
+
+def uncarried(value: str) -> str | None:
+    """The first character of ``value`` UTF-8 cannot carry (a surrogate code point), or None.
+
+    The one test behind every use of the rule: ``carry`` replaces what it finds, and OCX (whose messages
+    are hashed bytes that may not be changed) refuses a message holding one (``sotd.ocx.envelope``).
+    """
+    if value.isascii():
+        return None
     try:
         value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "".join(REPLACEMENT if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
-    return value
+    except UnicodeEncodeError as e:
+        return value[e.start]
+    return None
 
 
 def carry_os(text: str) -> str:
@@ -141,3 +169,26 @@ def json_text(obj: Any, *, indent: int | None = None) -> str:
     text = carry(text)
     # DEL can only stand inside a string here, where jq writes it as an escape (json escapes only C0).
     return text.replace("\x7f", "\\u007f")
+
+
+# ------------------------------------------------------------------------------ what reaches a terminal
+
+_CONTROL_POINTS = (*range(0x20), 0x7F, *range(0x80, 0xA0))  # C0, DEL, C1
+_BIDI_POINTS = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))  # LRE RLE PDF LRO RLO, LRI RLI FSI PDI
+_FIELD_ESCAPES = {cp: f"\\u{cp:04x}" for cp in (*_CONTROL_POINTS, *_BIDI_POINTS)}
+_LINES_ESCAPES = {cp: e for cp, e in _FIELD_ESCAPES.items() if cp not in (0x09, 0x0A)}
+
+
+def inert(text: str, *, lines: bool = False) -> str:
+    """``text`` as it may reach a terminal: C0 and C1 controls, DEL, bidi embeddings, overrides and
+    isolates, and lone surrogates as ``\\u00xx``/``\\u202e``/``\\udc9b``; with ``lines`` (mail text, an
+    error's lines) newline and tab stay as they are. Text with none of them is returned as it is."""
+    if text.isprintable():  # no Cc, Cf or Cs character at all: nothing below can apply
+        return text
+    shown = text.translate(_LINES_ESCAPES if lines else _FIELD_ESCAPES)
+    if not shown.isascii():
+        try:
+            shown.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: a byte of argv or a path that was not UTF-8
+            shown = "".join(f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in shown)
+    return shown

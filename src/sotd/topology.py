@@ -20,8 +20,12 @@ daemon's socket, because that daemon is where D4's offer happens (a hub session'
 is filed there with one answer). It is named by the file, never a silent stand-in: a box with no file, or
 an unreadable one, has none.
 Guarantee: ``load`` gives a validated ``Topology``, ``None`` when there is no file, or ``TopologyError``
-(the reason, for ``this box's hosts.toml cannot be read, so it names no hub: <err>``) — never a half-read.
-What would break it: treating an unreadable file as absent (an absent file makes a box its own hub).
+(``sotd.errors.TopologyUnreadable``: ``this box's hosts.toml cannot be read, so it names no hub: <why>``,
+one line) — never a half-read, never another exception, whatever the bytes (nested too deep, a NUL or a
+newline in an endpoint, an ``ssh:`` target that is no plain host name, a bad type; issue 25), so every
+endpoint a ``Topology`` names can be dialled as it is.
+What would break it: treating an unreadable file as absent (an absent file makes a box its own hub), or
+a check of an endpoint's shape that is looser than the dial's (``sotd.client.unix.parse_endpoint``).
 
 A leaf module: stdlib only; ``tomllib`` is imported when a file is read.
 """
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import os
 
-from sotd.errors import SotdError
+from sotd.errors import TopologyUnreadable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,14 +43,21 @@ if TYPE_CHECKING:
 NO_HUB = "no hosts.toml names a hub"
 
 
+TopologyError = TopologyUnreadable  # the name this module's users know; the class is in sotd.errors
+
+
 def unreadable_text(err: str) -> str:
-    return f"this box's hosts.toml cannot be read, so it names no hub: {err}"
+    return TopologyError(err).message
 
 
-class TopologyError(SotdError):
-    """``hosts.toml`` exists but cannot be read or is not a valid topology (message: the reason)."""
+SHOWN_MAX = 80  # characters of a bad value quoted in the reason (repr: control characters escaped)
+READ_MAX = 1 << 20  # a hosts.toml larger than this is refused, never read cut short
 
-    code = "topology_unreadable"
+
+def shown(value: object) -> str:
+    """A bad value as the reason quotes it: its ``repr`` (one line, escapes visible), cut to ``SHOWN_MAX``. Pure."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_MAX else text[: SHOWN_MAX - 3] + "..."
 
 
 def plain_host(s: object) -> bool:
@@ -97,38 +108,71 @@ def path(environ: Mapping[str, str]) -> str:
     return os.path.join(home, "hosts.toml")
 
 
+def endpoint_problem(endpoint: object) -> str:
+    """What is wrong with a box's ``endpoint`` (``""`` when it is good). Pure.
+
+    ``unix:<absolute path>`` with no control character; ``ssh:<target>[/<host>]`` with both plain host
+    names (so the target is never read as an ssh option, and a host is never empty or capitalised)."""
+    if not isinstance(endpoint, str):
+        return f"endpoint must be a string (got {shown(endpoint)})"
+    if any(c < " " or c == "\x7f" for c in endpoint):
+        return f"endpoint holds a control character (got {shown(endpoint)})"
+    if endpoint.startswith("unix:"):
+        if not endpoint.startswith("unix:/"):
+            return f"endpoint unix:<path> needs an absolute path (got {shown(endpoint)})"
+        return ""
+    if endpoint.startswith("ssh:"):
+        target, sep, host = endpoint[len("ssh:") :].partition("/")
+        if not plain_host(target):
+            return (
+                "endpoint ssh:<target>[/<host>] needs a target that is a plain host name "
+                f"[a-z0-9][a-z0-9._-]* (got {shown(endpoint)})"
+            )
+        if sep and not plain_host(host):
+            return (
+                "endpoint ssh:<target>/<host> needs a host that is a plain host name "
+                f"[a-z0-9][a-z0-9._-]* (got {shown(endpoint)})"
+            )
+        return ""
+    return f"endpoint must be unix:<path> or ssh:<target>[/<host>] (got {shown(endpoint)})"
+
+
 def parse(data: bytes, where: str = "") -> Topology:
-    """A ``Topology`` from the file's bytes, or ``TopologyError`` naming the first problem."""
+    """A ``Topology`` from the file's bytes, or ``TopologyError`` naming the first problem — whatever the
+    bytes (too deep for the TOML reader, a number past its digit limit, any type in any place)."""
     import tomllib
 
+    name = where or "hosts.toml"
     try:
         doc = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:
-        raise TopologyError(f"{where or 'hosts.toml'} is not UTF-8 ({e.reason})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise TopologyError(f"{where or 'hosts.toml'} is not TOML ({e})") from None
+        raise TopologyError(f"{name} is not UTF-8 ({e.reason} at byte {e.start})") from None
+    except RecursionError:
+        raise TopologyError(f"{name} is nested too deep to read") from None
+    except ValueError as e:  # tomllib.TOMLDecodeError, and int's digit limit
+        raise TopologyError(f"{name} is not TOML ({' '.join(str(e).split())[:200]})") from None
     hub = doc.get("hub")
     if not plain_host(hub):
-        raise TopologyError(f"hub must be a plain host name [a-z0-9][a-z0-9._-]* (got {hub!r})")
+        raise TopologyError(f"hub must be a plain host name [a-z0-9][a-z0-9._-]* (got {shown(hub)})")
     assert isinstance(hub, str)
     raw = doc.get("boxes", {})
     if not isinstance(raw, dict):
         raise TopologyError("boxes must be a table of [boxes.<host>] tables")
     boxes: dict[str, Box] = {}
-    for name, spec in raw.items():
-        if not plain_host(name):
-            raise TopologyError(f"box name must be a plain host name (got {name!r})")
+    for box_name, spec in raw.items():
+        if not plain_host(box_name):
+            raise TopologyError(f"box name must be a plain host name (got {shown(box_name)})")
         if not isinstance(spec, dict):
-            raise TopologyError(f"[boxes.{name}] must be a table")
+            raise TopologyError(f"[boxes.{box_name}] must be a table")
         ssh = spec.get("ssh", "")
         if ssh != "" and not plain_host(ssh):
-            raise TopologyError(f"[boxes.{name}] ssh must be a plain host name (got {ssh!r})")
+            raise TopologyError(f"[boxes.{box_name}] ssh must be a plain host name (got {shown(ssh)})")
         endpoint = spec.get("endpoint", "")
-        if endpoint != "" and not (
-            isinstance(endpoint, str) and (endpoint.startswith("unix:/") or endpoint.startswith("ssh:"))
-        ):
-            raise TopologyError(f"[boxes.{name}] endpoint must be unix:<path> or ssh:<target>[/<host>]")
-        boxes[name] = Box(name, ssh, endpoint)
+        problem = endpoint_problem(endpoint) if endpoint != "" else ""
+        if problem:
+            raise TopologyError(f"[boxes.{box_name}] {problem}")
+        assert isinstance(ssh, str) and isinstance(endpoint, str)
+        boxes[box_name] = Box(box_name, ssh, endpoint)
     return Topology(hub, boxes, where)
 
 
@@ -137,11 +181,13 @@ def load(environ: Mapping[str, str]) -> Topology | None:
     p = path(environ)
     try:
         with open(p, "rb") as f:
-            data = f.read(1 << 20)
+            data = f.read(READ_MAX + 1)
     except FileNotFoundError:
         return None
     except OSError as e:
         raise TopologyError(f"{p}: {e.strerror or e}") from None
+    if len(data) > READ_MAX:
+        raise TopologyError(f"{p} is larger than {READ_MAX} bytes")
     return parse(data, p)
 
 
@@ -231,7 +277,7 @@ def relay_endpoint_or_reason(
     try:
         topo = load(environ)
     except TopologyError as e:
-        return None, unreadable_text(e.message)
+        return None, e.message
     if topo is None:
         return None, NO_HUB
     ep = relay_endpoint(topo, self_host)

@@ -45,7 +45,11 @@ def req(rid: int, op: str, payload: object) -> bytes:
 
 comm_file = st.fixed_dictionaries(
     {"to": st.one_of(st.just("alice"), nasty_text), "text": st.one_of(nasty_text, json_value)},
-    optional={"from": st.one_of(nasty_text, json_value), "broadcast": json_value, "forwarded": json_value},
+    optional={
+        "from": st.one_of(st.just("beta"), nasty_text, json_value),  # a handle, or a bad one (refused)
+        "broadcast": json_value,
+        "forwarded": json_value,
+    },
 )
 other_op = st.tuples(
     st.sampled_from(["version.query", "hello", "agent.send", "agent.join", "no.such", ""]),

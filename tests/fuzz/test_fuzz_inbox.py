@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sotd.formats import cursor, inbox, showline
+from sotd.text import inert
 from tests.fuzz.conftest import Cases, fuzz
 from tests.fuzz.kit import (
     VERB_CODES,
@@ -82,7 +83,7 @@ def poll_holds_to_contract(box: Box, data: bytes, text: str | None, hint: bytes 
     holds_to_contract(r, VERB_CODES)
     assert r.code == 0, r
     # every line past the cursor that poll's display shows, once (the display itself: showline.show_line)
-    shown = [t for t in map(showline.show_line, lines[start:]) if t is not None]
+    shown = [inert(t, lines=True) for t in map(showline.show_line, lines[start:]) if t is not None]
     assert r.text == ("".join(x + "\n" for x in shown) if shown else "No new messages.\n"), r
     if lines:
         assert cursor.read(box.layout, "alpha").startswith(f"{len(lines)} "), r  # past every whole line
@@ -160,7 +161,7 @@ def test_fuzz_real_argv_bytes_send_then_strict_poll(
     assert obj is not None and obj["msg"] == rules_decode(b" ".join(words)), lines
     p = run_proc([b"comm", b"poll"], box.env("beta"), box.root("beta"))
     holds_to_contract(p, {0})
-    assert p.text == showline.show_line(lines[0]) + "\n", p
+    assert p.text == inert(showline.show_line(lines[0]) or "", lines=True) + "\n", p
     assert cursor.read(box.layout, "beta").startswith("1 ")
     if verb == b"poll":
         q = run_proc([b"comm", b"poll"], box.env("beta"), box.root("beta"))

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sotd.jobs import nodepolicy, runner
+from sotd.jobs import disk, nodepolicy, runner
 from sotd.jobs.steps import Target
 from tests.integration.test_jobs_limits import SC, DirCarrier
 
@@ -53,6 +53,7 @@ def lab() -> Iterator[tuple[runner.JobNode, str]]:
     node = runner.JobNode(root=os.path.join(top, "root"), policy=policy, carrier=DirCarrier(src),
                           state_dir=os.path.join(top, "state"))  # fmt: skip
     yield node, entry
+    disk.release_below(top)
     shutil.rmtree(top, ignore_errors=True)
 
 
@@ -135,3 +136,85 @@ def test_a_session_run_is_prepared_with_the_same_home(lab: tuple[runner.JobNode,
     finally:
         if r.cgroups is not None:
             r.cgroups.remove()
+
+
+class LinkCarrier(DirCarrier):
+    """``export`` copies the source folder keeping its symlinks, as a check-in's tarball holds them."""
+
+    def export(self, repo: str, ref: str, into: str, ids: tuple[int, int] | None = None) -> None:
+        shutil.copytree(self.src, into, symlinks=True, dirs_exist_ok=True)
+
+
+def test_a_link_a_check_in_put_at_home_is_refused_and_nothing_outside_changes(
+    lab: tuple[runner.JobNode, str],
+) -> None:
+    """Issue 24, in process: a ``files`` step extracts a check-in holding ``.agentrc`` as a link to a
+    root-only 0700 folder (and ``.agentrc.json`` as a link to a root-owned 0644 file) into
+    ``$$workspace$$/home``; the homes copy refuses each with the exact sentence, the targets keep their
+    bytes, mode, owner and mtime, and a run without the planted link then works."""
+    from dataclasses import replace
+
+    from tests.ocx.runkit import HostSentinels
+
+    node, entry = lab
+    host = HostSentinels()
+    try:
+        src = os.path.join(os.path.dirname(os.path.dirname(entry)), "src")
+        json_entry = os.path.join(os.path.dirname(entry), ".agentrc.json")
+        with open(json_entry, "w") as f:
+            f.write("{}\n")
+        node = replace(node, carrier=LinkCarrier(src),
+                       policy=replace(node.policy, homes=(entry, json_entry)))  # fmt: skip
+        cases = {entry: (".agentrc", host.folder), json_entry: (".agentrc.json", host.file)}
+        for home_entry, (name, target) in cases.items():
+            for n in os.listdir(src):
+                os.unlink(os.path.join(src, n))
+            os.symlink(target, os.path.join(src, name))
+            b = _body([home_entry], {"user": "build-user", "command": ["true"], "env": {}})
+            b["workspace"].append({"step": "files", "of": "trunk", "into": "$$workspace$$/home"})
+            raw = json.dumps({"ocx": 2, "to": "lab-user", "run": b, "n": name}).encode()
+            r = runner.JobRun(b, run_hash=hashlib.sha3_256(raw).hexdigest(), repository_name="proj",
+                              target=Target("/nonexistent.fossil"), node=node, hash_name="sha3_256")  # fmt: skip
+            assert r.start() is None and r.result is not None
+            at = os.path.join(node.root, "build-user/projects/proj", r.run_hash, "home", name)
+            assert r.result.body() == {
+                "outcome": "refused",
+                "why": f"the home entry {home_entry} cannot be copied into the workspace: {at} is already"
+                " there (a symlink, put there by a workspace step): refused",
+            }
+            host.check()
+        for n in os.listdir(src):
+            os.unlink(os.path.join(src, n))
+        _, out = _run(node, [entry], {"PATH": "/usr/bin:/bin"})  # the benign control
+        assert out.endswith("logged-in\n")
+    finally:
+        host.remove()
+
+
+def test_a_home_folder_that_is_a_link_or_a_file_is_refused(tmp_path: str) -> None:
+    """``WORKSPACE/home`` itself a link, or a file (a ``clone`` step's ``into``): refused, never followed."""
+    from sotd.jobs.errors import Refused
+    from sotd.jobs.steps import bring_homes
+    from tests.ocx.runkit import HostSentinels
+
+    host = HostSentinels()
+    try:
+        ws = os.path.join(str(tmp_path), "ws")
+        os.mkdir(ws)
+        entry = os.path.join(str(tmp_path), ".agentrc")
+        os.mkdir(entry)
+        os.symlink(host.folder, os.path.join(ws, "home"))
+        with pytest.raises(Refused) as e:
+            bring_homes((entry,), ws, 1000, 1000)
+        assert e.value.message == f"the workspace's home {ws}/home is a symlink: refused"
+        os.unlink(os.path.join(ws, "home"))
+        with open(os.path.join(ws, "home"), "w") as f:
+            f.write("a clone\n")
+        with pytest.raises(Refused) as e:
+            bring_homes((entry,), ws, 1000, 1000)
+        assert (
+            e.value.message == f"the workspace's home {ws}/home cannot be opened as a folder: Not a directory"
+        )
+        host.check()
+    finally:
+        host.remove()

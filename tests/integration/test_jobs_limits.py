@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from sotd.demo.ocx_seed import BOARD_C, MAKEFILE  # the board project the demo builds too
+from sotd.jobs import disk, nodepolicy, runner, spec
 from sotd.jobs import limits as lim
-from sotd.jobs import nodepolicy, runner, spec
 from sotd.jobs.nodepolicy import DEFAULT_MAXIMA
 from sotd.jobs.steps import Target
 
@@ -89,6 +89,7 @@ def node() -> Iterator[runner.JobNode]:
             )
             cg.kill()
             cg.remove()
+    disk.release_below(top)  # the workspaces' own file systems
     shutil.rmtree(top, ignore_errors=True)
 
 

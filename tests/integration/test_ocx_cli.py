@@ -119,7 +119,9 @@ def test_sync_json(home: str) -> None:
     # every clone fine: exit 0
     env_ok = hub_env(home, [{"name": "hub", "repository": hub, "login": "alice"}])
     ok = sotd("ocx", "sync", "--json", env=env_ok)
-    assert ok.code == 0 and json.loads(ok.out) == [{"repo": "hub", "new": 0, "handed": 0, "error": None}]
+    assert ok.code == 0 and json.loads(ok.out) == [
+        {"repo": "hub", "new": 0, "handed": 0, "restored": 0, "error": None}
+    ]
 
 
 def test_clone_replaces_a_server_code_a_configured_clone_has(

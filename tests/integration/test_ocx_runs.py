@@ -58,7 +58,7 @@ def lab() -> Iterator[rk.Lab]:
         if srv is not None:
             srv.terminate()
             srv.wait(timeout=10)
-        rk.sandbox_cleanup()
+        rk.sandbox_cleanup(top)
         shutil.rmtree(top, ignore_errors=True)
 
 
@@ -86,6 +86,7 @@ def test_seed_build_example_end_to_end(lab: rk.Lab) -> None:
         "processes": 256,
         "file_size": "2G",
         **DEFAULT_MAXIMA,
+        "disk": "1G",  # the lab's policy (runkit.node_policy)
     }
     assert ended["outcome"] == "passed" and ended["verdict"] is True and ended["exit"] == 0
     assert list(ended) == ["outcome", "verdict", "exit", "outputs", "logs"]

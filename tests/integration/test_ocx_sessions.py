@@ -122,7 +122,7 @@ def lab() -> Iterator[rk.Lab]:
     finally:
         if srv is not None:
             seed.stop(srv)
-        rk.sandbox_cleanup()
+        rk.sandbox_cleanup(top)
         shutil.rmtree(top, ignore_errors=True)
 
 

@@ -82,5 +82,5 @@ def test_build_and_stop_across_namespaces(namespaces: dict[str, str]) -> None:
             rk.stop_node(node)
         if srv is not None:
             stop_server(srv)
-        rk.sandbox_cleanup()
+        rk.sandbox_cleanup(top)
         shutil.rmtree(top, ignore_errors=True)

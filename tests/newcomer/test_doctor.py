@@ -299,7 +299,7 @@ def test_hosts_toml_unreadable(box: Box) -> None:
     with open(path, "w") as f:
         f.write("hub = [\n")
     f = _only(box, "hosts_toml_unreadable")
-    assert f["fix"] == f"fix the file (docs/deploy.md shows its shape): {path}"
+    assert f["fix"] == f"fix the file (docs/deploy.md shows its shape): {path}; then: sotd daemon reload"
     os.unlink(path)
     _healthy(box)
 

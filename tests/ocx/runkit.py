@@ -31,9 +31,11 @@ NODE_LOGIN = {"a": ("alice", "alicepw"), "b": ("lab-user", "labpw")}
 
 
 def node_policy(root: str, state: str) -> str:
-    """The node policy of A and B: builds as ``build-user``, a wall limit of 1 h and 512 processes."""
+    """The node policy of A and B: builds as ``build-user``, a wall limit of 1 h, 512 processes and 1G of
+    disk a run (each workspace is a file system of that size; the node-wide bound and the free space
+    count it for every live run, and some tests run seven at once)."""
     return seed.node_policy(root, state, users=["build-user"], read_only=["/usr", "/etc/alternatives"],
-                            limits={"wall": "1h", "processes": 512})  # fmt: skip
+                            limits={"wall": "1h", "processes": 512, "disk": "1G"})  # fmt: skip
 
 
 def make_project(hub: str, work: str, env: dict[str, str] | None = None) -> None:
@@ -193,10 +195,20 @@ def hub_order(hub: str, names: list[str], top: str) -> list[int]:
     return [got[n] for n in names]
 
 
-def sandbox_cleanup() -> None:
-    """Kill and remove any job cgroup a failed test left behind (pids and memory v1 on this host)."""
+def sandbox_cleanup(top: str | None = None, states: list[str] | None = None) -> None:
+    """Kill and remove any job cgroup a failed test left behind (pids and memory v1 on this host); with
+    ``states``, only those of the runs below those node state folders (``STATE/jobs/<RUN-HASH>``), so a
+    lab's teardown never kills the runs of a test running beside it; with ``top``, unmount the workspace
+    file systems below it (``disk.release_below``) before it is removed."""
+    from sotd.jobs import disk, spec
     from sotd.jobs import limits as lim
-    from sotd.jobs import spec
+
+    mine: set[str] | None = None
+    if states is not None:
+        mine = set()
+        for st in states:
+            with contextlib.suppress(OSError):
+                mine.update("sotd-job-" + h[:16] for h in os.listdir(os.path.join(st, "jobs")))
 
     bases = [("pids", "/sys/fs/cgroup/pids")]
     memory = lim.read_facts().v1.get("memory")
@@ -206,10 +218,12 @@ def sandbox_cleanup() -> None:
         if not os.path.isdir(base):
             continue
         for d in os.listdir(base):
-            if d.startswith("sotd-job-"):
+            if d.startswith("sotd-job-") and (mine is None or d in mine):
                 cg = lim.Cgroups.existing({key: f"{base}/{d}"}, lim.plan(spec.Limits(), lim.CgroupFacts(), 0))
                 cg.kill()
                 cg.remove()
+    if top is not None:
+        disk.release_below(top)
 
 
 @contextmanager
@@ -231,7 +245,7 @@ def served_lab(prefix: str = "sotd-ocxrun") -> Iterator[Lab]:
     finally:
         if srv is not None:
             seed.stop(srv)
-        sandbox_cleanup()
+        sandbox_cleanup(top, [os.path.join(top, f"{who}-state") for who in NODE_LOGIN])
         shutil.rmtree(top, ignore_errors=True)
 
 
@@ -262,17 +276,18 @@ def set_senders(lab: Lab, logins: list[str]) -> None:
 
 
 def commit_files(
-    lab: Lab, files: dict[str, str], links: dict[str, str], message: str, *, pull_b: bool = True
-) -> str:
-    """Commit ``files`` (name -> text) and symlinks (name -> target) on the hub's trunk, with Fossil's
-    ``allow-symlinks`` on so the check-in (and its tarball) holds real links; its full hash. Node B's
-    clone pulls it when ``pull_b``."""
+    lab: Lab, files: dict[str, str], links: dict[str, str], message: str, *, pull_b: bool = True,
+    branch: str | None = None,
+) -> str:  # fmt: skip
+    """Commit ``files`` (name -> text) and symlinks (name -> target) on the hub's trunk (or, with
+    ``branch``, on a new branch of that name from trunk), with Fossil's ``allow-symlinks`` on so the
+    check-in (and its tarball) holds real links; its full hash. Node B's clone pulls it when ``pull_b``."""
     hub = os.path.join(lab.top, "hub.fossil")
     e = base_env(lab.top)
     co = os.path.join(lab.top, f"co-{secrets.token_hex(3)}")
     os.mkdir(co)
     run = partial(subprocess.run, cwd=co, env=e, check=True, capture_output=True, timeout=60)
-    run(["fossil", "open", hub, "--workdir", co])
+    run(["fossil", "open", hub, *(["trunk"] if branch else []), "--workdir", co])
     run(["fossil", "settings", "allow-symlinks", "on"])
     for name, text in files.items():
         os.makedirs(os.path.dirname(os.path.join(co, name)) or co, exist_ok=True)
@@ -282,8 +297,9 @@ def commit_files(
         os.makedirs(os.path.dirname(os.path.join(co, name)) or co, exist_ok=True)
         os.symlink(target, os.path.join(co, name))
     run(["fossil", "add", *files, *links])
-    run(["fossil", "commit", "-m", message, "--user", "admin", "--no-warnings"])
-    checkin = run(["fossil", "whatis", "trunk", "-R", hub], text=True).stdout
+    run(["fossil", "commit", "-m", message, "--user", "admin", "--no-warnings",
+         *(["--branch", branch] if branch else [])])  # fmt: skip
+    checkin = run(["fossil", "whatis", branch or "trunk", "-R", hub], text=True).stdout
     run(["fossil", "close", "--force"])
     shutil.rmtree(co)
     if pull_b:

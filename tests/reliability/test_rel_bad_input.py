@@ -29,6 +29,7 @@ from sotd.formats import cursor, holder, inbox, registry, selffile, showline
 from sotd.formats.layout import Layout
 from sotd.formats.reglock import RegistryLock, read_fresh
 from sotd.handles import is_valid
+from sotd.text import inert
 from tests.conftest import Comm
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(120)]
@@ -187,7 +188,8 @@ def test_random_inbox_through_poll_and_unread(tmp_path: object, data: bytes) -> 
     assert int(u.out) == sum(handles.is_directed(o, "alpha") for o in objs)
     p = a.run("poll")
     assert (p.code, p.err) == (0, ""), p
-    shown = [t for t in (showline.show_line(x) for x in lines) if t is not None]
+    # the reference's display (showline) made inert for a terminal (sotd.text.inert, issue 25)
+    shown = [inert(t, lines=True) for t in (showline.show_line(x) for x in lines) if t is not None]
     assert p.out_lines == "".join(t + "\n" for t in shown or ["No new messages."]).splitlines()
     with open(comm.layout.inbox("alpha"), "rb") as f:
         assert f.read() == data

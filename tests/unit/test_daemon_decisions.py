@@ -172,18 +172,23 @@ def doc(**agents: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("to", "home", "want"),
+    ("to", "frm", "home", "want"),
     [
-        ("../x", False, ("bad_handle", 'not a handle: "../x"')),  # 1 before 2
-        ("", True, ("bad_handle", 'not a handle: ""')),
-        (None, True, ("bad_handle", 'not a handle: ""')),
-        ('a"b', True, ("bad_handle", 'not a handle: "a\\"b"')),
-        ("h", False, ("not_here", "no box knows that handle: h")),
-        ("h", True, None),
+        ("../x", "s", False, ("bad_handle", 'not a handle: "../x"')),  # 1 before 2
+        ("", "s", True, ("bad_handle", 'not a handle: ""')),
+        (None, "s", True, ("bad_handle", 'not a handle: ""')),
+        ('a"b', "s", True, ("bad_handle", 'not a handle: "a\\"b"')),
+        ("../x", "\x1b", True, ("bad_handle", 'not a handle: "../x"')),  # to before from
+        ("h", "\x1b[2J", False, ("bad_handle", 'the sender is not a handle: "\\u001b[2J"')),  # from before 2
+        ("h", None, True, ("bad_handle", 'the sender is not a handle: ""')),
+        ("h", "a\nb", True, ("bad_handle", 'the sender is not a handle: "a\\nb"')),
+        ("h", "\u202e", True, ("bad_handle", 'the sender is not a handle: "\u202e"')),
+        ("h", "s", False, ("not_here", "no box knows that handle: h")),
+        ("h", "s", True, None),
     ],
 )
-def test_verdict_steps_1_2(to: object, home: bool, want: tuple[str, str] | None) -> None:
-    got = ops.check_to(to, home)
+def test_verdict_steps_1_2(to: object, frm: object, home: bool, want: tuple[str, str] | None) -> None:
+    got = ops.check_handles(to, frm, home)
     assert (None if got is None else (got["code"], got["error"])) == want
 
 

@@ -102,8 +102,81 @@ def test_too_large_is_refused_without_parsing() -> None:
 
 def test_deep_nesting_is_invalid_not_a_crash() -> None:
     data = b'{"ocx": 2, "to": "u", "run": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    assert ev.read_envelope(data) == Invalid(ev.TOO_DEEP)
+
+
+def nest(levels: int) -> bytes:
+    """A message nesting ``levels`` arrays and objects in all, the top-level object counted."""
+    inner = levels - 1
+    return b'{"ocx": 2, "to": "u", "run": ' + b"[" * inner + b"]" * inner + b"}"
+
+
+@pytest.mark.parametrize(
+    ("levels", "valid"), [(2, True), (ev.MAX_DEPTH, True), (ev.MAX_DEPTH + 1, False), (1500, False)]
+)
+def test_the_nesting_limit_is_max_depth_levels(levels: int, valid: bool) -> None:
+    """One sentence for every message past the limit: walked (65 levels) or past the parser's stack."""
+    assert ev.MAX_DEPTH == 64
+    got = ev.read_envelope(nest(levels))
+    assert got == (OcxEnvelope("run", "u", None) if valid else Invalid(ev.TOO_DEEP))
+    assert ev.TOO_DEEP == "nested too deeply: more than 64 levels of arrays and objects"
+
+
+LONE: list[tuple[str, bytes, str]] = [
+    ("the issue's key", b'{"ocx": 2, "to": "alice", "\\ud800": 1}',
+     'text UTF-8 cannot carry: a key of $ holds a lone surrogate (U+D800): "\\ud800"'),
+    ("a value", b'{"ocx": 2, "to": "alice", "run": "a\\udfffb"}',
+     "text UTF-8 cannot carry: the string at $[\"run\"] holds a lone surrogate (U+DFFF)"),
+    ("nested key", b'{"ocx": 2, "to": "u", "run": {"x": [{"\\udc00k": 1}]}}',
+     'text UTF-8 cannot carry: a key of $["run"]["x"][0] holds a lone surrogate (U+DC00): "\\udc00k"'),
+    ("nested value", b'{"ocx": 2, "re": "' + H64.encode() + b'", "ended": {"a": [1, ["\\uD834"]]}}',
+     'text UTF-8 cannot carry: the string at $["ended"]["a"][1][0] holds a lone surrogate (U+D834)'),
+    ("the login", b'{"ocx": 2, "to": "\\ud800", "run": 1}',
+     'text UTF-8 cannot carry: the string at $["to"] holds a lone surrogate (U+D800)'),
+    ("the first in document order", b'{"ocx": 2, "to": "u", "run": ["\\udc01", {"\\ud802": 1}]}',
+     'text UTF-8 cannot carry: the string at $["run"][0] holds a lone surrogate (U+DC01)'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("label", "data", "why"), LONE, ids=[c[0] for c in LONE])
+def test_text_utf8_cannot_carry_is_invalid_with_its_place(label: str, data: bytes, why: str) -> None:
+    """The comm folder's rule (``sotd.text.uncarried``): a lone surrogate anywhere makes the message
+    invalid, named with where it is; the reason itself is plain ASCII (it goes in the index as text)."""
     got = ev.read_envelope(data)
+    assert got == Invalid(why)
     assert isinstance(got, Invalid)
+    got.reason.encode("ascii")
+
+
+def test_a_surrogate_pair_is_one_character_and_valid() -> None:
+    data = b'{"ocx": 2, "to": "u", "run": {"\\ud83d\\ude00": "\\uD83D\\uDE00"}}'
+    assert ev.read_envelope(data) == OcxEnvelope("run", "u", None)
+    assert ev.read_envelope(b'{"ocx": 2, "to": "u", "run": "\\\\ud800"}') == OcxEnvelope("run", "u", None)
+
+
+@pytest.mark.parametrize(
+    ("nonce", "tail"),
+    [
+        (b"\x00", b" " * 8),
+        (b"\xff", b"\t" * 8),
+        (b"\xa5", b"\t \t  \t \t"),
+        (b"\x01\x80", b" " * 7 + b"\t\t" + b" " * 7),
+    ],
+)
+def test_with_nonce_writes_bits_as_whitespace(nonce: bytes, tail: bytes) -> None:
+    data = ev.encode("stop", {}, re=H64)
+    assert ev.with_nonce(data, nonce) == data + tail
+
+
+def test_with_nonce_keeps_the_value_and_changes_the_hash() -> None:
+    data = ev.encode("stop", {}, re=H64)
+    a, b = ev.with_nonce(data, b"\x01" * ev.NONCE_BYTES), ev.with_nonce(data, b"\x02" * ev.NONCE_BYTES)
+    assert len(a) == len(data) + 8 * ev.NONCE_BYTES
+    assert (
+        ev.read_envelope(a) == ev.read_envelope(b) == ev.read_envelope(data) == OcxEnvelope("stop", None, H64)
+    )
+    assert json.loads(a) == json.loads(data)
+    assert len({ev.message_hash(data), ev.message_hash(a), ev.message_hash(b)}) == 3
 
 
 # --- the seed's examples, byte for byte -------------------------------------------------------------

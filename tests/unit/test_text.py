@@ -176,6 +176,16 @@ def test_carry_table(value: str | bytes, want: str) -> None:
     text.carry(value).encode("utf-8")
 
 
+@pytest.mark.parametrize(
+    ("value", "want"),
+    [("plain", None), ("é😀", None), ("a\ud800b", "\ud800"), ("x\udfff\ud800", "\udfff"), ("\ufffd", None)],
+)
+def test_uncarried_is_the_first_character_carry_replaces(value: str, want: str | None) -> None:
+    """One rule: ``uncarried`` finds what ``carry`` replaces (OCX refuses a message holding it)."""
+    assert text.uncarried(value) == want
+    assert (text.carry(value) == value) is (want is None)
+
+
 def test_carry_os_decodes_the_bytes_behind_surrogate_escapes() -> None:
     assert text.carry_os(os.fsdecode(b"\xe2\x82\xac \xe2\x82")) == "€ \ufffd"
     assert text.carry_os("\ud800") == "\ufffd"
@@ -211,3 +221,60 @@ def test_json_text_always_encodes_and_reads_back_carried(obj: object) -> None:
     assert "\x7f" not in out
     back = json.loads(out)
     assert text.json_text(back) == out  # carried once is carried
+
+
+# ------------------------------------------------------------------ what reaches a terminal (issue 25 item 1)
+
+# (text, as one field, as a line of text); the attack strings of issue 25 first
+INERT = [
+    ("\x1b]0;TITLE\x07\x1b[2J", "\\u001b]0;TITLE\\u0007\\u001b[2J", "\\u001b]0;TITLE\\u0007\\u001b[2J"),
+    ("\x1b]52;c;cHduZWQ=\x07", "\\u001b]52;c;cHduZWQ=\\u0007", "\\u001b]52;c;cHduZWQ=\\u0007"),  # OSC 52
+    ("safe\r\x1b[Kforged", "safe\\u000d\\u001b[Kforged", "safe\\u000d\\u001b[Kforged"),  # CR + erase line
+    ("\x9b2J", "\\u009b2J", "\\u009b2J"),  # the C1 CSI (UTF-8 0xC2 0x9B)
+    ("abc\u202edcba", "abc\\u202edcba", "abc\\u202edcba"),  # RLO
+    # newline and tab: kept in a line of text, escaped in a field
+    ("a\nb\tc", "a\\u000ab\\u0009c", "a\nb\tc"),
+    ("lone\rCR", "lone\\u000dCR", "lone\\u000dCR"),
+    # every C0 but newline and tab, DEL, the C1 ends
+    ("\x00\x01\x08\x0b\x0c\x1f\x7f", "\\u0000\\u0001\\u0008\\u000b\\u000c\\u001f\\u007f",
+     "\\u0000\\u0001\\u0008\\u000b\\u000c\\u001f\\u007f"),
+    ("\x80\x85\x9f", "\\u0080\\u0085\\u009f", "\\u0080\\u0085\\u009f"),
+    # every bidi embedding, override and isolate
+    ("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069",
+     "\\u202a\\u202b\\u202c\\u202d\\u202e\\u2066\\u2067\\u2068\\u2069",
+     "\\u202a\\u202b\\u202c\\u202d\\u202e\\u2066\\u2067\\u2068\\u2069"),
+    # a byte that was not UTF-8 (argv through surrogateescape): the 8-bit CSI byte alone
+    ("x\udc9by", "x\\udc9by", "x\\udc9by"),
+    # kept: printable text, the bidi marks (U+200E, U+200F, U+061C), other format and space characters,
+    # a literal backslash escape, text just past each range
+    ("plain [2026-01-01T00:00:00Z] [b:r] hi", "plain [2026-01-01T00:00:00Z] [b:r] hi",
+     "plain [2026-01-01T00:00:00Z] [b:r] hi"),
+    ("\u200e\u200f\u061c\u200b\ufeff\u00a0\u2028", "\u200e\u200f\u061c\u200b\ufeff\u00a0\u2028",
+     "\u200e\u200f\u061c\u200b\ufeff\u00a0\u2028"),
+    ("\\u001b é 漢 😀 \xa0\u2029\u206a\u2029", "\\u001b é 漢 😀 \xa0\u2029\u206a\u2029",
+     "\\u001b é 漢 😀 \xa0\u2029\u206a\u2029"),
+    ("", "", ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("raw", "field", "line"), INERT)
+def test_inert_table(raw: str, field: str, line: str) -> None:
+    assert text.inert(raw) == field
+    assert text.inert(raw, lines=True) == line
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))
+def test_inert_leaves_nothing_that_drives_a_terminal(raw: str) -> None:
+    """Whatever the text, the result holds no C0 (but newline and tab as a line), DEL, C1, bidi override
+    or isolate, or surrogate; applied twice it is the same (the escapes are printable ASCII); text holding
+    none of them comes back as it is."""
+    bad_field = set(range(0x20)) | {0x7F} | set(range(0x80, 0xA0)) | set(range(0x202A, 0x202F))
+    bad_field |= set(range(0x2066, 0x206A)) | set(range(0xD800, 0xE000))
+    for lines, bad in ((False, bad_field), (True, bad_field - {0x09, 0x0A})):
+        got = text.inert(raw, lines=lines)
+        assert not any(ord(c) in bad for c in got), (raw, got)
+        assert text.inert(got, lines=lines) == got
+        got.encode("utf-8")
+        if not any(ord(c) in bad for c in raw):
+            assert got == raw

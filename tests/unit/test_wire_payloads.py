@@ -38,11 +38,11 @@ def test_comm_file_builder_bytes(args: tuple[str, str, str], kw: dict[str, Any],
 READS = [
     (b'{"from":"a","to":"b","text":"hi"}', ("a", "b", "hi", False, False, None)),
     (b'{"from":"a","to":"b","text":"hi","broadcast":true,"forwarded":true,"expires":7}', ("a", "b", "hi", True, True, 7)),
-    (b'{"to":"b"}', ("", "b", "", False, False, None)),
-    (b'{"from":3,"to":"b","text":null,"broadcast":"yes","forwarded":1}', ("", "b", "", False, False, None)),
-    (b'{"to":"b","expires":true}', ("", "b", "", False, False, None)),  # a bool is no deadline
-    (b'{"to":"b","expires":"soon"}', ("", "b", "", False, False, None)),
-    (b'{"to":"b","expires":1.25}', ("", "b", "", False, False, 1.25)),
+    (b'{"from":"a","to":"b"}', ("a", "b", "", False, False, None)),
+    (b'{"from":"a","to":"b","text":null,"broadcast":"yes","forwarded":1}', ("a", "b", "", False, False, None)),
+    (b'{"from":"a","to":"b","expires":true}', ("a", "b", "", False, False, None)),  # a bool is no deadline
+    (b'{"from":"a","to":"b","expires":"soon"}', ("a", "b", "", False, False, None)),
+    (b'{"from":"a","to":"b","expires":1.25}', ("a", "b", "", False, False, 1.25)),
 ]  # fmt: skip
 
 
@@ -65,6 +65,30 @@ def test_comm_file_reader(wire: bytes, want: tuple[object, ...]) -> None:
 def test_comm_file_to_not_a_handle_is_the_peers_fault_and_keeps_the_connection(
     wire: bytes, text: str
 ) -> None:
+    with pytest.raises(RemoteProtocolError) as e:
+        payloads.read_comm_file(request_bytes(wire))
+    assert e.value.answer() == {"error": text, "code": "bad_handle"} and not e.value.closes
+
+
+@pytest.mark.parametrize(
+    ("wire", "text"),
+    [
+        (b'{"to":"b"}', 'the sender is not a handle: ""'),
+        (b'{"from":"","to":"b"}', 'the sender is not a handle: ""'),
+        (b'{"from":3,"to":"b"}', 'the sender is not a handle: "3"'),
+        (b'{"from":"../x","to":"b"}', 'the sender is not a handle: "../x"'),
+        (b'{"from":"-a","to":"b"}', 'the sender is not a handle: "-a"'),
+        (b'{"from":"a\\u001b]0;T\\u0007","to":"b"}', 'the sender is not a handle: "a\\u001b]0;T\\u0007"'),
+        (b'{"from":"a\\nb","to":"b"}', 'the sender is not a handle: "a\\nb"'),
+        (b'{"from":"' + b"x" * 4096 + b'","to":"b"}', 'the sender is not a handle: "' + "x" * 128 + '"\u2026'),
+        (b'{"from":"' + b"x" * 65 + b'","to":"b"}', 'the sender is not a handle: "' + "x" * 65 + '"'),
+        (b'{"from":"' + b"y" * 128 + b'","to":"b"}', 'the sender is not a handle: "' + "y" * 128 + '"'),
+        (b'{"from":"' + b"y" * 129 + b'","to":"b"}', 'the sender is not a handle: "' + "y" * 128 + '"\u2026'),
+        (b'{"from":[' + b"1," * 5000 + b'1],"to":"b"}', 'the sender is not a handle: "[' + "1, " * 42 + '1"\u2026'),
+        (b'{"from":"../x","to":"../y"}', 'not a handle: "../y"'),  # ``to`` is step 1
+    ],
+)  # fmt: skip
+def test_comm_file_from_not_a_handle_is_refused_as_bad_handle(wire: bytes, text: str) -> None:
     with pytest.raises(RemoteProtocolError) as e:
         payloads.read_comm_file(request_bytes(wire))
     assert e.value.answer() == {"error": text, "code": "bad_handle"} and not e.value.closes

@@ -1,7 +1,10 @@
-"""What every ``sotd comm`` verb shares: the context of behaviour 1.1 and the command's own name.
+"""What every ``sotd comm`` verb shares: the context of behaviour 1.1, the command's own name, and the
+printers (``out``, ``err``) every line a verb shows goes through.
 
 The context is computed once per command, reads only the environment, the working folder and the self
 file, and writes nothing (so a refused or failed command has changed nothing under the comm folder).
+The printers write each line inert (``sotd.text.inert``, issue 25 item 1): a control or bidi character
+in mail, a registry field or a quoted word shows as its ``\\u`` escape, never reaches the terminal raw.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from sotd.errors import SotdError
+from sotd.errors import LinkRefused, SotdError
 from sotd.formats.layout import Layout
 
 TYPE_CHECKING = False
@@ -36,12 +39,22 @@ def _write(stream: TextIO, text: str) -> None:
         stream.write(text.encode(enc, "replace").decode(enc, "replace"))
 
 
+def shown(line: str) -> str:
+    """``line`` as it may reach a terminal: ``sotd.text.inert`` for a line of text (newlines and tabs
+    kept), imported only for a line that holds something it could change."""
+    if line.isprintable():
+        return line
+    from sotd.text import inert
+
+    return inert(line, lines=True)
+
+
 def out(line: str) -> None:
-    _write(sys.stdout, line + "\n")
+    _write(sys.stdout, shown(line) + "\n")
 
 
 def err(line: str) -> None:
-    _write(sys.stderr, line + "\n")
+    _write(sys.stderr, shown(line) + "\n")
 
 
 def line_buffered() -> None:
@@ -180,6 +193,8 @@ class Context:
 
         try:
             return selffile.read_handle(self.self_file, self.project_root, self.repo) or ""
+        except LinkRefused:
+            raise  # a linked slot is said, never read as "not joined"
         except SotdError:
             return ""
 

@@ -445,9 +445,10 @@ def check_topology(lay: Layout, env: dict[str, str], host: str, rep: Report) -> 
         rep.add(
             Finding(
                 "hosts_toml_unreadable",
-                topology.unreadable_text(e.message),
-                "this box names no hub: mail for a handle its folder does not list goes nowhere",
-                f"fix the file (docs/deploy.md shows its shape): {topology.path(env)}",
+                e.message,
+                "this box names no hub: mail for a handle its folder does not list goes nowhere "
+                "(a running daemon keeps the last good topology it read)",
+                f"fix the file (docs/deploy.md shows its shape): {topology.path(env)}; then: sotd daemon reload",
             )
         )
         return
@@ -693,7 +694,9 @@ def run(argv: list[str]) -> int:
         elif a == "--fix":
             fix = True
         else:
-            raise UsageError(f"sotd doctor: unexpected argument '{a}' (see: sotd doctor --help)")
+            from sotd.text import inert
+
+            raise UsageError(f"sotd doctor: unexpected argument '{inert(a)}' (see: sotd doctor --help)")
     env = dict(os.environ)
     rep = examine(env)
     fixed: list[dict[str, str]] = []

@@ -19,6 +19,10 @@ def no_daemon(socket_path: str, start_failed: str = "") -> str:
     """A command that needed this box's daemon and found none at ``socket_path``: autostart was off
     (``start_failed`` empty), or its try failed with those words."""
     if start_failed:
+        from sotd.runtime import is_folder_refusal
+
+        if is_folder_refusal(start_failed):  # no log was written: the refusal names what to do
+            return f"starting this box's daemon failed: {start_failed}"
         return f"starting this box's daemon failed ({start_failed}); see its log, then: {START_DAEMON}"
     return f"no daemon runs at {socket_path} (SOT_DAEMON_AUTOSTART is off); start it: {START_DAEMON}"
 

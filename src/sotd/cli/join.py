@@ -16,6 +16,7 @@ from sotd.errors import (
     HandleError,
     IdentityRefused,
     JoinFailed,
+    RegistryLinked,
     RegistryUnreadable,
     SlotRefused,
     SotdError,
@@ -141,6 +142,8 @@ def run(argv: list[str]) -> int:
         opts.expertise if opts.expertise is not None else env.get("SOT_COMM_EXPERTISE", "")
     )
 
+    # A slot (or self/) that is a symbolic link is refused before anything is written (issue 25).
+    selffile.refuse_links(ctx.self_file)
     # The slot guard runs before anything is written: a row's slot that names another project's
     # session would hand this session that one's mail.
     if not opts.repin and not ctx.is_nopane:
@@ -181,14 +184,14 @@ def run(argv: list[str]) -> int:
 
     try:
         registry.update(lay, ctx.host, change, bound=reglock.wait_bound(dict(env)))
-    except RegistryUnreadable:
+    except RegistryUnreadable as e:
         from sotd.cli import hints
 
         raise SotdError(
             "comm: the registry could not be read, so no handle was derived; nothing was written"
             if name is None
             else "FAILED: the registry could not be read or updated, so nothing was written",
-            hint=hints.registry_unreadable(),
+            hint=e.hint if isinstance(e, RegistryLinked) else hints.registry_unreadable(),
             code="registry_unreadable",
         ) from None
     except HandleError as e:
@@ -298,7 +301,15 @@ def _take_back(ctx: Context, handle: str, written: Mapping[str, object], previou
 
 
 def _touch_inbox(path: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    """Create the inbox file if missing; never through a link (``LinkRefused``, issue 25)."""
+    from sotd import fsprim
+
+    try:
+        fd = fsprim.open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600, real_folder=True)
+    except fsprim.LinkedPath as e:
+        from sotd.formats.layout import link_refused
+
+        raise link_refused(str(e.filename)) from None
     os.close(fd)
 
 

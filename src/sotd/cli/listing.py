@@ -31,6 +31,11 @@ def stale_window(environ: Mapping[str, str]) -> int:
 
 
 def render(path: str, agents: dict[str, object], me: str, now: float, window: int) -> list[str]:
+    """The list's lines. Every registry field is shown as one field (``sotd.text.inert``): a control, a
+    bidi override or a newline planted in a name, host, repo, expertise, state or summary shows as its
+    ``\\u`` escape, so it can neither drive the terminal nor start a row of its own."""
+    from sotd.text import inert
+
     lines = [f"sot-comm agents  ({path}):"]
     if not agents:
         lines.append("  (none)")
@@ -43,14 +48,13 @@ def render(path: str, agents: dict[str, object], me: str, now: float, window: in
         expertise = row.get("expertise")
         exp = "/".join(str(x) for x in expertise) if isinstance(expertise, list) else ""
         mine = "  <- me" if name == me else ""
-        lines.append(
-            f"  @{name:<18} {row.get('host', '')!s:<10} {row.get('repo', '')!s:<14} {status:<12} [{exp}]{mine}"
-        )
+        host, repo = inert(str(row.get("host", ""))), inert(str(row.get("repo", "")))
+        lines.append(f"  @{inert(name):<18} {host:<10} {repo:<14} {status:<12} [{inert(exp)}]{mine}")
         state = row.get("state") or "idle"
-        second = f"      [{state}]"
+        second = f"      [{inert(str(state))}]"
         summary = row.get("summary")
         if summary:
-            second += f" {summary}"
+            second += f" {inert(str(summary))}"
         if row.get("status_at"):
             second += f" · {age_text(_clock.age_of(row.get('status_at'), now))}"
         lines.append(second)
@@ -94,7 +98,10 @@ def up_text(secs: int) -> str:
 
 
 def frontend_lines(daemon: object) -> list[str]:
-    """The block from a ``version.query`` answer's ``daemon`` object (behaviour 1.7). Pure."""
+    """The block from a ``version.query`` answer's ``daemon`` object (behaviour 1.7), each field a
+    front end sent shown inert (``sotd.text.inert``). Pure."""
+    from sotd.text import inert
+
     if not isinstance(daemon, dict):
         return ["attached frontend boxes (this daemon):", NO_FRONTENDS]
     up = daemon.get("up_s")
@@ -108,8 +115,8 @@ def frontend_lines(daemon: object) -> list[str]:
     for fe in fes if isinstance(fes, list) else []:
         if not isinstance(fe, dict):
             continue
-        extra = ", ".join(str(fe[k]) for k in ("client_id", "name") if fe.get(k))
-        lines.append(f"  fe@{fe.get('host') or '?'}" + (f" ({extra})" if extra else ""))
+        extra = ", ".join(inert(str(fe[k])) for k in ("client_id", "name") if fe.get(k))
+        lines.append(f"  fe@{inert(str(fe.get('host') or '?'))}" + (f" ({extra})" if extra else ""))
     if len(lines) == 1:
         lines.append(NO_FRONTENDS)
     return lines

@@ -2,7 +2,7 @@
 
 Only the module of the command asked for is imported, so ``sotd comm send`` pays for what a send needs
 and nothing else (see docs/design.md, "The hot path"). This is the one place that prints an error and
-exits; everything below raises ``SotdError``.
+exits; everything below raises ``SotdError``. What it prints is inert (``sotd.text.inert``).
 """
 
 from __future__ import annotations
@@ -136,9 +136,12 @@ def _main(argv: list[str] | None) -> int:
 
 def _print_error(e: SotdError) -> None:
     """The one place an error is shown: its lines (reason, sentence, hint, after) on stderr, or on stdout
-    for a class that says so. Text a stream cannot encode is replaced, never raised."""
+    for a class that says so, each inert (``sotd.text.inert``: a control or bidi character a sentence
+    quotes shows as its ``\\u`` escape). Text a stream cannot encode is replaced, never raised."""
+    from sotd.text import inert
+
     stream = sys.stdout if e.stdout else sys.stderr
-    text = "".join(line + "\n" for line in e.lines())
+    text = "".join(inert(line, lines=True) + "\n" for line in e.lines())
     try:
         stream.write(text)
     except UnicodeEncodeError:
@@ -157,13 +160,15 @@ def _help(path: str, status: int) -> int:
 
 
 def _refuse(path: str, problem: str) -> int:
-    """An unknown command, verb, subcommand or option: the problem and the usage on stderr, exit 2."""
+    """An unknown command, verb, subcommand or option: the problem and the usage on stderr, exit 2. The
+    problem quotes a word of argv, shown inert as one field (its newlines escaped too)."""
     from sotd import cmdtable
+    from sotd.text import inert
 
     prog = os.environ.get("SOT_COMM_PROG", "")
     name = cmdtable.name_of(path, prog)
     usage = cmdtable.usage(path, prog)
-    sys.stderr.write(f"{name}: {problem} (see: {name} --help)\n{usage}\n")
+    sys.stderr.write(f"{name}: {inert(problem)} (see: {name} --help)\n{usage}\n")
     return 2
 
 

@@ -12,6 +12,7 @@ import sys
 
 from sotd import cmdtable
 from sotd.errors import UsageError
+from sotd.text import inert
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,7 +52,8 @@ def _parse(argv: list[str], positional: int, allowed: tuple[str, ...]) -> tuple[
 
 
 def _out(line: str) -> None:
-    sys.stdout.write(line + "\n")
+    """One line to stdout, made inert (``sotd.text.inert``): a message's fields are a peer's bytes."""
+    sys.stdout.write(inert(line, lines=True) + "\n")
 
 
 def _json(obj: object) -> None:
@@ -128,16 +130,21 @@ def cmd_post(argv: list[str]) -> int:
                 data = f.read(MAX_MESSAGE_BYTES + 1)
     except OSError as e:
         raise OcxError(f"ocx: cannot read {path}: {e.strerror}") from None
+    import secrets
+
+    from sotd.ocx.envelope import NONCE_BYTES, with_nonce
+
     node = _node()
-    try:
-        res = node.post(opts["--repo"], data)
+    try:  # bytes of the sender's own: no one could have posted them first (docs/ocx.md, "Whose bytes")
+        res = node.post(opts["--repo"], with_nonce(data, secrets.token_bytes(NONCE_BYTES)))
     finally:
         node.close()
     return _report_post(res, opts)
 
 
 def _report_post(res: PostResult, opts: dict[str, str]) -> int:
-    """A post's or an answer's outcome: its hash (exit 0), or not delivered (exit 3, nothing on stdout)."""
+    """A post's or an answer's outcome: its hash (exit 0) and, on stderr, what the index did with it; or
+    not delivered (exit 3, nothing on stdout)."""
     from sotd.ocx.node import require_delivered
 
     if "--json" in opts:
@@ -148,11 +155,14 @@ def _report_post(res: PostResult, opts: dict[str, str]) -> int:
                 "repo": res.repo,
                 "delivered": res.delivered,
                 "reason": res.reason,
+                "indexed": res.indexed,
             }
         )
         return 0 if res.delivered else 3
     require_delivered(res)
     _out(res.hash)
+    if res.indexed:
+        sys.stderr.write(res.indexed + "\n")
     return 0
 
 
@@ -165,9 +175,14 @@ def cmd_answer(argv: list[str]) -> int:
         body = json.loads(opts.get("--body", "{}"))
     except json.JSONDecodeError as e:
         raise UsageError(f"sotd ocx answer: --body is not JSON: {e.msg}") from None
+    import secrets
+
+    from sotd.ocx.envelope import NONCE_BYTES
+
     node = _node()
     try:
-        res = node.answer(opts["--repo"], _check_hash(h), opts["--kind"], body)
+        res = node.answer(opts["--repo"], _check_hash(h), opts["--kind"], body,
+                          nonce=secrets.token_bytes(NONCE_BYTES))  # fmt: skip
     finally:
         node.close()
     return _report_post(res, opts)
@@ -188,19 +203,18 @@ def cmd_list(argv: list[str]) -> int:
 
 def cmd_show(argv: list[str]) -> int:
     (h,), opts = _parse(argv, 1, ("--json",))
-    from sotd.ocx import fossil
     from sotd.ocx.errors import OcxError
+    from sotd.text import carry
 
     node = _node()
     try:
         rows = node.index.show(_check_hash(h))
         if not rows:
             raise OcxError(f"ocx: no message {h} in the index", hint="run sotd ocx sync first")
-        clone = node.config.clone(str(rows[0]["repo"]))
-        got = fossil.read_message(clone.repository, str(rows[0]["name"]))
+        got = node.row_bytes(rows[0])  # a valid row's first bytes, whatever the clone holds now
     finally:
         node.close()
-    text = got.data.decode("utf-8", "replace") if got is not None else None
+    text = carry(got) if got is not None else None
     if "--json" in opts:
         _json({"rows": [dict(r) for r in rows], "message": text})
         return 0
@@ -245,11 +259,18 @@ def cmd_sync(argv: list[str]) -> int:
     finally:
         node.close()
     if "--json" in opts:
-        _json([{"repo": r.repo, "new": r.new, "handed": r.handed, "error": r.error} for r in reports])
+        _json([{"repo": r.repo, "new": r.new, "handed": r.handed, "restored": r.restored, "error": r.error}
+               for r in reports])  # fmt: skip
     else:
         for r in reports:
-            _out(f"{r.repo}: " + (f"FAILED: {r.error}" if r.error else f"{r.new} new"))
+            _out(
+                f"{r.repo}: " + (f"FAILED: {r.error}" if r.error else f"{r.new} new") + _restored(r.restored)
+            )
     return 1 if any(r.error for r in reports) else 0
+
+
+def _restored(n: int) -> str:
+    return f", {n} put back (another version had replaced them)" if n else ""
 
 
 def cmd_rebuild(argv: list[str]) -> int:
@@ -360,7 +381,11 @@ def cmd_node(argv: list[str]) -> int:
     failed = False
     for _ in range(2):
         for r in node.sync_once():
-            _out(f"{r.repo}: " + (f"FAILED: {r.error}" if r.error else f"{r.new} new, {r.handed} handed"))
+            _out(
+                f"{r.repo}: "
+                + (f"FAILED: {r.error}" if r.error else f"{r.new} new, {r.handed} handed")
+                + _restored(r.restored)
+            )
             failed = failed or r.error is not None
         while not runs.wait_idle(0.2) and not stop.is_set():
             pass

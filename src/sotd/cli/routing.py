@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from sotd import _clock
 from sotd.cli.common import err, out
-from sotd.errors import RegistryUnreadable, SotdError
+from sotd.errors import RegistryLinked, RegistryUnreadable, SotdError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,6 +30,8 @@ def read_agents(layout: Layout) -> dict[str, object] | None:
 
     try:
         doc = registry.read(layout)
+    except RegistryLinked:
+        raise  # said by the send as its FAILED line (issue 25)
     except RegistryUnreadable:
         return None
     return registry.agents_of(doc) if doc is not None else {}

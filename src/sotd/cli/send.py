@@ -9,7 +9,15 @@ failure is raised as a ``sotd.errors`` class that ``sotd.cli.main`` prints.
 from __future__ import annotations
 
 from sotd.cli.common import check_ancestry, open_context, out, prog
-from sotd.errors import EXIT_OK, IdentityRefused, RegistryUnreadable, ScriptUsage, SendFailed, SotdError
+from sotd.errors import (
+    EXIT_OK,
+    IdentityRefused,
+    RegistryLinked,
+    RegistryUnreadable,
+    ScriptUsage,
+    SendFailed,
+    SotdError,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,7 +88,10 @@ def run(argv: list[str]) -> int:
     from sotd.formats import registry
 
     registry.ensure(ctx.layout)
-    agents = routing.read_agents(ctx.layout)
+    try:
+        agents = routing.read_agents(ctx.layout)
+    except RegistryLinked as e:
+        raise SendFailed(f"FAILED -> {label}: {e.message}") from None
     refused = refusal(label, broadcast, agents, routing.routable(ctx, agents))
     if refused is not None:
         raise refused

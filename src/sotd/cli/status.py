@@ -31,7 +31,9 @@ def parse(argv: list[str], me: str) -> str:
         raise UsageError(f'usage: {me} <{"|".join(VERBS)}> ["text"]')
     verb = argv[0]
     if verb not in VERBS:
-        raise UsageError(f"{me}: invalid verb '{verb}' (want {'|'.join(VERBS)})")
+        from sotd.text import inert  # the word as one field: its newline cannot start a line of its own
+
+        raise UsageError(f"{me}: invalid verb '{inert(verb)}' (want {'|'.join(VERBS)})")
     return verb
 
 

@@ -21,9 +21,10 @@ import signal
 import sys
 import time
 
-from sotd import cmdtable, runtime
+from sotd import cmdtable, fsprim, runtime
 from sotd.daemon import statusfile
 from sotd.errors import SotdError
+from sotd.text import inert
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,6 +33,16 @@ if TYPE_CHECKING:
 START_WAIT_S = 15.0
 STOP_WAIT_S = 10.0
 USAGE = cmdtable.usages("daemon")  # made from the command table
+
+
+def _out(text: str) -> None:
+    """Writes ``text`` to stdout as it may reach a terminal (``sotd.text.inert``: a link's reason or a
+    peer's version string is a peer's bytes)."""
+    sys.stdout.write(inert(text, lines=True))
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(inert(text, lines=True))
 
 
 def _parse(argv: list[str]) -> tuple[str, str | None]:
@@ -56,7 +67,7 @@ def run(argv: list[str]) -> int:
     try:
         cmd, explicit = _parse(argv)
     except ValueError as e:
-        sys.stderr.write(f"sotd daemon: {e}\n{USAGE}\n")
+        _err(f"sotd daemon: {e}\n{USAGE}\n")
         return 2
     environ = dict(os.environ)
     sock = os.path.abspath(runtime.socket_path(environ, explicit))
@@ -113,14 +124,27 @@ def _start(sock: str, environ: dict[str, str]) -> int:
     second finds the first's daemon answering: one daemon per socket."""
     import fcntl
 
-    folder = os.path.dirname(sock)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    lock_fd = os.open(sock + ".start.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    # every level of the folder checked (and made 0700) before anything is written in it (issue 25);
+    # SocketFolderRefused is printed by cli/main.py as the start's last line (autostart shows it)
+    runtime.prepare_socket_folder(sock, environ)
+    lock_fd = _open_beside(sock + ".start.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)  # held at most one start's wait (START_WAIT_S) by another
         return _start_locked(sock, environ)
     finally:
         os.close(lock_fd)
+
+
+def _open_beside(path: str, flags: int) -> int:
+    """A file beside the socket (its start lock, its log), never through a link at its name."""
+    try:
+        return fsprim.open_nofollow(path, flags, 0o600)
+    except fsprim.LinkedPath:
+        raise SotdError(
+            f"sotd daemon: {path} is a symbolic link, so nothing was written through it: remove it "
+            "(its folder is this account's), then start the daemon again",
+            code="socket_folder_refused",
+        ) from None
 
 
 def _start_locked(sock: str, environ: dict[str, str]) -> int:
@@ -129,12 +153,10 @@ def _start_locked(sock: str, environ: dict[str, str]) -> int:
     logfile = runtime.log_path(sock)
     with contextlib.suppress(SotdError):
         info = query(sock, environ, 2.0)
-        sys.stderr.write(
-            f"sotd daemon: already running at {sock} (pid {info.get('pid')}); its log is {logfile}\n"
-        )
-        sys.stdout.write(sock + "\n")
+        _err(f"sotd daemon: already running at {sock} (pid {info.get('pid')}); its log is {logfile}\n")
+        _out(sock + "\n")
         return 0
-    fd = os.open(logfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    fd = _open_beside(logfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
         # a new session: no controlling terminal, not in the caller's process group; the caller exits
         # right after, so the daemon is adopted by init (no zombie is left to anyone)
@@ -153,18 +175,18 @@ def _start_locked(sock: str, environ: dict[str, str]) -> int:
     deadline = time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            sys.stderr.write(f"sotd daemon: it exited at start (status {proc.returncode}); see {logfile}\n")
-            sys.stderr.write(_tail(logfile))
+            _err(f"sotd daemon: it exited at start (status {proc.returncode}); see {logfile}\n")
+            _err(_tail(logfile))
             return 1
         try:
             query(sock, environ, 1.0)
         except SotdError:
             time.sleep(0.1)
             continue
-        sys.stderr.write(f"sotd daemon: started pid {proc.pid} at {sock}; its log is {logfile}\n")
-        sys.stdout.write(sock + "\n")
+        _err(f"sotd daemon: started pid {proc.pid} at {sock}; its log is {logfile}\n")
+        _out(sock + "\n")
         return 0
-    sys.stderr.write(f"sotd daemon: no answer at {sock} within {START_WAIT_S:g}s; see {logfile}\n")
+    _err(f"sotd daemon: no answer at {sock} within {START_WAIT_S:g}s; see {logfile}\n")
     return 1
 
 
@@ -181,11 +203,11 @@ def _stop(sock: str) -> int:
     path = runtime.status_path(sock)
     doc = statusfile.read(path)
     if doc is None:
-        sys.stderr.write(f"sotd daemon: no daemon runs at {sock} (no status file {path})\n")
+        _err(f"sotd daemon: no daemon runs at {sock} (no status file {path})\n")
         return 1
     pid = doc.get("pid")
     if not statusfile.same_process(doc) or type(pid) is not int:
-        sys.stderr.write(
+        _err(
             f"sotd daemon: the status file names pid {pid}, which no longer runs that daemon: nothing signalled\n"
         )
         with contextlib.suppress(OSError):
@@ -195,10 +217,10 @@ def _stop(sock: str) -> int:
     deadline = time.monotonic() + STOP_WAIT_S
     while time.monotonic() < deadline:
         if not statusfile.same_process(doc):
-            sys.stdout.write(f"stopped sotd daemon pid {pid} at {sock}\n")
+            _out(f"stopped sotd daemon pid {pid} at {sock}\n")
             return 0
         time.sleep(0.05)
-    sys.stderr.write(f"sotd daemon: pid {pid} did not stop within {STOP_WAIT_S:g}s of SIGTERM\n")
+    _err(f"sotd daemon: pid {pid} did not stop within {STOP_WAIT_S:g}s of SIGTERM\n")
     return 1
 
 
@@ -206,24 +228,23 @@ def _status(sock: str, environ: dict[str, str]) -> int:
     try:
         info = query(sock, environ)
     except SotdError as e:
-        sys.stderr.write(
-            f"sotd daemon: no daemon answered at {sock}: {e.message}\nstart it: sotd daemon start\n"
-        )
+        _err(f"sotd daemon: no daemon answered at {sock}: {e.message}\nstart it: sotd daemon start\n")
         return 1
     role = "hub" if info.get("hub") else "guest"
-    sys.stdout.write(
+    _out(
         f"sotd daemon at {sock}: pid {info.get('pid')}, host {info.get('host')}, version {info.get('version')}, "
         f"protocol {info.get('protocol')}, {role}\n"
     )
     for line in status_lines(info):
-        sys.stdout.write(line + "\n")
+        _out(line + "\n")
     if info.get("restart_requested"):
-        sys.stdout.write(f"restart requested: {info['restart_requested']}\n")
+        _out(f"restart requested: {info['restart_requested']}\n")
     return 0
 
 
 def status_lines(info: dict[str, Any]) -> list[str]:
-    """The link lines of ``sotd daemon status``: this box's link to its hub, and the boxes linked here. Pure."""
+    """The link lines of ``sotd daemon status``: this box's link to its hub, the boxes linked here, and why
+    ``hosts.toml`` cannot be read (with the fix) when it cannot. Pure."""
     out: list[str] = []
     link = info.get("link")
     if isinstance(link, dict):
@@ -235,6 +256,9 @@ def status_lines(info: dict[str, Any]) -> list[str]:
     links = info.get("links")
     if isinstance(links, list) and links:
         out.append(f"links from: {', '.join(str(x) for x in links)}")
+    topo_error = info.get("topology_error")
+    if isinstance(topo_error, str) and topo_error:
+        out.append(f"{topo_error}: fix the file (sotd topology path names it), then: sotd daemon reload")
     return out
 
 
@@ -246,11 +270,11 @@ def _reload(sock: str, environ: dict[str, str]) -> int:
     try:
         answer = unix.request(sock, payloads.DAEMON_RELOAD, {}, _hello(environ), deadline_s=10.0)
     except SotdError as e:
-        sys.stderr.write(f"sotd daemon: no daemon answered at {sock}: {e.message}\n")
+        _err(f"sotd daemon: no daemon answered at {sock}: {e.message}\n")
         return 1
     if not answers.is_ok(answer):
-        sys.stderr.write(f"sotd daemon: reload refused: {answer.get('error', answer)}\n")
+        _err(f"sotd daemon: reload refused: {answer.get('error', answer)}\n")
         return 1
     changes = answer.get("changes") or []
-    sys.stdout.write(f"reloaded {answer.get('path')}: {'; '.join(changes) if changes else 'no change'}\n")
+    _out(f"reloaded {answer.get('path')}: {'; '.join(changes) if changes else 'no change'}\n")
     return 0

@@ -8,21 +8,25 @@ an offer wins, and an offer never reports ok unless a box said ok.
 What would break it: treating a box that answered ``not_here`` as one that did not answer, or offering a
 frame that arrived as an offer (two hubs would bounce it between them).
 
-``is_hub`` and ``offer_outcome`` are pure; ``Hub`` is the shell around the links.
+Every frame it builds is checked against the 1 MiB line bound where it is built (``frame_too_long``: a
+``file_failed`` sentence, never ``internal``), and another daemon's odd answer it quotes is cut to fit
+(``answers.quoted_answer``; issue 25).
+
+``is_hub``, ``offer_outcome`` and ``frame_too_long`` are pure; ``Hub`` is the shell around the links.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 from sotd.daemon import ops
+from sotd.errors import WireError
 from sotd.formats import inbox, lockmanager
 from sotd.wire import answers as wire_answers
-from sotd.wire import payloads
+from sotd.wire import framing, payloads
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -88,7 +92,7 @@ def offer_outcome(
             return dict(a)
         return wire_answers.refusal(
             wire_answers.FILE_FAILED,
-            f"{box} answered neither ok nor a refusal: {json.dumps(a, ensure_ascii=False)}",
+            f"{box} answered neither ok nor a refusal: {wire_answers.quoted_answer(a)}",
         )
     silent = sorted(box for box, a in answers if a is None)
     if silent:
@@ -104,6 +108,22 @@ def offer_outcome(
             if down and box in down:
                 text += "; " + link_down_text(box, *down[box])
     return wire_answers.refusal(wire_answers.NOT_HERE, text)
+
+
+def frame_too_long(frame: dict[str, Any], what: str) -> str:
+    """Why a ``comm.file`` frame this daemon built (the sender's, plus ``forwarded`` and ``expires``) cannot
+    be sent to ``what``, or ``""`` when it fits the line bound. A legal frame from a sender can outgrow the
+    bound by what is added, so it is checked where it is built and refused in words (issue 25). Pure."""
+    try:
+        n = framing.request_length(payloads.COMM_FILE, frame)
+    except WireError as e:
+        return f"the message cannot be framed to {what}: {e.message}"
+    if n <= framing.MAX_LINE:
+        return ""
+    return (
+        f"the message is too long to {what}: its frame would be {n} bytes, over the "
+        f"{framing.MAX_LINE}-byte line bound (send it in parts)"
+    )
 
 
 def record_at_start(layout: Layout, hub: bool, manager: str) -> str:
@@ -152,6 +172,10 @@ class Hub:
         if bound is None:
             return wire_answers.refusal(wire_answers.FILE_FAILED, ops.EXPIRED)
         frame = dict(payload, forwarded=True, expires=round(time.time() + bound, 3))
+        too_long = frame_too_long(frame, "hand it to the hub")
+        if too_long:
+            log.warning("forward of a comm.file to the hub: %s", too_long)
+            return wire_answers.refusal(wire_answers.FILE_FAILED, too_long)
         try:
             answer = await self.uplink.call(payloads.COMM_FILE, frame, bound)
         except TimeoutError:
@@ -163,7 +187,7 @@ class Hub:
                 return answer
             return wire_answers.refusal(
                 wire_answers.FILE_FAILED,
-                f"the hub answered neither ok nor a refusal: {json.dumps(answer, ensure_ascii=False)}",
+                f"the hub answered neither ok nor a refusal: {wire_answers.quoted_answer(answer)}",
             )
         log.warning("forward of a comm.file to the hub failed: %s", err)
         return wire_answers.refusal(wire_answers.FILE_FAILED, f"the hub did not answer at {ep}: {err}")
@@ -191,12 +215,18 @@ class Hub:
         if not links and not (set(should) - set(self.server.links)):
             return None
         frame = dict(payload, forwarded=True, expires=round(time.time() + bound, 3))
+        too_long = frame_too_long(frame, "offer it to the linked boxes") if links else ""
+        if too_long:
+            log.warning("offer of @%s: %s", handle, too_long)
+            return wire_answers.refusal(
+                wire_answers.FILE_FAILED, f"this folder does not list @{handle}, and {too_long}"
+            )
         answers: list[tuple[str, dict[str, Any] | None]] = []
 
         async def ask(box: str) -> tuple[str, dict[str, Any] | None]:
             try:
                 return box, await links[box].channel.call(payloads.COMM_FILE, frame, bound)
-            except (TimeoutError, ConnectionError) as e:
+            except (TimeoutError, ConnectionError, WireError) as e:
                 log.info("offer of @%s to %s: no answer (%s)", handle, box, e or "timeout")
                 return box, None
 

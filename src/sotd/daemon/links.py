@@ -11,6 +11,10 @@ master is closed before the redial (a new dial never rides a dead TCP connection
 never redials, its child is always killed and its ssh master closed (also after a failure that may have
 left the connection dead: ``master_suspect``). Lines before the first JSON line (a
 login banner) are skipped.
+Bad input from the hub (no envelope, a line past 1 MiB) ends the link with one log line naming it
+(``bad_input_text``), which is also the link's state in ``sotd daemon status``; an answer of ours too long
+for the line bound is cut to fit (``serverconn.answer_line``), so the link never dies of its own frame and
+the offers in flight on it are answered (issue 25).
 What would break it: a reconnect loop without a floor (a box whose far side keeps failing would be
 hammered), awaiting the child's exit without a bound, or redialling through a master whose connection
 is dead.
@@ -31,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from sotd import __version__
 from sotd.daemon.server import Channel
 from sotd.errors import WireError
-from sotd.wire import answers, payloads
+from sotd.wire import answers, payloads, serverconn
 from sotd.wire import hello as wire_hello
 from sotd.wire.framing import Decoder, Envelope
 
@@ -107,17 +111,19 @@ class LinkError(Exception):
 def link_argv(endpoint: str, self_host: str, environ: Mapping[str, str]) -> list[str]:
     """The child that carries the link: ``ssh … <target> sotd stdio-bridge --host <self>`` for ``ssh:``;
     this interpreter's ``sotd stdio-bridge --endpoint unix:<path>`` for ``unix:``."""
-    if endpoint.startswith("unix:"):
-        return [sys.executable, "-m", "sotd.cli.main", "stdio-bridge", "--endpoint", endpoint]
-    if endpoint.startswith("ssh:"):
-        target = endpoint[4:].partition("/")[0]
-        from sotd.client import ssh
+    from sotd.client import unix
 
-        argv: list[str] = ssh.ssh_argv(
-            target, ssh.bridge_argv(self_host), environ, connect_timeout=DIAL_CONNECT_S
-        )
-        return argv
-    raise LinkError(f"this version cannot dial the hub endpoint '{endpoint}'")
+    ep, _discard = unix.parse_endpoint(endpoint)
+    if ep is None:  # hosts.toml's check refuses these; never a traceback per dial if one gets here
+        raise LinkError(f"this version cannot dial the hub endpoint {endpoint!r}")
+    if ep.kind == "unix":
+        return [sys.executable, "-m", "sotd.cli.main", "stdio-bridge", "--endpoint", endpoint]
+    from sotd.client import ssh
+
+    argv: list[str] = ssh.ssh_argv(
+        ep.target, ssh.bridge_argv(self_host), environ, connect_timeout=DIAL_CONNECT_S
+    )
+    return argv
 
 
 def link_hello(self_host: str) -> dict[str, Any]:
@@ -179,6 +185,14 @@ class Uplink:
         return f"the link to the hub is down since {since}: {self.last_error}"
 
     async def run(self) -> None:
+        try:
+            link_argv(self.endpoint, self.self_host, self.environ)
+        except LinkError as e:
+            # no dial can succeed: said once, kept as the link's state, never redialled (issue 25)
+            self.last_error = str(e)
+            log.error("link to the hub: %s; fix hosts.toml, then: sotd daemon reload", e)
+            await self.shutting_down.wait()
+            return
         delay = 0.0
         outage_start = time.monotonic()
         try:
@@ -216,11 +230,12 @@ class Uplink:
     async def _close_master(self) -> None:
         """``ssh -O exit`` for the link's target: the connection-sharing master this link may have started
         (or ridden) ends now, not ControlPersist later. Bounded; nothing to do for ``unix:``."""
-        if not self.endpoint.startswith("ssh:"):
-            return
-        from sotd.client import ssh
+        from sotd.client import ssh, unix
 
-        argv = ssh.master_exit_argv(self.endpoint[4:].partition("/")[0], self.environ)
+        ep, _discard = unix.parse_endpoint(self.endpoint)
+        if ep is None or ep.kind != "ssh":
+            return  # nothing to close for unix:, and no master was ever started for an endpoint not dialled
+        argv = ssh.master_exit_argv(ep.target, self.environ)
         if argv is None:
             return
         try:
@@ -348,7 +363,10 @@ class Uplink:
                     continue
                 json_mode = True
                 data, buf = buf, b""
-            envs = decoder.feed(data)
+            try:
+                envs = decoder.feed(data)
+            except WireError as e:
+                raise LinkError(bad_input_text(e.message)) from None
             for i, env in enumerate(envs):
                 if env.kind == "res" and env.op == wire_hello.HELLO_OP and env.id == 0:
                     err = env.payload.get("error")
@@ -361,7 +379,10 @@ class Uplink:
     async def _serve(
         self, stdout: asyncio.StreamReader, channel: Channel, decoder: Decoder, queue: list[Envelope]
     ) -> None:
-        """Serve the hub's requests (its offers) and hand responses to our own forwards."""
+        """Serve the hub's requests (its offers) and hand responses to our own forwards. Malformed input
+        from the hub ends the link as a ``LinkError`` saying so (``bad_input_text``: one log line and the
+        link's state), after the offers already handed out have answered — never a traceback."""
+        bad = ""
         async with asyncio.TaskGroup() as tg:
             while True:
                 for env in queue:
@@ -371,8 +392,14 @@ class Uplink:
                         tg.create_task(self._answer(channel, env))
                 data = await stdout.read(_READ)
                 if not data:
-                    return
-                queue = decoder.feed(data)
+                    break
+                try:
+                    queue = decoder.feed(data)
+                except WireError as e:
+                    bad = e.message
+                    break
+        if bad:
+            raise LinkError(bad_input_text(bad))
 
     async def _answer(self, channel: Channel, env: Envelope) -> None:
         try:
@@ -380,10 +407,15 @@ class Uplink:
         except Exception as e:
             log.exception("link: %s from the hub failed", env.op)
             payload = answers.internal(e)
-        try:
-            await channel.send(Envelope(env.id, "res", env.op, payload))
-        except (ConnectionError, TimeoutError) as e:
+        try:  # an answer too long for the line bound is cut to fit: the link never dies of it
+            await channel.send_line(serverconn.answer_line(env.id, env.op, payload))
+        except (ConnectionError, TimeoutError, WireError) as e:
             log.info("link: could not answer the hub's %s: %s", env.op, e)
+
+
+def bad_input_text(why: str) -> str:
+    """The link's end when the hub sent bytes that are no envelope (the log line and the link's state)."""
+    return f"bad input from the hub: {why}"
 
 
 def _with_stderr(err: str, last: str) -> str:

@@ -20,8 +20,9 @@ import json
 import os
 from typing import Any
 
+from sotd import fsprim
 from sotd.errors import SotdError
-from sotd.formats.layout import Layout
+from sotd.formats.layout import Layout, link_refused
 
 
 def lock_path(layout: Layout, host: str) -> str:
@@ -50,7 +51,10 @@ def claim(layout: Layout, host: str, socket_path: str) -> int | None:
         return None
     os.makedirs(layout.state_dir, mode=0o700, exist_ok=True)
     path = lock_path(layout, host)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:  # never through a link, at the lock or at state/ (issue 25)
+        fd = fsprim.open_nofollow(path, os.O_RDWR | os.O_CREAT, 0o600, real_folder=True)
+    except fsprim.LinkedPath as e:
+        raise link_refused(str(e.filename)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

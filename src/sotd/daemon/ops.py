@@ -8,7 +8,7 @@ verdicts run in the order of 2.3, so a bad handle is ``bad_handle`` even on a bo
 What would break it: answering before ``inbox.append`` returned, running the blocking append on the event
 loop (one slow lock would stall every connection), or deciding a forward after reading the registry.
 
-The decisions are pure functions (``check_to``, ``registry_verdict``, ``join_verdict``); ``Ops`` is the
+The decisions are pure functions (``check_handles``, ``registry_verdict``, ``join_verdict``); ``Ops`` is the
 thin shell that reads files in a thread and asks the hub logic (``sotd.daemon.hub``) to forward or offer.
 """
 
@@ -20,9 +20,10 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sotd import __version__, _clock, handles
-from sotd.errors import RegistryUnreadable, SotdError
+from sotd import __version__, _clock, fsprim, handles
+from sotd.errors import RegistryLinked, RegistryUnreadable, SotdError
 from sotd.formats import inbox, lockmanager, registry
+from sotd.text import inert
 from sotd.wire import answers, hello, payloads
 from sotd.wire.answers import OK, quoted, refusal
 
@@ -46,11 +47,14 @@ def not_here_text(to: str) -> str:
 # ------------------------------------------------------------------------------------- pure decisions
 
 
-def check_to(to: object, home_exists: bool) -> dict[str, Any] | None:
-    """Steps 1-2 of the verdict order: a bad handle (the wire's ``payloads.not_a_handle``), then no comm
-    folder. None: go on."""
+def check_handles(to: object, frm: object, home_exists: bool) -> dict[str, Any] | None:
+    """Steps 1-2 of the verdict order: ``to`` not a handle (the wire's ``payloads.not_a_handle``), then
+    (ours, issue 25) ``from`` not a handle (``payloads.sender_not_a_handle``), then no comm folder. None:
+    go on. Every origin's ``comm.file`` comes here: a client's, a guest's forward, a hub's offer."""
     if not handles.is_valid(to):
         return payloads.not_a_handle(to).answer()
+    if not handles.is_valid(frm):
+        return payloads.sender_not_a_handle(frm).answer()
     if not home_exists:
         return refusal(answers.NOT_HERE, not_here_text(str(to)))
     return None
@@ -93,6 +97,8 @@ def registry_verdict(
     """
     if doc is None:
         return {**refusal(answers.NOT_HERE, not_here_text(to)), UNLISTED: True}
+    if isinstance(doc, RegistryLinked):
+        return refusal(answers.FILE_FAILED, doc.message)  # the link named (issue 25)
     try:
         if isinstance(doc, RegistryUnreadable):
             raise doc
@@ -176,6 +182,10 @@ def route_now(layout: Layout, is_hub: bool, forwarded: bool, self_host: str) -> 
             except SotdError as e:
                 log.error("%s", e.message)
             record = lockmanager.read_record(layout)
+    except fsprim.LinkedPath:
+        from sotd.formats.layout import link_refused
+
+        return Route(lockmanager.REFUSE, link_refused(layout.lock_manager).message, lock_manager)
     except OSError as e:
         return Route(
             lockmanager.REFUSE,
@@ -304,10 +314,14 @@ class Ops:
         return OK
 
     async def comm_file(self, payload: dict[str, Any], origin: str) -> dict[str, Any]:
-        early = check_to(payloads.read_to(payload), await asyncio.to_thread(os.path.isdir, self.layout.home))
+        home = await asyncio.to_thread(os.path.isdir, self.layout.home)
+        to = payloads.read_to(payload)
+        early = check_handles(to, payloads.read_from(payload), home)
         if early is not None:
+            if early["code"] == answers.BAD_HANDLE and handles.is_valid(to):  # the sender's was refused
+                log.warning("comm.file from %s refused: %s", origin, inert(early["error"]))
             return early
-        req = payloads.read_comm_file(payload)  # ``to`` is a handle now, so this reads and never refuses
+        req = payloads.read_comm_file(payload)  # ``to`` and ``from`` are handles now: this never refuses
         route = await asyncio.to_thread(route_now, self.layout, self.is_hub, req.forwarded, self.self_host)
         if route.where == lockmanager.REFUSE:
             log.error("comm.file for @%s refused: %s", req.to, route.text)
@@ -349,11 +363,13 @@ def version_payload(
     send_command: str = "",
     link: dict[str, Any] | None = None,
     links: list[str] | None = None,
+    topology_error: str = "",
 ) -> dict[str, Any]:
     """``version.query``'s ``daemon``: who answers, and the front ends (``fe`` connections) attached now.
     ``send_command`` (ours): the command this box's rows reply with, for a task mail spawned from another
     box (``Rows.send_command``). ``link`` (ours): this box's link to its hub (``endpoint``, ``up``,
-    ``since``, ``error``), None when it holds none; ``links``: the boxes linked to this daemon now."""
+    ``since``, ``error``), None when it holds none; ``links``: the boxes linked to this daemon now;
+    ``topology_error`` (ours): why ``hosts.toml`` cannot be read and what the daemon goes on with, or ``""``."""
     return {
         "host": host,
         "version": __version__,
@@ -366,6 +382,7 @@ def version_payload(
         "send_command": send_command,
         "link": link,
         "links": sorted(links or []),
+        "topology_error": topology_error,
     }
 
 
@@ -381,7 +398,7 @@ __all__ = [
     "Ops",
     "Route",
     "budget",
-    "check_to",
+    "check_handles",
     "file_locally",
     "join_verdict",
     "not_here_text",

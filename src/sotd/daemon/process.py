@@ -13,7 +13,10 @@ One daemon per box per comm folder (``onedaemon``): a second one for the same ho
 start, naming the first. ``hosts.toml`` is read again on SIGHUP, on ``sotd daemon reload`` (the
 ``daemon.reload`` op, which answers what changed) and when the file's stat changes (checked every tick);
 a reload keeps a link whose endpoint did not change, redials one whose did, and logs what changed
-(``topology.describe_changes``). On the hub, a link that keeps alive and goes silent for
+(``topology.describe_changes``). A file that cannot be read is never applied and never ends the daemon:
+it keeps serving its folder with the topology it read last (or none), logs the reason once, and says it
+in ``version.query`` (``topology_error``, shown by ``sotd daemon status``); ``daemon.reload`` answers it
+as a ``topology_unreadable`` refusal (issue 25). On the hub, a link that keeps alive and goes silent for
 ``LINK_SILENT_S`` is closed (``Server.drop_silent_links``), so an offer names its state at once.
 """
 
@@ -112,11 +115,18 @@ class Daemon:
             send_command=rows_mod.send_command(self.layout),
             link=self.uplink.state() if self.uplink is not None else None,
             links=list(self.server.links) if self.server is not None else [],
+            topology_error=(
+                f"{self.hub.topology_error}; {kept_text(self.hub.topology)}"
+                if self.hub.topology_error
+                else ""
+            ),
         )
 
     async def serve(self) -> None:
         if not self.host:
             raise SotdError("sotd daemon: this box's declared host could not be read (set SOT_SELF_HOST)")
+        # the socket's folder, before anything is written in it or beside the socket (issue 25)
+        await asyncio.to_thread(runtime.prepare_socket_folder, self.socket_path, self.environ)
         self.folder_lock = await asyncio.to_thread(onedaemon.claim, self.layout, self.host, self.socket_path)
         self.topo_sig = await asyncio.to_thread(topology.signature, self.environ)
         topo, topo_error = _load_topology(self.environ)
@@ -288,11 +298,24 @@ class Daemon:
     def _on_hup(self) -> None:
         log.info("SIGHUP: reading hosts.toml again")
         if self.tg is not None and not self.shutting_down.is_set():
-            self.tg.create_task(self.reload_topology("SIGHUP"))
+            self.tg.create_task(self._reload_logged("SIGHUP"))
 
     async def _reload_op(self) -> dict[str, Any]:
-        changes = await self.reload_topology("sotd daemon reload")
+        try:
+            changes = await self.reload_topology("sotd daemon reload")
+        except topology.TopologyError as e:
+            return answers.refusal(e.code, f"{e.message}; {kept_text(self.hub.topology)}")
         return answers.ok_with({"path": topology.path(self.environ), "changes": changes})
+
+    async def _reload_logged(self, why: str) -> None:
+        """``reload_topology`` for the watch and SIGHUP: an unreadable file was logged by it; a failure of
+        ours is logged here, and the daemon keeps serving either way."""
+        try:
+            await self.reload_topology(why)
+        except topology.TopologyError:
+            pass
+        except Exception:
+            log.exception("hosts.toml: applying it again (%s) failed", why)
 
     async def _watch_topology(self) -> None:
         every = _float_env(self.environ, "SOTD_TEST_TOPOLOGY_CHECK_SECS", TOPOLOGY_CHECK_S)
@@ -300,7 +323,7 @@ class Daemon:
             await asyncio.sleep(every)
             sig = await asyncio.to_thread(topology.signature, self.environ)
             if sig != self.topo_sig:
-                await self.reload_topology("the file changed")
+                await self._reload_logged("the file changed")
 
     async def _watch_links(self, server: Server) -> None:
         while True:
@@ -310,13 +333,25 @@ class Daemon:
     async def reload_topology(self, why: str) -> list[str]:
         """Read ``hosts.toml`` again and apply it: the hub's view of the boxes, this box's role, and its
         link (kept when its endpoint is the same, redialled when it changed, ended when there is none).
-        What changed is logged and returned."""
+        What changed is logged and returned. A file that cannot be read changes nothing: ``TopologyError``
+        (its reason logged once, and kept for ``version.query``)."""
         self.topo_sig = await asyncio.to_thread(topology.signature, self.environ)
-        topo, topo_error = _load_topology(self.environ)
         old, old_error = self.hub.topology, self.hub.topology_error
+        try:
+            topo = await asyncio.to_thread(topology.load, self.environ)
+        except topology.TopologyError as e:
+            # a file that cannot be read is never applied: this daemon keeps serving its folder with the
+            # topology it read last (or none), and says why once (issue 25)
+            if e.message != old_error:
+                self.hub.topology_error = e.message
+                log.error("hosts.toml changed (%s): %s; %s", why, e.message, kept_text(old))
+            else:
+                log.info("hosts.toml read again (%s): it still cannot be read; %s", why, kept_text(old))
+            raise
+        topo_error = ""
         changes = topology.describe_changes(old, topo)
-        if topo_error != old_error:
-            changes.append(topo_error or "hosts.toml can be read again")
+        if old_error:
+            changes.append("hosts.toml can be read again")
         if not changes:
             log.info("hosts.toml read again (%s): no change", why)
             return []
@@ -378,12 +413,19 @@ class Daemon:
                 log.warning("this daemon asks to be restarted: %s", self.restart)
 
 
+def kept_text(kept: topology.Topology | None) -> str:
+    """What a daemon whose ``hosts.toml`` cannot be read goes on with (its last good topology). Pure."""
+    if kept is None:
+        return "this daemon keeps serving its folder with no topology until the file can be read"
+    return f"this daemon keeps serving its folder with the topology it read last (hub {kept.hub})"
+
+
 def _load_topology(environ: dict[str, str]) -> tuple[topology.Topology | None, str]:
     """The topology and, when the file cannot be read, the sentence that says so."""
     try:
         return topology.load(environ), ""
     except topology.TopologyError as e:
-        return None, topology.unreadable_text(e.message)
+        return None, e.message
 
 
 def _float_env(environ: dict[str, str], name: str, default: float) -> float:

@@ -393,7 +393,10 @@ class DaemonRows:
         for r in list(self.rows.values()):
             line = ""
             if r.phase in LIVE and not r.handle:
-                rec = selffile.read_record(self.layout.self_file(self.host, r.id))
+                try:
+                    rec = selffile.read_record(self.layout.self_file(self.host, r.id))
+                except SotdError:  # a slot that is a link names nobody (issue 25: never read through)
+                    rec = None
                 line = rec.handle if rec is not None else ""
             out.append(
                 decide.RowView(

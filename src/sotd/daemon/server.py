@@ -3,8 +3,9 @@
 Spec: behaviour 2.1 (framing, hello first, a refused hello is the answer), 2.2 (user isolation: a socket in
 a private folder, only this account's processes), 2.3 (``unknown op``), 2.4 (link-role connections).
 Guarantee: one connection's bad bytes (not JSON, not UTF-8, a line past 1 MiB) close that connection only,
-with its reason logged; every other connection keeps being served. A connection from another uid gets a
-refused hello and is closed before any op runs. An event is written without waiting: a peer that does not
+with its reason logged once (a link's state then says it sent bad input); every other connection keeps
+being served. A peer that resets at any point is the INFO line ``closed by the peer``, never a traceback.
+A connection from another uid gets a refused hello and is closed before any op runs. An event is written without waiting: a peer that does not
 read its events is dropped, never waited on.
 What would break it: a read loop that shares one ``ServerConnection`` between connections, a decision
 about the protocol made here instead of in ``sotd.wire.serverconn``'s table, or an ``await`` on a slow
@@ -39,7 +40,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sotd import __version__, fsprim
+from sotd import __version__, runtime
 from sotd.errors import SotdError, WireError
 from sotd.wire import answers, hello, payloads, serverconn
 from sotd.wire.framing import Envelope, encode
@@ -182,15 +183,9 @@ class OpHandler(Protocol):
 
 
 def prepare_folder(path: str) -> None:
-    """Make the socket's folder (0700, ours) or refuse (``SotdError``); remove a stale socket file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    st = os.lstat(folder)
-    uid = os.geteuid()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
-        raise SotdError(f"refusing to serve {path}: its folder {folder} is not a folder of this account")
-    if fsprim.is_open(st.st_mode):
-        os.chmod(folder, 0o700)
+    """Make the socket's folder (0700, ours; ``runtime.prepare_socket_folder``) or refuse (``SotdError``);
+    remove a stale socket file."""
+    runtime.prepare_socket_folder(path, os.environ)  # every level: ours or root's, private (issue 25)
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -265,7 +260,9 @@ class Server:
         self.conns.add(conn)
         try:
             await self._serve(conn)
-        except (ConnectionError, TimeoutError) as e:
+        except ConnectionError as e:  # a reset before hello
+            log.info("%s: closed by the peer (%s)", conn, e or type(e).__name__)
+        except TimeoutError as e:
             log.info("%s: closed (%s)", conn, e or type(e).__name__)
         except Exception:
             log.exception("%s: closed after an internal error", conn)
@@ -298,7 +295,8 @@ class Server:
             while True:
                 for act in actions:
                     if isinstance(act, Answer):
-                        await conn.channel.send_line(act.data)
+                        if not await self._say(conn, act.data):
+                            return
                     elif isinstance(act, Accepted):
                         origin = self._accepted(conn, act.peer)
                     elif isinstance(act, Resolve):
@@ -314,6 +312,8 @@ class Server:
                             conn,
                             act.log,
                         )
+                        if conn.role == hello.LINK_ROLE:
+                            conn.gone_why = f"it sent bad input: {act.error.message}"
                         if conn.wire.peer is not None:
                             # close at once: the peer hears nothing more; its in-flight requests end unanswered
                             conn.channel.fail_all(f"{conn} sent malformed input")
@@ -331,6 +331,19 @@ class Server:
                     # in-flight requests run to their end and their answers are dropped
                     log.info("%s: closed by the peer (%s)", conn, e or type(e).__name__)
                     break
+
+    async def _say(self, conn: Conn, data: bytes) -> bool:
+        """Write an answer the wire made itself (the hello's); False, logged, when the peer has gone (a
+        reset right after its hello is the peer closing, never an internal error: issue 25)."""
+        try:
+            await conn.channel.send_line(data)
+        except ConnectionError as e:
+            log.info("%s: closed by the peer (%s)", conn, e or type(e).__name__)
+            return False
+        except TimeoutError:
+            log.info("%s: closed: it did not read its answer within %gs", conn, WRITE_WAIT_S)
+            return False
+        return True
 
     def _accepted(self, conn: Conn, peer: Peer) -> str:
         """Record who said hello (a link replaces an older link from its host); the requests' origin."""

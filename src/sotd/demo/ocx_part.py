@@ -32,6 +32,7 @@ import tempfile
 import time
 
 from sotd.demo import ocx_seed as seed
+from sotd.jobs import disk
 from sotd.jobs.spec import output_name
 
 STEP_S = 30.0
@@ -255,6 +256,7 @@ class OcxDemo:
         for srv in (self.server, self.b_server):
             if srv is not None:
                 seed.stop(srv)
+        disk.release_below(self.top)  # each run's workspace is a loop-mounted file system of its own
         shutil.rmtree(self.top, ignore_errors=True)
 
 

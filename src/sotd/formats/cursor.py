@@ -7,6 +7,8 @@ last shown line (POSIX cksum of its bytes without newlines and NULs) notices whe
 failed append after an unlocked reader counted it, and the reader then steps back one line, so the next
 line written at that position is shown. A hashed count exactly one past the end is the end (the same cut-back
 seen from the other side); any other count past the end restarts at 0.
+Never through a link (issue 25): the cursor (and ``read/``) is read with ``O_NOFOLLOW``; a link is
+``LinkRefused``, so poll stops before it would replace it.
 What would break it: writing the hash of a re-read instead of the bytes the reader showed, writing the cursor
 before the batch was shown, or a non-atomic write (a torn cursor reads as 0 and re-shows everything, which is
 safe, but a torn count could skip).
@@ -122,15 +124,22 @@ def read(layout: Layout, handle: str) -> str:
     """The cursor file's text ("" when there is none). Undecodable bytes survive as surrogate escapes."""
     path = layout.cursor(handle)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = fsprim.read_nofollow(path, 1 << 20, real_folder=True)
     except FileNotFoundError:
         return ""
+    except fsprim.LinkedPath as e:
+        raise _linked(e) from None
     except OSError as e:
         raise SotdError(
             f"the read cursor {path} could not be read: {e.strerror or e}", code="cursor_failed"
         ) from e
     return data.decode("utf-8", "surrogateescape")
+
+
+def _linked(e: fsprim.LinkedPath) -> SotdError:
+    from sotd.formats.layout import link_refused
+
+    return link_refused(str(e.filename))
 
 
 def _tmp_path(layout: Layout, handle: str) -> str:
@@ -146,12 +155,14 @@ def write(layout: Layout, handle: str, count: int, last_line: bytes | None) -> N
     tmp = _tmp_path(layout, handle)
     try:
         try:
-            fsprim.write_atomic(path, data, tmp=tmp, sync_folder=False)
+            fsprim.write_atomic(path, data, tmp=tmp, sync_folder=False, real_folder=True)
         except fsprim.AtomicStepError as e:
             if e.step != "write" or e.errno != errno.ENOENT:
                 raise
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            fsprim.write_atomic(path, data, tmp=tmp, sync_folder=False)
+            fsprim.write_atomic(path, data, tmp=tmp, sync_folder=False, real_folder=True)
+    except fsprim.LinkedPath as e:
+        raise _linked(e) from None
     except OSError as e:
         raise SotdError(
             f"the read cursor {path} could not be written: {e.strerror or e}", code="cursor_failed"

@@ -9,6 +9,9 @@ unterminated tail), except in the one case the error says so (the rollback itsel
 the shared lock never sees a line in flight; an unlocked reader may, and the cursor's hash repairs that.
 What would break it: writing without the exclusive lock, O_APPEND across NFS clients without it, a rollback
 to any length other than the one measured under the lock, or counting an unterminated tail as a line.
+Never through a link (issue 25): ``inbox/`` is opened as a descriptor with ``O_NOFOLLOW`` and the lock and
+the inbox are opened at it with ``O_NOFOLLOW`` (``fsprim.open_nofollow``); a link at either, or at the
+folder, is ``LinkRefused`` and nothing is read or appended. An open by path without that would follow one.
 
 The bounded blocking wait. The spec asks for a blocking flock bounded by a timeout (15-25 ms non-blocking
 tries only under an nfs4 lock manager). The kernel has no flock with a timeout, and polling with LOCK_NB is
@@ -63,6 +66,7 @@ import fcntl
 import os
 import time
 
+from sotd import fsprim
 from sotd.errors import AppendFailed, InboxBusy, SotdError
 from sotd.handles import is_directed
 
@@ -369,8 +373,15 @@ def _take(fd: int, op: int, *, nfs: bool, bound: float) -> None:
         raise _Busy
 
 
-def _open_lock(path: str) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+def _open_lock(path: str, dir_fd: int | None = None) -> int:
+    """The lock file, opened read-write (created 0600), never through a link (``fsprim.LinkedPath``)."""
+    return fsprim.open_nofollow(path, os.O_RDWR | os.O_CREAT, 0o600, real_folder=True, dir_fd=dir_fd)
+
+
+def _linked(e: fsprim.LinkedPath) -> SotdError:
+    from sotd.formats.layout import link_refused
+
+    return link_refused(str(e.filename))
 
 
 def _release(lock_fd: int) -> None:
@@ -537,22 +548,35 @@ def append(
         raise AppendFailed(deadline_before_write_text(handle))
     if left is not None:
         bound = min(bound, left)
-    # 1. the lock
-    lock_fd = _lock_exclusive(layout, handle, nfs=nfs, bound=bound, failed="the append failed")
-    locked_at = _monotonic()
+    # the inbox folder, never through a link: both files below are opened relative to this descriptor
     try:
-        _append_locked(
-            layout=layout,
-            handle=handle,
-            line=line,
-            lock_fd=lock_fd,
-            locked_at=locked_at,
-            note=note,
-            daemon=daemon,
-            deadline=deadline,
+        dir_fd = fsprim.open_folder_nofollow(layout.inbox_dir)
+    except fsprim.LinkedPath as e:
+        raise _linked(e) from None
+    except OSError as e:
+        raise AppendFailed(f"the append failed: {_why(e)}") from e
+    try:
+        # 1. the lock
+        lock_fd = _lock_exclusive(
+            layout, handle, nfs=nfs, bound=bound, failed="the append failed", dir_fd=dir_fd
         )
+        locked_at = _monotonic()
+        try:
+            _append_locked(
+                layout=layout,
+                handle=handle,
+                line=line,
+                lock_fd=lock_fd,
+                locked_at=locked_at,
+                note=note,
+                daemon=daemon,
+                deadline=deadline,
+                dir_fd=dir_fd,
+            )
+        finally:
+            _release(lock_fd)
     finally:
-        _release(lock_fd)
+        os.close(dir_fd)
 
 
 def _tail_state(fd: int) -> tuple[int, int]:
@@ -567,9 +591,11 @@ def torn_tail(layout: Layout, handle: str) -> int:
     """How many bytes of an unterminated last line ``inbox/<h>.jsonl`` ends in (0: none, or no file);
     what the tail cut of step 3 would remove. Reads only; ``OSError`` when the file cannot be read."""
     try:
-        fd = os.open(layout.inbox(handle), os.O_RDONLY | os.O_CLOEXEC)
+        fd = fsprim.open_nofollow(layout.inbox(handle), os.O_RDONLY, real_folder=True)
     except FileNotFoundError:
         return 0
+    except fsprim.LinkedPath as e:
+        raise _linked(e) from None
     try:
         size, keep = _tail_state(fd)
         return size - keep
@@ -577,12 +603,16 @@ def torn_tail(layout: Layout, handle: str) -> int:
         os.close(fd)
 
 
-def _lock_exclusive(layout: Layout, handle: str, *, nfs: bool, bound: float, failed: str) -> int:
+def _lock_exclusive(
+    layout: Layout, handle: str, *, nfs: bool, bound: float, failed: str, dir_fd: int | None = None
+) -> int:
     """The inbox lock taken as an appender takes it (step 1): its descriptor. ``AppendFailed`` with the
     busy sentence when it is not had within ``bound``, or with ``failed: <why>`` when it cannot be opened or
-    taken."""
+    taken; ``LinkRefused`` when it (or ``inbox/``) is a symbolic link."""
     try:
-        lock_fd = _open_lock(layout.inbox_lock(handle))
+        lock_fd = _open_lock(layout.inbox_lock(handle), dir_fd)
+    except fsprim.LinkedPath as e:
+        raise _linked(e) from None
     except OSError as e:
         raise AppendFailed(f"{failed}: {_why(e)}") from e
     try:
@@ -600,7 +630,7 @@ def cut_torn_tail(layout: Layout, handle: str, *, nfs: bool, bound: float) -> in
     the tail was whole by the time the lock was had). ``AppendFailed`` when the lock is not had in time."""
     lock_fd = _lock_exclusive(layout, handle, nfs=nfs, bound=bound, failed="the tail cut failed")
     try:
-        fd = os.open(layout.inbox(handle), os.O_RDWR | os.O_CLOEXEC)
+        fd = fsprim.open_nofollow(layout.inbox(handle), os.O_RDWR, real_folder=True)
         try:
             size, keep = _tail_state(fd)
             if keep == size:
@@ -610,6 +640,8 @@ def cut_torn_tail(layout: Layout, handle: str, *, nfs: bool, bound: float) -> in
             return size - keep
         finally:
             os.close(fd)
+    except fsprim.LinkedPath as e:
+        raise _linked(e) from None
     except OSError as e:
         raise AppendFailed(f"the tail cut failed: {_why(e)}") from e
     finally:
@@ -626,11 +658,16 @@ def _append_locked(
     note: Callable[[str], None] | None,
     daemon: bool,
     deadline: float | None = None,
+    dir_fd: int | None = None,
 ) -> None:
     path = layout.inbox(handle)
-    # 2. the inbox, under the lock
+    # 2. the inbox, under the lock (never through a link)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        fd = fsprim.open_nofollow(
+            path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600, real_folder=True, dir_fd=dir_fd
+        )
+    except fsprim.LinkedPath as e:
+        raise _linked(e) from None
     except OSError as e:
         raise AppendFailed(f"the append failed: {_why(e)}") from e
     try:
@@ -751,6 +788,8 @@ class ReadLock:
     def __enter__(self) -> ReadLock:
         try:
             fd = _open_lock(self.layout.inbox_lock(self.handle))
+        except fsprim.LinkedPath as e:
+            raise _linked(e) from None
         except OSError:
             self.warn(lock_open_warning(self.handle))
             return self
@@ -786,10 +825,18 @@ def read_all(layout: Layout, handle: str) -> bytes | None:
     """Every byte of ``inbox/<h>.jsonl`` in one read; None when there is no inbox file."""
     path = layout.inbox(handle)
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = fsprim.open_nofollow(path, os.O_RDONLY, real_folder=True)
     except FileNotFoundError:
         return None
+    except fsprim.LinkedPath as e:
+        raise _linked(e) from None
+    except OSError as e:
+        raise SotdError(
+            f"the inbox for @{handle} could not be read: {_why(e)}", code="inbox_unreadable"
+        ) from e
+    try:
+        with open(fd, "rb") as f:
+            return f.read()
     except OSError as e:
         raise SotdError(
             f"the inbox for @{handle} could not be read: {_why(e)}", code="inbox_unreadable"

@@ -3,6 +3,7 @@
 File: the comm folder ``$SOT_COMM_HOME`` (default ``~/.sot-comm``) and its known entries.
 Spec: seed 000 "Layout"; behaviour 6.0 and 1.13.
 Guarantee: every module names a comm-folder path through ``Layout``; no other module joins path strings.
+A layout folder or file that is a symbolic link is refused with one sentence (``link_refused``; issue 25).
 What would break it: a second place that spells a path, so two writers disagree about a file's name.
 """
 
@@ -13,6 +14,10 @@ import stat
 
 # behaviour 6.0's rule (an entry open to group or other) has its home in fsprim.
 from sotd.fsprim import is_open
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sotd.errors import LinkRefused
 
 # Bytes allowed in a file-name component that we derive from outside input (row ids, lock ids).
 SAFE_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
@@ -45,6 +50,16 @@ def lock_leaf(prefix: str, holder_id: str) -> str:
     tail = "~" + hashlib.sha256(raw).hexdigest()[:16]
     keep = raw[: NAME_MAX - len(tail)].decode("utf-8", "ignore")  # a cut inside a character drops it
     return keep + tail
+
+
+def link_refused(path: str) -> LinkRefused:
+    """The refusal of a comm-folder file or layout folder at ``path`` that is a symbolic link (issue 25)."""
+    from sotd.errors import LinkRefused
+
+    return LinkRefused(
+        f"{path} is a symbolic link, and sotd reads and writes nothing in the comm folder through one: "
+        "replace it with a real file or folder (or remove it), then run the command again"
+    )
 
 
 def comm_home(environ: dict[str, str] | os._Environ[str] | None = None) -> str:
@@ -237,17 +252,40 @@ def _mkdir_private(path: str) -> None:
 def ensure_home(layout: Layout, environ: dict[str, str] | os._Environ[str] | None = None) -> list[str]:
     """Make the comm folder and ``inbox/``, ``self/``, ``read/``, ``state/`` (0700), then ``tighten``.
 
-    Returns the warnings to print. ``HomeError`` when a folder cannot be made. (The registry skeleton is
-    ``sotd.formats.registry.ensure``, which the caller runs next.)
+    Returns the warnings to print. ``HomeError`` when a folder cannot be made, ``LinkRefused`` when one of
+    the four is a symbolic link. (The registry skeleton is ``sotd.formats.registry.ensure``, which the
+    caller runs next.)
     """
     from sotd.errors import HomeError
 
-    for d in (layout.home, *(os.path.join(layout.home, f) for f in HOME_FOLDERS)):
+    try:
+        _mkdir_private(layout.home)  # the comm folder itself may be a link (to a mount, say)
+    except OSError as e:
+        raise HomeError(f"cannot create the comm folder {layout.home}: {e.strerror or e}") from e
+    for f in HOME_FOLDERS:
+        d = os.path.join(layout.home, f)
         try:
-            _mkdir_private(d)
+            _real_subfolder(d)
         except OSError as e:
             raise HomeError(f"cannot create the comm folder {d}: {e.strerror or e}") from e
     return tighten(layout, environ)
+
+
+def _real_subfolder(path: str) -> None:
+    """A layout folder made 0700 when missing; ``LinkRefused`` when it is a symbolic link (behaviour 6.0:
+    never through a symlinked layout). One lstat, the stat it replaces."""
+    try:
+        st = _lstat(path)
+    except FileNotFoundError:
+        try:
+            os.mkdir(path, 0o700)
+            return
+        except FileExistsError:
+            st = _lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise link_refused(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise FileExistsError(17, "a file that is not a folder is there", path)
 
 
 def _refusal(home: str, environ: dict[str, str] | os._Environ[str] | None) -> str | None:

@@ -123,10 +123,11 @@ def parse_record(data: bytes) -> tuple[str, str]:
 
 def read_record(layout: Layout) -> tuple[str, str] | None:
     """The record's two lines, or None when there is no record file (a directory there holds no record: a
-    hub's create then fails with the link's own error). Other read errors raise ``OSError``."""
+    hub's create then fails with the link's own error). Other read errors raise ``OSError``; a record that is
+    a symbolic link is never read through (``fsprim.LinkedPath``, an ``OSError``: a box then appends nothing
+    itself, and a daemon refuses its filings naming the link)."""
     try:
-        with open(layout.lock_manager, "rb") as f:
-            data = f.read(65536)
+        data = fsprim.read_nofollow(layout.lock_manager, 65536)
     except (FileNotFoundError, IsADirectoryError):
         return None
     return parse_record(data)
@@ -339,7 +340,11 @@ def folder_mark(layout: Layout) -> str:
     same mark, and a record in another folder differs in its inode, its time or its machine id. Used by
     ``sotd doctor`` (docs/doctor.md, "the same comm folder or not"); only reads."""
     try:
-        with open(layout.lock_manager, "rb") as f:
+        fd = fsprim.open_nofollow(layout.lock_manager, os.O_RDONLY)
+    except OSError:
+        return ""
+    try:
+        with open(fd, "rb") as f:
             st = os.fstat(f.fileno())
             data = f.read(65536)
     except OSError:

@@ -87,9 +87,10 @@ def parse(text: str) -> tuple[int, int, int, int, int] | None:
 
 
 def _read_text(path: str) -> str:
+    """The hint's text; "" when there is none, or it cannot be read, or it (or ``read/``) is a link: a
+    cache is never followed through one (the next hint written replaces the link, its target untouched)."""
     try:
-        with open(path, "rb") as f:
-            return f.read(256).decode("ascii", "replace")
+        return fsprim.read_nofollow(path, 256, real_folder=True).decode("ascii", "replace")
     except OSError:
         return ""
 
@@ -119,9 +120,13 @@ def read(layout: Layout, handle: str, cursor_text: str) -> View | None:
     """
     path = layout.inbox(handle)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = fsprim.open_nofollow(path, os.O_RDONLY, real_folder=True)
     except FileNotFoundError:
         return None
+    except fsprim.LinkedPath as e:
+        from sotd.formats.layout import link_refused
+
+        raise link_refused(str(e.filename)) from None
     except OSError as e:
         raise SotdError(
             f"the inbox for @{handle} could not be read: {e.strerror}", code="inbox_unreadable"
@@ -183,6 +188,8 @@ def write(layout: Layout, handle: str, cursor_text: str, view: View, count: int 
     start = end - len(last) - 1
     data = encode(cursor_text, n, start, end, view.inode).encode("ascii")
     try:  # a hint is a cache: not synced, and a failed write only leaves no hint
-        fsprim.write_atomic(path, data, tmp=f"{path}.tmp.{os.getpid()}", sync=False, sync_folder=False)
+        fsprim.write_atomic(
+            path, data, tmp=f"{path}.tmp.{os.getpid()}", sync=False, sync_folder=False, real_folder=True
+        )
     except OSError:
         pass

@@ -7,6 +7,8 @@ Guarantee: a read is present, absent (only a first ENOENT) or unreadable, never 
 read-decide-write under the registry lock on a fresh read (the folder is listed first, NFS lesson), and a
 failed write leaves the file's bytes and inode as they were and no temp behind; a registry is created only
 by hard-linking a synced skeleton where no path exists, so nothing ever replaces, truncates or repairs one.
+A ``registry.json`` that is a symbolic link is read as unreadable (``RegistryLinked``, its sentence naming
+the link), so no writer replaces it (issue 25).
 What would break it: treating a failed read as absent, or writing from a read made before the lock.
 
 Decisions:
@@ -28,7 +30,7 @@ import os
 import time
 
 from sotd import PROTOCOL_VERSION, _clock, fsprim
-from sotd.errors import HandleError, RegistryUnreadable, RegistryWriteFailed
+from sotd.errors import HandleError, RegistryLinked, RegistryUnreadable, RegistryWriteFailed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,7 +60,8 @@ _skeleton_seq = 0
 
 
 def _read_once(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+    """One read of the whole file; never through a link at ``registry.json`` (``fsprim.LinkedPath``)."""
+    fd = fsprim.open_nofollow(path, os.O_RDONLY)
     try:
         chunks: list[bytes] = []
         while True:
@@ -74,7 +77,8 @@ def read_bytes(layout: Layout) -> bytes | None:
     """The registry's bytes, ``None`` when the first open says ENOENT, else ``RegistryUnreadable``.
 
     An open error, a read error or zero bytes is retried (3 retries, the folder listed before each);
-    non-empty bytes are returned at once, even if they do not parse.
+    non-empty bytes are returned at once, even if they do not parse. A ``registry.json`` that is a
+    symbolic link is ``RegistryLinked`` at once (an unreadable registry whose sentence names the link).
     """
     path = layout.registry
     last = ""
@@ -94,6 +98,10 @@ def read_bytes(layout: Layout) -> bytes | None:
                 return None
             last = "it vanished"
             continue
+        except fsprim.LinkedPath:
+            from sotd.formats.layout import link_refused
+
+            raise RegistryLinked(link_refused(path).message) from None
         except OSError as e:
             last = e.strerror or str(e)
             continue
@@ -234,7 +242,8 @@ def _fresh_read(layout: Layout) -> dict[str, object]:
             raise RegistryUnreadable("registry.json vanished as it was created")
         return parse(data)
     except RegistryUnreadable as e:
-        raise RegistryUnreadable(READ_OR_UPDATE_FAILED, hint=e.message) from e
+        kind = RegistryLinked if isinstance(e, RegistryLinked) else RegistryUnreadable
+        raise kind(READ_OR_UPDATE_FAILED, hint=e.message) from e
 
 
 def write_locked(layout: Layout, doc: dict[str, object]) -> None:

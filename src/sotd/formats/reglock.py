@@ -60,6 +60,7 @@ _GONE = "gone"
 _DIR = "dir"
 _UNREADABLE = "unreadable"
 _GARBAGE = "garbage"
+_LINK = "link"  # a symbolic link at the lock's path: never read through (issue 25)
 _RECORD = "record"
 
 # Shapes of a failure's sentence.
@@ -187,7 +188,8 @@ def read_fresh(path: str) -> tuple[str, object]:
     """A fresh read of the record at ``path``: (shape, value).
 
     Shapes: ``gone`` (no file), ``dir`` (an older mkdir-style holder), ``unreadable`` (value = why),
-    ``garbage`` (value = the first line, shown in the by-hand text), ``record`` (value = ``Holder``).
+    ``garbage`` (value = the first line, shown in the by-hand text), ``record`` (value = ``Holder``),
+    ``link`` (a symbolic link: never read through, and a take refuses it with the link sentence).
     """
     _open_folder(os.path.dirname(path))
     try:
@@ -196,8 +198,11 @@ def read_fresh(path: str) -> tuple[str, object]:
         return _GONE, None
     except OSError as e:
         try:
-            if stat.S_ISDIR(os.stat(path, follow_symlinks=False).st_mode):
+            st = os.stat(path, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
                 return _DIR, None
+            if stat.S_ISLNK(st.st_mode):
+                return _LINK, None
         except FileNotFoundError:
             return _GONE, None
         except OSError:
@@ -375,6 +380,10 @@ class RegistryLock:
         shape, value = read_fresh(lay.reglock)
         if shape == _DIR:
             return False, _Fail(_BY_HAND, WHY_DIRECTORY)
+        if shape == _LINK:
+            from sotd.formats.layout import link_refused
+
+            raise LockFailed(link_refused(lay.reglock).message)
         if shape in (_GONE, _UNREADABLE):
             return False, _Fail(_NO_HOLDER, WHY_UNREADABLE)
         if shape == _GARBAGE:
@@ -411,6 +420,7 @@ class RegistryLock:
                 mwhy = {
                     _GONE: "it is gone",
                     _DIR: "it is a directory",
+                    _LINK: "it is a symbolic link",
                     _GARBAGE: f"it names no holder ({_shown(str(mvalue))})",
                 }.get(mshape, str(mvalue))
                 return False, _Fail(_NAMED, f"its reclaim marker {marker} cannot be read ({mwhy})", first)

@@ -8,6 +8,8 @@ names nobody), it is replaced whole (``<file>.tmp.XXXXXX`` then a rename), and a
 project's identity is not overwritten without ``--repin`` — checked before a join writes anything and
 again just before its rename (``write_guarded``), so a claim that lands while the join runs is kept.
 What would break it: adopting a handle from a file whose root differs, or writing the slot in place.
+Never through a link (issue 25): a slot or a ``self/`` folder that is a symbolic link is refused
+(``LinkRefused``) on every read and before every write; nothing is read from or written to its target.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ import os
 from sotd import fsprim
 from sotd.errors import SelfFileError
 from sotd.handles import is_valid, validate
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sotd.errors import LinkRefused
 
 
 class SelfRecord:
@@ -64,12 +70,30 @@ def parse(data: bytes) -> SelfRecord | None:
     return SelfRecord(handle, repo, root)
 
 
+def _refused(path: str) -> LinkRefused:
+    """A self file (or its folder) that is a symbolic link: never read or written through (issue 25)."""
+    from sotd.formats.layout import link_refused
+
+    return link_refused(path)
+
+
 def _read(path: str) -> bytes | None:
+    """The file's bytes; None when it is missing or unreadable. A link (the file or its folder) is refused."""
     try:
-        with open(path, "rb") as f:
-            return f.read(1 << 16)
+        return fsprim.read_nofollow(path, 1 << 16, real_folder=True)
+    except fsprim.LinkedPath as e:
+        raise _refused(str(e.filename)) from None
     except OSError:
         return None
+
+
+def refuse_links(path: str) -> None:
+    """``LinkRefused`` when the slot or its folder is a symbolic link: join checks it before it writes
+    anything, and each write again (a rename would replace a link, its target untouched, but a slot that
+    is a link is a mistake to name, not to paper over)."""
+    for p in (os.path.dirname(path) or ".", path):
+        if fsprim.is_link(p):
+            raise _refused(p)
 
 
 def read_record(path: str) -> SelfRecord | None:
@@ -99,6 +123,7 @@ def write(path: str, handle: str, repo: str, root: str) -> None:
     for what, v in (("repo", repo), ("root", root)):
         if "\n" in v or "\r" in v:
             raise SelfFileError(f"could not write the self file '{path}': its {what} holds a line break")
+    refuse_links(path)
     try:
         fsprim.write_atomic(path, format_record(handle, repo, root), mode=0o600)
     except OSError as e:
@@ -121,6 +146,7 @@ def write_guarded(path: str, handle: str, repo: str, root: str) -> None:
     for what, v in (("repo", repo), ("root", root)):
         if "\n" in v or "\r" in v:
             raise SelfFileError(f"could not write the self file '{path}': its {what} holds a line break")
+    refuse_links(path)
     data = format_record(handle, repo, root)
     tmp = f"{path}.tmp.{os.urandom(3).hex()}"
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)

@@ -14,7 +14,8 @@ how it is enforced and says so (``Plan.how``, what ``started`` can report). The 
 * ``file_size``: RLIMIT_FSIZE (per file; SIGXFSZ). It also bounds the stdout/stderr logs.
 * ``memory``: v2 ``memory.max`` or v1 ``memory.limit_in_bytes`` (swap too where accounted); else
   RLIMIT_AS per process. ``Cgroups.memory_hit`` says whether the cap was met.
-* ``tmp_size`` (bwrap ``--size``) and ``disk`` (the runner measures the workspace) are named in ``how``.
+* ``tmp_size`` (bwrap ``--size``) and ``disk`` are named in ``how``; ``disk`` is held by the workspace's
+  own file system (``sotd.jobs.disk``; the runner names it so) or, ``measured``, walked by the runner.
 
 Guarantee: every limit a run asks for is enforced by the named mechanism or the run is refused.
 What would break it: a cgroup created but not joined before exec (the child joins itself in

@@ -4,6 +4,8 @@
 ``check(resolved, policy, values)`` answers a resolved run (``sotd.jobs.placeholders.resolve``) with a
 refusal sentence or ``None``; ``cap_limits(limits, policy)`` then lowers each limit to the node's maximum
 (never refuses; ``DEFAULT_MAXIMA`` caps memory, tmp and disk when the policy names no maximum). Pure.
+``[jobs.policy.workspaces]`` (``parse_workspaces``, defaults ``DEFAULT_WORKSPACES``) says how the disk
+cap is held, the node-wide bound and the retention of finished workspaces (``sotd.jobs.disk``).
 
 Guarantee: a run that passes names only users, ids, capabilities, binds and created files the node
 allows, and no bind into ``$$root$$`` beyond its own workspace. What would break it: comparing a policy
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 
 from sotd.jobs.errors import PolicyError, Refused
 from sotd.jobs.placeholders import expand, inside
-from sotd.jobs.spec import LIMIT_NAMES, MAX_ID, Limits, RunSpec, parse_capability, parse_limits
+from sotd.jobs.spec import LIMIT_NAMES, MAX_ID, Limits, RunSpec, parse_capability, parse_limits, parse_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,6 +29,31 @@ if TYPE_CHECKING:
 
 # What a node's policy caps when it names no maximum (issue 18: each of these limits has a default).
 DEFAULT_MAXIMA: Mapping[str, str] = {"memory": "4G", "tmp_size": "512M", "disk": "8G"}
+# ``[jobs.policy.workspaces]`` when not written (issue 24, item 5): each run's workspace is a file system
+# of its disk cap; all runs together hold at most ``total``; of the finished, the newest ``keep`` are kept
+# while they hold at most ``keep_bytes``.
+DEFAULT_WORKSPACES: Mapping[str, str | int] = {
+    "cap": "filesystem",
+    "total": "64G",
+    "keep": 3,
+    "keep_bytes": "8G",
+}
+WORKSPACE_CAPS = ("filesystem", "measured")
+MAX_KEEP = 1000
+
+
+@dataclass(frozen=True)
+class WorkspacePolicy:
+    """``[jobs.policy.workspaces]``: how a run's disk cap is held (``filesystem``: its workspace is a file
+    system of that size; ``measured``: the old 2 s measure, for a node that cannot mount), the node-wide
+    bound ``total`` on what all runs' workspaces may hold, and the retention of finished workspaces
+    (the newest ``keep``, while they hold at most ``keep_bytes``). ``text`` keeps the sizes as written."""
+
+    cap: str = "filesystem"
+    total: int = 64 << 30
+    keep: int = 3
+    keep_bytes: int = 8 << 30
+    text: Mapping[str, str] = field(default_factory=lambda: {"total": "64G", "keep_bytes": "8G"})
 
 
 @dataclass(frozen=True)
@@ -47,6 +74,7 @@ class Policy:
     homes: tuple[str, ...] = ()
     created_files: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    workspaces: WorkspacePolicy = field(default_factory=WorkspacePolicy)
 
 
 def _ranges(v: object, what: str) -> tuple[tuple[int, int], ...]:
@@ -82,6 +110,7 @@ def parse_policy(table: Mapping[str, object]) -> Policy:
         "homes",
         "created_files",
         "limits",
+        "workspaces",
     }
     for k in table:
         if k not in keys:
@@ -121,7 +150,41 @@ def parse_policy(table: Mapping[str, object]) -> Policy:
         homes=strs("homes"),
         created_files=strs("created_files"),
         limits=limits,
+        workspaces=parse_workspaces(table.get("workspaces", {}), limits),
     )
+
+
+def parse_workspaces(v: object, limits: Limits) -> WorkspacePolicy:
+    """``[jobs.policy.workspaces]`` (defaults ``DEFAULT_WORKSPACES``) as a ``WorkspacePolicy``, or
+    ``PolicyError`` naming the key. ``total`` below the largest disk cap (``limits.disk``) would refuse
+    every run, so it is refused here."""
+    if not isinstance(v, dict):
+        raise PolicyError("jobs.policy.workspaces must be a table")
+    for k in v:
+        if k not in DEFAULT_WORKSPACES:
+            raise PolicyError(f"jobs.policy.workspaces has an unknown key {k!r}")
+    d = {**DEFAULT_WORKSPACES, **v}
+    cap = d["cap"]
+    if cap not in WORKSPACE_CAPS:
+        raise PolicyError(f'jobs.policy.workspaces.cap must be "filesystem" or "measured", not {cap!r}')
+    keep = d["keep"]
+    if not isinstance(keep, int) or isinstance(keep, bool) or not 0 <= keep <= MAX_KEEP:
+        raise PolicyError(
+            f"jobs.policy.workspaces.keep must be an integer from 0 to {MAX_KEEP}, not {keep!r}"
+        )
+    sizes: dict[str, int] = {}
+    for k in ("total", "keep_bytes"):
+        try:
+            sizes[k] = parse_size(d[k], f"jobs.policy.workspaces.{k}")
+        except Refused as e:
+            raise PolicyError(e.message) from None
+    if limits.disk is not None and sizes["total"] < limits.disk:
+        raise PolicyError(
+            f"jobs.policy.workspaces.total ({d['total']}) is below jobs.policy.limits.disk"
+            f" ({limits.text.get('disk')}): no run could start"
+        )
+    return WorkspacePolicy(cap=str(cap), total=sizes["total"], keep=keep, keep_bytes=sizes["keep_bytes"],
+                           text={"total": str(d["total"]), "keep_bytes": str(d["keep_bytes"])})  # fmt: skip
 
 
 def load_policy(path: str) -> Policy:

@@ -15,6 +15,20 @@ a held parent), and outputs are read through the descriptor they were checked wi
 * ``make_below(top, path, uid, gid, last)``: the missing folders of ``path`` below the held ``top``,
   each made and handed to the sandbox uid/gid through its parent's descriptor.
 
+The no-follow primitives for what root does in a folder a run or a check-in controls (issue 24), each
+relative to a held folder descriptor and each with its test in ``tests/integration/test_jobs_nofollow.py``:
+
+* ``entry_kind_at(dir_fd, name)``: what is at ``name`` (``"a symlink"``, ``"a folder"``, ...), never
+  following it; ``None`` when nothing is.
+* ``make_dir_at`` / ``make_file_at``: a new folder or file at ``name`` (``mkdir`` / ``O_CREAT|O_EXCL``),
+  opened with ``O_NOFOLLOW``, its mode and owner set through that descriptor.
+* ``copy_in_at(src, dir_fd, uid, gid)``: the node's entry ``src`` (a file, a folder tree, a link)
+  copied as a new entry of its own name: every source component read with ``O_NOFOLLOW``, every destination
+  entry created exclusively and set (mode, owner, times) through its own descriptor; nothing existing
+  is written into, so no ``copystat`` ever lands on a path someone else placed.
+* ``chown_tree_fd``: lchown relative to held folders; entries already owned are left alone, and a file
+  with more than one hard link that someone else owns is ``Refused`` (it may be a file outside).
+
 Guarantee: no path text is resolved twice; a symlink anywhere on a path ends the run ``refused`` with
 the link named. What would break it: a caller that opens ``path`` again by name after the check (the
 runner passes descriptors; the session rows, which cannot inherit descriptors, are documented in
@@ -195,12 +209,24 @@ def make_below(top: str, path: str, uid: int, gid: int, what: str, *, last: bool
 
 def chown_tree_fd(top: str, uid: int, gid: int, what: str) -> None:
     """Hand ``top`` and everything below it to ``uid``/``gid`` through ``os.fwalk`` descriptors (never
-    following a symlink, never re-resolving a path)."""
+    following a symlink, never re-resolving a path). An entry already owned by ``uid``/``gid`` is left
+    as it is; a non-folder with more than one hard link owned by anyone else is ``Refused`` (a link to a
+    file outside the tree would hand that file over)."""
     fd = open_dir(top, what)
     try:
-        os.fchown(fd, uid, gid)
-        for _root, dirs, files, dfd in os.fwalk(".", follow_symlinks=False, dir_fd=fd):
+        if (os.fstat(fd).st_uid, os.fstat(fd).st_gid) != (uid, gid):
+            os.fchown(fd, uid, gid)
+        for root, dirs, files, dfd in os.fwalk(".", follow_symlinks=False, dir_fd=fd):
             for n in dirs + files:
+                st = os.stat(n, dir_fd=dfd, follow_symlinks=False)
+                if (st.st_uid, st.st_gid) == (uid, gid):
+                    continue
+                if not stat.S_ISDIR(st.st_mode) and st.st_nlink > 1:
+                    shown = os.path.normpath(os.path.join(top, root, n))
+                    raise Refused(
+                        f"{what}: {shown} has {st.st_nlink} hard links and belongs to uid {st.st_uid}: the"
+                        f" node does not hand it to uid {uid}: refused"
+                    )
                 os.chown(n, uid, gid, dir_fd=dfd, follow_symlinks=False)
     finally:
         os.close(fd)
@@ -227,3 +253,109 @@ def disk_used(top: str) -> int:
     finally:
         os.close(fd)
     return total
+
+
+KIND_NAMES = {stat.S_IFLNK: "a symlink", stat.S_IFDIR: "a folder", stat.S_IFREG: "a file"}
+
+
+def entry_kind_at(dir_fd: int, name: str) -> str | None:
+    """What is at ``name`` in the held folder, never following it (``"a symlink"``, ``"a folder"``,
+    ``"a file"``, ``"a special file"``); ``None`` when nothing is there."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return KIND_NAMES.get(stat.S_IFMT(st.st_mode), "a special file")
+
+
+def make_dir_at(dir_fd: int, name: str, mode: int, uid: int, gid: int) -> int:
+    """A new folder ``name`` in the held folder (``FileExistsError`` when anything is there, a link
+    included), opened without following a link, set to ``mode`` and ``uid``/``gid`` through its own
+    descriptor; that descriptor (the caller closes it)."""
+    os.mkdir(name, 0o700, dir_fd=dir_fd)
+    fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+    try:
+        os.fchown(fd, uid, gid)
+        os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def make_file_at(dir_fd: int, name: str, mode: int, uid: int, gid: int) -> int:
+    """A new empty file ``name`` in the held folder (``O_CREAT | O_EXCL | O_NOFOLLOW``: nothing that is
+    there, a link included, is opened), its mode and owner set through its descriptor; that descriptor,
+    open for writing (the caller closes it)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+    try:
+        os.fchown(fd, uid, gid)
+        os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _copy_bytes(src_fd: int, dst_fd: int) -> None:
+    while chunk := os.read(src_fd, 1 << 20):
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(dst_fd, view) :]
+
+
+def _copy_at(sdir: int, name: str, ddir: int, uid: int, gid: int) -> None:
+    """Copy the entry ``name`` of the held source folder into the held destination folder (new)."""
+    st = os.stat(name, dir_fd=sdir, follow_symlinks=False)
+    kind = stat.S_IFMT(st.st_mode)
+    mode = stat.S_IMODE(st.st_mode) & 0o1777  # no set-id bit survives a copy
+    if kind == stat.S_IFLNK:
+        os.symlink(os.readlink(name, dir_fd=sdir), name, dir_fd=ddir)
+        os.chown(name, uid, gid, dir_fd=ddir, follow_symlinks=False)
+        return
+    if kind == stat.S_IFREG:
+        sfd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=sdir)
+        try:
+            dfd = make_file_at(ddir, name, mode, uid, gid)
+            try:
+                _copy_bytes(sfd, dfd)
+                os.utime(dfd, ns=(st.st_atime_ns, st.st_mtime_ns))
+            finally:
+                os.close(dfd)
+        finally:
+            os.close(sfd)
+        return
+    if kind == stat.S_IFDIR:
+        sfd = os.open(name, DIR_FLAGS, dir_fd=sdir)
+        try:
+            dfd = make_dir_at(ddir, name, 0o700, uid, gid)
+            try:
+                for child in sorted(os.listdir(sfd)):
+                    _copy_at(sfd, child, dfd, uid, gid)
+                os.fchmod(dfd, mode)
+                os.utime(dfd, ns=(st.st_atime_ns, st.st_mtime_ns))
+            finally:
+                os.close(dfd)
+        finally:
+            os.close(sfd)
+    # sockets, FIFOs and devices are not copied: a home needs none, and opening one could block
+
+
+def copy_in_at(src: str, dir_fd: int, uid: int, gid: int, what: str) -> str:
+    """Copy the node's entry ``src`` (a file, a folder tree or a symlink, kept a symlink) as the new
+    entry of the same name in the held folder ``dir_fd``, owned by ``uid``/``gid``, with the source's
+    modes (set-id bits dropped) and times; the name. ``src`` is opened one component at a time without
+    following a link (``Refused`` names one; ``FileNotFoundError`` when it is missing); every destination
+    entry is created exclusively (``FileExistsError`` when the name is already there) and set through
+    its own descriptor, so nothing already there is ever written into, changed or followed."""
+    parent, base = os.path.split(os.path.normpath(src))
+    if not base or base in (".", ".."):
+        raise Refused(f"{what} {src} has no name to be copied under")
+    pfd = open_dir(parent, what)
+    try:
+        os.close(_step(pfd, base, os.O_PATH, what, path=src, upto=components(src)))  # src a link: Refused
+        _copy_at(pfd, base, dir_fd, uid, gid)
+    finally:
+        os.close(pfd)
+    return base

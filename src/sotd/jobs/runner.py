@@ -20,13 +20,20 @@ through a descriptor opened one component at a time without following links and 
 the state folder, so a symlink planted by the process never makes the node read or upload a file
 outside the workspace, and what is uploaded is what was hashed. Bind sources reach bwrap as descriptors
 (``--bind-fd``), the seccomp filter as a memfd; a run's workspace may not nest with another's
-(``claim_workspace``). A run that brings ``homes`` gets ``HOME=$$workspace$$/home`` (where they were
+(``claim_workspace``: recorded only once the run passed its checks, dropped by ``release_workspace``
+when it is refused, fails, ends or is found dead by ``adopt``; issue 24). Before the steps the disk
+bounds admit the run (``disk.Disks.reserve``: the node-wide ``total`` and the free space, naming the
+bound that refuses); the ``directory`` step's workspace becomes a file system of exactly the disk cap
+(``Disks.make``), watched for full every poll; every end calls ``Disks.end`` (then the retention of
+finished workspaces). A run that brings ``homes`` gets ``HOME=$$workspace$$/home`` (where they were
 copied) unless its ``process.env`` sets ``HOME`` itself (``env_with_home``); a node that left ``HOME``
 unset there would hand the process entries it cannot find.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -38,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from sotd import _clock, fsprim, sysprobe
+from sotd.jobs import disk as dsk
 from sotd.jobs import limits as lim
 from sotd.jobs import nodepolicy, paths, placeholders, seccomp, spec
 from sotd.jobs import sandbox as sbx
@@ -46,7 +54,7 @@ from sotd.jobs.errors import Refused, StepFailed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Iterator, Mapping
 
 POLL = 0.05
 DISK_POLL = 2.0  # seconds between two measures of the workspace's disk use (limits.disk)
@@ -284,6 +292,8 @@ class JobRun:
         self._lock = threading.Lock()
         self.bind_fds: dict[str, int] = {}  # bind source -> O_PATH descriptor, from _check_sources
         self.checkins: list[dict[str, object]] = []  # started.checkins: the check-in each step used
+        self.disks = dsk.Disks(node.state_dir, node.policy.workspaces)
+        self._own_fs: bool | None = None  # is the workspace a file system of its own (disk.Disks.make)?
 
     # -------------------------------------------------------------------------------------- preparation
 
@@ -300,6 +310,12 @@ class JobRun:
         self.limits = nodepolicy.cap_limits(resolved.limits, self.node.policy)
         facts = self.node.facts if self.node.facts is not None else lim.read_facts()
         self.plan = lim.plan(self.limits, facts, resolved.sandbox.uid)
+        if self.limits.disk is not None and self.node.policy.workspaces.cap == "filesystem":
+            how = {
+                **self.plan.how,
+                "disk": "the workspace is a file system of exactly that size (ENOSPC past it)",
+            }
+            self.plan = replace(self.plan, how=how)
         return resolved
 
     def _refuse_kind(self, run: spec.RunSpec) -> None:
@@ -364,8 +380,10 @@ class JobRun:
     def _end_early(self, e: Ended) -> None:
         self.result = e
         self.node.passwords.release(self.run_hash)
+        release_workspace(self.node.state_dir, self.run_hash)
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
         _write_json(os.path.join(self.dir, "ended.json"), e.to_json())
+        self.disks.end(self.run_hash)
 
     def start(self) -> dict[str, object] | None:
         """Decide, prepare and start. The ``started`` body, or ``None`` with ``result`` set."""
@@ -373,10 +391,15 @@ class JobRun:
             run = self._decide()
             self.run = run
             self._check_sources(run, before_steps=True)
-            claim_workspace(self.node.state_dir, self.run_hash, self.values.get("workspace"))
             stp.check_steps(run, self.target)
             stp.claim_password(self.node.passwords, run, self.target.repository, self.run_hash)
-            prep = stp.run_steps(run, self.node.root, self.target, self.node.carrier)
+            claim_workspace(self.node.state_dir, self.run_hash, self.values.get("workspace"))
+            ws = self.values.get("workspace")
+            if ws and self.limits.disk is not None:
+                self.disks.reserve(self.run_hash, ws, self.limits.disk)  # the node-wide bounds
+            sb = run.sandbox
+            prep = stp.run_steps(run, self.node.root, self.target, self.node.carrier,
+                                 on_workspace=lambda at: self.disks.make(self.run_hash, at, sb.uid, sb.gid))  # fmt: skip
             self.checkins = prep.checkins
             self._check_sources(run, before_steps=False)
             assert self.values.get("workspace")
@@ -393,6 +416,11 @@ class JobRun:
         except StepFailed as e:
             self._end_early(Ended("error", step=e.step, why=e.message))
             return None
+        except BaseException:
+            release_workspace(self.node.state_dir, self.run_hash)  # whatever failed, the claim ends here
+            with contextlib.suppress(OSError):
+                self.disks.end(self.run_hash)  # and a workspace file system made for it is let go
+            raise
         finally:
             self._close_binds()
         started: dict[str, object] = {"values": dict(self.values), "limits": self.limits.report()}
@@ -513,6 +541,7 @@ class JobRun:
             give_up = None if timeout is None else time.monotonic() + timeout
             stopped = timed_out = cpu_over = disk_over = False
             next_disk = time.monotonic() + DISK_POLL
+            measured = not self.own_fs()
             while self._alive():
                 if self._stop.is_set():
                     stopped = True
@@ -522,9 +551,9 @@ class JobRun:
                     self.cgroups.cpu_seconds(), self.limits.cpu
                 ):
                     cpu_over = True
-                elif self.limits.disk is not None and time.monotonic() >= next_disk:
+                elif not measured or time.monotonic() >= next_disk:
                     next_disk = time.monotonic() + DISK_POLL
-                    disk_over = self._disk_used() > self.limits.disk
+                    disk_over = self.disk_hit()
                 if stopped or timed_out or cpu_over or disk_over:
                     self._kill()
                     break
@@ -540,8 +569,8 @@ class JobRun:
             exit_status = self._exit_status()
             pids_refused = self.cgroups.pids_refused() if self.cgroups else 0
             memory_hit = self.cgroups.memory_hit() if self.cgroups else False
-            if self.limits.disk is not None and not disk_over:
-                disk_over = self._disk_used() > self.limits.disk
+            if not disk_over:
+                disk_over = self.disk_hit()
             if self.cgroups is not None and not cpu_over and self.limits.cpu is not None:
                 cpu_over = lim.over_budget(self.cgroups.cpu_seconds(), self.limits.cpu)
             if self.cgroups is not None:
@@ -558,7 +587,7 @@ class JobRun:
                 memory_hit=memory_hit,
                 disk_over=disk_over,
             )
-            e = self._collect(Ended(outcome, exit=exit_status, limit=limit))
+            e = self._collect(Ended(outcome, exit=exit_status, limit=limit, why=self.disk_why(limit)))
             e.limits_hit = limits_hit(
                 cpu_over=cpu_over or limit == "cpu",
                 pids_refused=pids_refused,
@@ -572,7 +601,34 @@ class JobRun:
             self.result = e
             self.node.passwords.release(self.run_hash)
             _write_json(os.path.join(self.dir, "ended.json"), self.result.to_json())
+            release_workspace(self.node.state_dir, self.run_hash)
+            self.disks.end(self.run_hash)  # then the retention (this run's outputs are copied already)
             return self.result
+
+    def own_fs(self) -> bool:
+        """Is this run's workspace a file system of its own (``disk.Disks.make``)? Read once."""
+        if self._own_fs is None:
+            self._own_fs = self.disks.own_fs(self.run_hash)
+        return self._own_fs
+
+    def disk_hit(self) -> bool:
+        """Has the workspace met ``limits.disk``: its own file system is full (``disk.fs_full``), or
+        (``measured``) its use passed the cap?"""
+        ws = self.values.get("workspace")
+        if self.limits.disk is None or not ws:
+            return False
+        if self.own_fs():
+            return self.disks.full(ws)
+        return self._disk_used() > self.limits.disk
+
+    def disk_why(self, limit: str | None) -> str | None:
+        """``ended.why`` for ``limit: disk`` on a workspace file system of its own, else ``None``."""
+        if limit != "disk" or not self.own_fs() or self.limits.disk is None:
+            return None
+        return (
+            f"the workspace's file system of {dsk.size_text(dsk.fs_size(self.limits.disk))} (run.limits.disk)"
+            " is full: writes past it get ENOSPC"
+        )
 
     def _disk_used(self) -> int:
         ws = self.values.get("workspace")
@@ -623,6 +679,7 @@ class JobRun:
 
 
 WORKSPACES = ".workspaces"  # STATE/.workspaces/<RUN-HASH>: the workspace each run's directory step names
+CLAIMS_LOCK = ".lock"  # STATE/.workspaces/.lock: flock'd while a claim is decided, recorded or dropped
 
 
 def nested_in(at: str, others: Mapping[str, str]) -> tuple[str, str] | None:
@@ -633,27 +690,78 @@ def nested_in(at: str, others: Mapping[str, str]) -> tuple[str, str] | None:
     return None
 
 
-def claim_workspace(state_dir: str, run_hash: str, at: str | None) -> None:
-    """Record this run's workspace in ``STATE/.workspaces/``, then ``Refused`` when it would lie inside
-    another run's (or hold one), whatever the uids and modes (a uid-0 sandbox owns its workspace as
-    root). Recording first means two runs racing each see the other."""
-    if not at:
-        return
+@contextlib.contextmanager
+def _claims_locked(state_dir: str) -> Iterator[str]:
+    """``STATE/.workspaces/``, held under an exclusive ``flock`` of its ``.lock`` (threads and processes
+    of one node each see a claim whole, and never two claims decided at once)."""
     d = os.path.join(state_dir, WORKSPACES)
     os.makedirs(d, mode=0o700, exist_ok=True)
-    with open(os.path.join(d, run_hash), "w", encoding="utf-8") as f:
-        f.write(at)
-    others: dict[str, str] = {}
+    fd = os.open(os.path.join(d, CLAIMS_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield d
+    finally:
+        os.close(fd)
+
+
+def _claims(d: str) -> dict[str, str]:
+    out: dict[str, str] = {}
     for name in os.listdir(d):
-        if name != run_hash:
-            try:
-                with open(os.path.join(d, name), encoding="utf-8") as f:
-                    others[name] = f.read()
-            except OSError:
-                continue
-    hit = nested_in(at, others)
-    if hit is not None:
-        raise Refused(f"the workspace {at} would lie inside, or hold, run {hit[0][:12]}'s workspace {hit[1]}")
+        if name.startswith("."):
+            continue
+        try:
+            with open(os.path.join(d, name), encoding="utf-8") as f:
+                out[name] = f.read()
+        except OSError:
+            continue
+    return out
+
+
+def claim_workspace(state_dir: str, run_hash: str, at: str | None) -> None:
+    """``Refused`` when this run's workspace would lie inside another run's recorded one (or hold one),
+    whatever the uids and modes (a uid-0 sandbox owns its workspace as root); else record it in
+    ``STATE/.workspaces/<RUN-HASH>``. Decided and recorded under one lock, so of two runs racing for
+    nested workspaces the second sees the first; a refused run records nothing (issue 24). The claim
+    lasts until ``release_workspace``: the run refused after it, ended, or found dead at a restart."""
+    if not at:
+        return
+    with _claims_locked(state_dir) as d:
+        others = {h: w for h, w in _claims(d).items() if h != run_hash}
+        hit = nested_in(at, others)
+        if hit is not None:
+            raise Refused(
+                f"the workspace {at} would lie inside, or hold, run {hit[0][:12]}'s workspace {hit[1]}"
+            )
+        with open(os.path.join(d, run_hash), "w", encoding="utf-8") as f:
+            f.write(at)
+
+
+def release_workspace(state_dir: str, run_hash: str) -> None:
+    """Drop the workspace claim of ``run_hash`` (idempotent: a run with none is fine)."""
+    d = os.path.join(state_dir, WORKSPACES)
+    if not os.path.isdir(d):
+        return
+    with _claims_locked(state_dir) as d:
+        fsprim.unlink_quiet(os.path.join(d, run_hash))
+
+
+def keep_claims(state_dir: str, live: Collection[str]) -> list[str]:
+    """At a node's start: drop every workspace claim but those of ``live`` (the runs it is about to look
+    at again, which drop their own when they turn out dead); the RUN-HASHes dropped."""
+    d = os.path.join(state_dir, WORKSPACES)
+    if not os.path.isdir(d):
+        return []
+    with _claims_locked(state_dir) as d:
+        gone = sorted(h for h in _claims(d) if h not in live)
+        for h in gone:
+            fsprim.unlink_quiet(os.path.join(d, h))
+    return gone
+
+
+def end_disk(node: JobNode, run_hash: str) -> None:
+    """The run ended (however: a session, ``lost``, refused by the OCX layer): its workspace counts as
+    finished for the node-wide bound and the retention (``disk.Disks.end``; idempotent)."""
+    dsk.Disks(node.state_dir, node.policy.workspaces).end(run_hash)
 
 
 def unfinished(state_dir: str) -> list[str]:
@@ -672,7 +780,15 @@ def unfinished(state_dir: str) -> list[str]:
 
 def adopt(state_dir: str, run_hash: str, node: JobNode | None = None) -> JobRun | Ended:
     """After a node restart: a ``Run`` to ``wait()`` on when the run's processes still live, else the
-    ``Ended`` (``lost``, now recorded). A run that already ended gives its recorded ``Ended``."""
+    ``Ended`` (``lost``, now recorded). A run that already ended gives its recorded ``Ended``. A run
+    found ended or dead drops its workspace claim (``release_workspace``); a live one keeps it."""
+    got = _adopt(state_dir, run_hash, node)
+    if isinstance(got, Ended):
+        release_workspace(state_dir, run_hash)
+    return got
+
+
+def _adopt(state_dir: str, run_hash: str, node: JobNode | None) -> JobRun | Ended:
     d = os.path.join(state_dir, run_hash)
     try:
         with open(os.path.join(d, "ended.json")) as f:
@@ -726,4 +842,5 @@ def adopt(state_dir: str, run_hash: str, node: JobNode | None = None) -> JobRun 
     lost = r._collect(Ended("lost", exit=r._exit_status()))
     r.result = lost
     _write_json(os.path.join(d, "ended.json"), lost.to_json())
+    r.disks.end(run_hash)
     return lost

@@ -21,6 +21,9 @@ root and writable by no one else, made and handed over with ``mkdir``/``fchmod``
 held parent; ``files`` extracts as the sandbox uid into a held folder (``/proc/self/fd/N``); ``clone`` and
 ``checkout`` run fossil as the sandbox uid; passwords reach fossil through ``--args FILE``, never argv.
 Before ``files`` the node pulls the clone (``Target.pull``) and the name is resolved to one check-in.
+``bring_homes`` copies the node's home entries into ``WORKSPACE/home`` as new entries only
+(``paths.copy_in_at``); anything a step already put at ``home/<name>`` is ``Refused`` (``home_refusal``,
+issue 24), so a check-in's symlink there never makes root write, create or chmod outside.
 
 Guarantee: a step failure raises ``StepFailed(index, kind, why)`` and leaves the workspace in place for
 inspection; a path that is, or passes through, a symlink is ``Refused`` before anything is written
@@ -33,9 +36,9 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -50,6 +53,8 @@ if TYPE_CHECKING:
     from sotd.jobs.spec import RunSpec
 
 FOSSIL_TIMEOUT = 600.0
+RESOLVE_TRIES = 4  # fossil whatis, when it cannot read the clone (busy: another run's pull into it)
+RESOLVE_PAUSE = 0.3
 
 
 class PasswordClaims:
@@ -332,14 +337,23 @@ class FossilCarrier:
         self._fossil(["open", repo, ref, "--workdir", dir], cwd=dir, ids=ids)
 
     def resolve(self, repo: str, ref: str) -> str | None:
-        try:
-            p = subprocess.run(
-                [self.fossil, "whatis", ref, "-R", repo], capture_output=True, timeout=FOSSIL_TIMEOUT,
-                check=False, env=self._env(), start_new_session=True,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise RuntimeError(f"fossil whatis: {e}") from None
-        return checkin_hash(p.stdout.decode(errors="replace")) if p.returncode == 0 else None
+        # ``whatis`` exits 0 for a name it does not know ("unknown: NAME"); a non-zero exit is a failure
+        # to read the clone (SQLITE_BUSY while another run's step pulls into it): tried again a few
+        # times, then an error naming the exit, never read as "no such check-in"
+        for attempt in range(RESOLVE_TRIES):
+            try:
+                p = subprocess.run(
+                    [self.fossil, "whatis", ref, "-R", repo], capture_output=True, timeout=FOSSIL_TIMEOUT,
+                    check=False, env=self._env(), start_new_session=True,
+                )  # fmt: skip
+            except (OSError, subprocess.TimeoutExpired) as e:
+                raise RuntimeError(f"fossil whatis: {e}") from None
+            if p.returncode == 0:
+                return checkin_hash(p.stdout.decode(errors="replace"))
+            if attempt + 1 < RESOLVE_TRIES:
+                time.sleep(RESOLVE_PAUSE)
+        tail = (p.stderr or p.stdout).decode(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
+        raise RuntimeError(f"fossil whatis exited {p.returncode}: {tail[0]}")
 
 
 def checkin_hash(whatis: str) -> str | None:
@@ -361,8 +375,16 @@ def chown_tree(top: str, uid: int, gid: int) -> None:
     paths.chown_tree_fd(top, uid, gid, "the workspace")
 
 
-def run_steps(run: RunSpec, root: str, target: Target, carrier: Carrier) -> Prepared:
-    """Run the resolved ``run.workspace`` in order; ``root`` is ``$$root$$``. See the module docstring."""
+def run_steps(
+    run: RunSpec,
+    root: str,
+    target: Target,
+    carrier: Carrier,
+    on_workspace: Callable[[str], None] | None = None,
+) -> Prepared:
+    """Run the resolved ``run.workspace`` in order; ``root`` is ``$$root$$``. See the module docstring.
+    ``on_workspace(at)`` runs right after the first ``directory`` step made the workspace, before anything
+    is written into it (``disk.Disks.make`` mounts its own file system there)."""
     sb, login = run.sandbox, run.process.user
     ids = (sb.uid, sb.gid)
     prep: Prepared | None = None
@@ -376,6 +398,8 @@ def run_steps(run: RunSpec, root: str, target: Target, carrier: Carrier) -> Prep
                     paths.make_workspace(root, s.at, sb.uid, sb.gid, what + ".at")
                 except FileExistsError:
                     raise StepFailed(i, s.kind, f"the workspace {s.at} already exists") from None
+                if prep is None and on_workspace is not None:
+                    on_workspace(s.at)
                 prep = Prepared(workspace=s.at)
                 continue
             assert prep is not None
@@ -429,31 +453,57 @@ def run_steps(run: RunSpec, root: str, target: Target, carrier: Carrier) -> Prep
     return prep
 
 
+def home_refusal(home_entry: str, shown: str, kind: str | None, seen: bool) -> str | None:
+    """Why the home entry ``home_entry`` cannot be copied to ``shown`` (``WORKSPACE/home/<name>``), where
+    ``kind`` is what a workspace step already put there (``None``: nothing) and ``seen`` says an earlier
+    entry of this run has that name; ``None`` when it can. Pure (a table test)."""
+    if seen:
+        return f"the home entry {home_entry} has the same name as another home entry of this run: refused"
+    if kind is not None:
+        return (
+            f"the home entry {home_entry} cannot be copied into the workspace: {shown} is already there"
+            f" ({kind}, put there by a workspace step): refused"
+        )
+    return None
+
+
 def bring_homes(homes: tuple[str, ...], workspace: str, uid: int, gid: int) -> dict[str, str]:
     """Copy each home entry into ``WORKSPACE/home/<name>``, owned by the uid (O7); returns source -> copy.
 
-    A missing entry is ``Refused`` (the node cannot provide that sandbox). The copy is written through
-    the descriptor of ``WORKSPACE/home`` (opened without following links)."""
+    ``WORKSPACE/home`` is made, or opened when a step made it, without following a link; anything
+    already at ``home/<name>`` (a link a check-in holds above all) is ``Refused`` (``home_refusal``)
+    before a byte is copied, and the copy itself is ``paths.copy_in_at``: every entry created new and set
+    (mode, owner, times) through its own descriptor, so root never writes through a path the workspace
+    controls. A missing entry, or one that is or passes through a symlink, is ``Refused`` too (the node
+    cannot provide that sandbox)."""
     out: dict[str, str] = {}
     if not homes:
         return out
     home = os.path.join(workspace, "home")
+    what = "the workspace's home"
     try:
-        fd = paths.make_below(workspace, home, uid, gid, "the workspace's home", last=True)
-    except FileExistsError:
-        fd = paths.open_dir(home, "the workspace's home")
+        try:
+            fd = paths.make_below(workspace, home, uid, gid, what, last=True)
+        except FileExistsError:
+            fd = paths.open_dir(home, what)
+    except OSError as e:
+        raise Refused(f"{what} {home} cannot be opened as a folder: {e.strerror}") from None
     try:
+        seen: set[str] = set()
         for h in homes:
-            if not os.path.exists(h):
-                raise Refused(f"the home entry {h} does not exist on this node")
-            name = os.path.basename(h.rstrip("/"))
-            dest = os.path.join(fd_path(fd), name)
-            if os.path.isdir(h):
-                shutil.copytree(h, dest, symlinks=True, dirs_exist_ok=True)
-            else:
-                shutil.copy2(h, dest, follow_symlinks=False)
-            out[h] = os.path.join(home, name)
+            name = os.path.basename(os.path.normpath(h))
+            shown = os.path.join(home, name)
+            why = home_refusal(h, shown, paths.entry_kind_at(fd, name), name in seen)
+            if why is not None:
+                raise Refused(why)
+            seen.add(name)
+            try:
+                paths.copy_in_at(h, fd, uid, gid, "the home entry")
+            except FileNotFoundError:
+                raise Refused(f"the home entry {h} does not exist on this node") from None
+            except OSError as e:  # a name that appeared meanwhile (a race), or an unreadable entry
+                raise Refused(f"the home entry {h} could not be copied to {shown}: {e.strerror}") from None
+            out[h] = shown
     finally:
         os.close(fd)
-    chown_tree(home, uid, gid)
     return out

@@ -6,17 +6,22 @@ content (spec ocx.md, decisions O2 and O4). The content is never looked at here:
 top-level keys and the values of ``ocx``, ``to`` and ``re``.
 
 Guarantee: ``read_envelope`` never raises on any bytes; it returns an ``Envelope`` or an ``Invalid`` with
-one sentence saying why. ``message_hash`` is Fossil's hash of the bytes (SHA1 under a ``sha1``/``auto``
+one sentence saying why. A valid message nests at most ``MAX_DEPTH`` arrays and objects and holds no text
+UTF-8 cannot carry (a lone surrogate from a ``\\ud800`` escape, in any key or string at any depth: the
+rule of ``sotd.text.uncarried``), so every part of it can be stored, shown and handed on as UTF-8. ``message_hash`` is Fossil's hash of the bytes (SHA1 under a ``sha1``/``auto``
 hash policy, SHA3-256 otherwise), the same value Fossil stores in ``unversioned.hash``.
 
 What would break it: re-serializing bytes before hashing them (the same message must keep one hash), or
-reading the content here (layer 3's business).
+reading the content here (layer 3's business): the depth and text checks walk the content's structure
+and strings without interpreting any of it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+
+from sotd import text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,6 +33,9 @@ MESSAGE_DIR = "ocx/m/"
 MESSAGE_SUFFIX = ".json"
 ENVELOPE_KEYS = ("ocx", "to", "re")
 MAX_LOGIN = 255
+MAX_DEPTH = 64  # arrays and objects, the top-level object counted: the seed's run nests 4
+TOO_DEEP = f"nested too deeply: more than {MAX_DEPTH} levels of arrays and objects"
+NONCE_BYTES = 16
 _HEX = frozenset("0123456789abcdef")
 
 # Fossil's hash-policy values (config 'hash-policy'): 0 sha1, 1 auto, 2 sha3, 3 sha3-only, 4 shun-sha1.
@@ -121,18 +129,21 @@ def read_envelope(data: bytes) -> OcxEnvelope | Invalid:
     if data.startswith(b"\xef\xbb\xbf"):
         return Invalid("not JSON: starts with a byte-order mark")
     try:
-        text = data.decode("utf-8")
+        decoded = data.decode("utf-8")
     except UnicodeDecodeError as e:
         return Invalid(f"not UTF-8: invalid byte at offset {e.start}")
     hook = _Pairs()
     try:
-        doc = json.loads(text, object_pairs_hook=hook, parse_constant=_no_constant)
+        doc = json.loads(decoded, object_pairs_hook=hook, parse_constant=_no_constant)
     except RecursionError:
-        return Invalid("not JSON: nested too deeply")
+        return Invalid(TOO_DEEP)
     except json.JSONDecodeError as e:
         return Invalid(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}")
     except ValueError as e:
-        return Invalid(f"not JSON: {e}")
+        return Invalid(f"not JSON: {e}"[:300])
+    uncarriable = _uncarriable(doc, decoded)
+    if uncarriable is not None:
+        return Invalid(uncarriable)
     if not isinstance(doc, dict):
         return Invalid(f"not a JSON object: the top level is {_json_type(doc)}")
     if hook.last_dup is not None:
@@ -163,6 +174,50 @@ def read_envelope(data: bytes) -> OcxEnvelope | Invalid:
     if not kind:
         return Invalid("the content key is empty")
     return OcxEnvelope(kind, to if has_to else None, re if has_re else None)
+
+
+def _uncarriable(doc: object, raw: str) -> str | None:
+    """Why the parsed ``doc`` (from the JSON text ``raw``) cannot be carried, or None: nesting deeper than
+    ``MAX_DEPTH``, or a key or string holding text UTF-8 cannot carry (``text.uncarried``). The first met
+    in document order is named. Walked without recursion, and only when ``raw`` could hold either (more
+    than ``MAX_DEPTH`` brackets; a ``\\uD…`` escape, the only way JSON text that is UTF-8 makes one)."""
+    deep = raw.count("[") + raw.count("{") > MAX_DEPTH
+    if not deep and "\\ud" not in raw and "\\uD" not in raw:
+        return None
+    # (is a key, value, depth, where): ``where`` is a linked pair (parent's where, key or index), rendered
+    # only on failure; each object's keys are met in order, each before its value
+    todo: list[tuple[bool, object, int, tuple[object, object] | None]] = [(False, doc, 1, None)]
+    while todo:
+        is_key, v, depth, where = todo.pop()
+        if isinstance(v, str):
+            bad = text.uncarried(v)
+            if bad is None:
+                continue
+            if is_key:
+                return (
+                    f"text UTF-8 cannot carry: a key of {_path(where)} holds a lone surrogate "
+                    f"(U+{ord(bad):04X}): {json.dumps(v)[:60]}"
+                )
+            return f"text UTF-8 cannot carry: the string at {_path(where)} holds a lone surrogate (U+{ord(bad):04X})"
+        if isinstance(v, dict | list):
+            if depth > MAX_DEPTH:
+                return TOO_DEEP
+            items = list(v.items()) if isinstance(v, dict) else list(enumerate(v))
+            for k, x in reversed(items):
+                todo.append((False, x, depth + 1, (where, k)))
+                if isinstance(k, str):
+                    todo.append((True, k, depth, where))
+    return None
+
+
+def _path(where: tuple[object, object] | None) -> str:
+    """``$`` then ``["key"]`` or ``[index]`` per level (keys as JSON, cut at 40 characters), at most 200."""
+    parts: list[str] = []
+    while where is not None:
+        parent, k = where
+        parts.append(f"[{k}]" if isinstance(k, int) else f"[{json.dumps(k)[:40]}]")
+        where = parent  # type: ignore[assignment]
+    return ("$" + "".join(reversed(parts)))[:200]
 
 
 def _json_type(v: object) -> str:
@@ -245,6 +300,18 @@ def encode(kind: str, body: object, *, to: str | None = None, re: str | None = N
         doc["re"] = re
     doc[kind] = body
     return json.dumps(doc).encode("utf-8")
+
+
+def with_nonce(data: bytes, nonce: bytes) -> bytes:
+    """``data`` then ``nonce`` written as JSON whitespace, one byte per bit (0 a space, 1 a tab, high bit
+    first): the same JSON value with bytes, and so a hash, that no one knows before the sender posts them.
+
+    Seed 002's envelope has no room for a nonce field (O4: exactly one content key) and the content is
+    layer 3's (a ``run`` refuses unknown fields), so the nonce rides in the whitespace JSON allows after
+    the value, which every JSON reader skips (docs/ocx.md, "Whose bytes"). ``nonce`` is fresh randomness.
+    """
+    bits = "".join(f"{b:08b}" for b in nonce)
+    return data + bits.replace("0", " ").replace("1", "\t").encode("ascii")
 
 
 def encode_answer(re: str, kind: str, body: object) -> bytes:

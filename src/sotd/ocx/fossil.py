@@ -25,12 +25,15 @@ its ssh link fails but no longer prints ``server did not reply`` (``uv_sync`` tu
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shlex
 import sqlite3
+import stat
 import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -193,6 +196,7 @@ def connect(path: str, *, write: bool = False) -> sqlite3.Connection:
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + ("?mode=rw" if write else "?mode=ro")
     try:
         db = sqlite3.connect(uri, uri=True, timeout=10.0)
+        db.text_factory = _text  # a peer's name or login that is not UTF-8 must not stop a read
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as e:
         raise NotFossil(f"ocx: {path} is not a Fossil repository ({e})") from None
@@ -200,6 +204,12 @@ def connect(path: str, *, write: bool = False) -> sqlite3.Connection:
         db.close()
         raise NotFossil(f"ocx: {path} is not a Fossil repository (an SQLite file without Fossil's tables)")
     return db
+
+
+def _text(data: bytes) -> str:
+    """A TEXT value as Python text: UTF-8, any byte that is not kept as a surrogate escape (the index
+    carries such text, ``sotd.text.carry_os``; a name holding it is no message name)."""
+    return data.decode("utf-8", "surrogateescape")
 
 
 def repo_info(path: str) -> RepoInfo:
@@ -300,21 +310,62 @@ def read_messages(path: str, after_uvid: int = 0, name: str | None = None) -> li
     ]
 
 
-def uv_add(repo: str, name: str, data: bytes, user: str) -> None:
-    """Store ``data`` as the unversioned file ``name`` in ``repo``, recorded as written by ``user``."""
+def uv_state(path: str) -> dict[str, tuple[str | None, int]]:
+    """Every ``ocx/`` unversioned file of the repository: name -> (hash, or None for a deletion; mtime)."""
+    db = connect(path)
+    try:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='unversioned'").fetchone():
+            return {}
+        rows = db.execute("SELECT name, hash, mtime FROM unversioned WHERE substr(name, 1, 4) = 'ocx/'")
+        return {str(r[0]): (None if r[1] is None else str(r[1]), int(r[2] or 0)) for r in rows.fetchall()}
+    finally:
+        db.close()
+
+
+MAX_MTIME = 253402300799  # 9999-12-31 23:59:59 UTC: the last time fossil's --mtime can name
+
+
+def _mtime_args(mtime: int | None) -> list[str]:
+    if mtime is None:
+        return []
+    return ["--mtime", time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(min(mtime, MAX_MTIME)))]
+
+
+def uv_add(repo: str, name: str, data: bytes, user: str, *, mtime: int | None = None) -> None:
+    """Store ``data`` as the unversioned file ``name`` in ``repo``, recorded as written by ``user``
+    (``mtime``: the version's time, seconds since 1970; default now)."""
     fd, tmp = tempfile.mkstemp(prefix="ocx-", suffix=".json")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        run(["uv", "add", tmp, "--as", name, "-R", repo, "--user", user])
+        run(["uv", "add", tmp, "--as", name, "-R", repo, "--user", user, *_mtime_args(mtime)])
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
 
 
-def uv_add_file(repo: str, name: str, path: str, user: str) -> None:
+def uv_add_file(repo: str, name: str, path: str, user: str, *, mtime: int | None = None) -> None:
     """Store the file at ``path`` as the unversioned file ``name`` in ``repo``, written by ``user``."""
-    run(["uv", "add", path, "--as", name, "-R", repo, "--user", user], timeout=600.0)
+    run(["uv", "add", path, "--as", name, "-R", repo, "--user", user, *_mtime_args(mtime)], timeout=600.0)
+
+
+def file_hash(path: str, length: int) -> str | None:
+    """The hash of the regular file at ``path`` by the algorithm a hash of ``length`` digits names (40:
+    SHA1, 64: SHA3-256), read through a descriptor opened without following a link; None when it cannot
+    be read or is no regular file."""
+    if length not in (40, 64):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        h = hashlib.sha1(usedforsecurity=False) if length == 40 else hashlib.sha3_256()
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def uv_hash(repo: str, name: str) -> str | None:

@@ -2,19 +2,31 @@
 
 Blocking throughout; the daemon runs ``poll_loop`` in a thread and may call ``sync_once`` on demand from
 another (calls are serialized by a lock). Nothing a peer writes can crash it: a clone that fails to sync
-or scan is reported in the ``SyncReport`` and the next clone goes on; a reader that raises is recorded.
+or scan is reported in the ``SyncReport`` and the next clone goes on; a file that cannot be judged or
+stored is indexed invalid saying why and the rest go on; a reader that raises is recorded.
+
+Write-once (docs/ocx.md, "Write-once"; ``sotd.ocx.writeonce``): valid rows come from the bytes first
+kept under each message name, never from a newer version of the file; after each sync the node puts its
+kept bytes (and the files it stored itself) back wherever its clone or the remote holds other ones.
+Senders (O3): on a clone with a remote, the remote's listing names who it holds each file from; that
+replaces the node's own provisional record of writing it, so the index shows who actually posted it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import urllib.parse
 
+from sotd import _clock, text
 from sotd.ocx import envelope, fossil
 from sotd.ocx.config import check_server_codes
 from sotd.ocx.errors import InvalidMessage, NotDelivered, OcxError
-from sotd.ocx.index import Index, IndexRow
+from sotd.ocx.index import Index, IndexRow, Kept, ScanRow
+from sotd.ocx.writeonce import index_sentence, other_bytes, restore_mtime
+
+log = logging.getLogger("sotd.ocx")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,24 +60,49 @@ class Delivery:
 
 
 class PostResult:
-    __slots__ = ("delivered", "hash", "name", "reason", "repo")
+    """A post's outcome; ``indexed`` says what the index did with it (``writeonce.index_sentence``)."""
 
-    def __init__(self, repo: str, h: str, delivered: bool, reason: str | None) -> None:
+    __slots__ = ("delivered", "hash", "indexed", "name", "reason", "repo")
+
+    def __init__(self, repo: str, h: str, delivered: bool, reason: str | None, indexed: str = "") -> None:
         self.repo = repo
         self.hash = h
         self.name = envelope.message_name(h)
         self.delivered = delivered
         self.reason = reason
+        self.indexed = indexed
 
 
 class CloneReport:
-    __slots__ = ("error", "handed", "new", "repo")
+    __slots__ = ("error", "handed", "new", "repo", "restored")
 
     def __init__(self, repo: str) -> None:
         self.repo = repo
         self.new = 0
         self.handed = 0
+        self.restored = 0
         self.error: str | None = None
+
+
+def scan_row(repo: str, name: str, h: str, verdict: envelope.OcxEnvelope | envelope.Invalid, *,
+             data: bytes, received: float, uvid: int) -> ScanRow:  # fmt: skip
+    """Pure: the index row of one judged file; a valid one carries its bytes to keep (``Kept``)."""
+    if isinstance(verdict, envelope.OcxEnvelope):
+        keep = Kept(name, h, sha1=envelope.hash_by_length(data, 40) or "",
+                    sha3=envelope.hash_by_length(data, 64) or "", data=data, received_at=received, uvid=uvid)  # fmt: skip
+        return ScanRow((repo, name, h, verdict.kind, verdict.to, verdict.re, 1, None, len(data), received, uvid),
+                       keep)  # fmt: skip
+    return ScanRow((repo, name, h, None, None, None, 0, verdict.reason, len(data), received, uvid))
+
+
+def judged(name: str, data: bytes, policy: str | None) -> tuple[str, envelope.OcxEnvelope | envelope.Invalid]:
+    """``envelope.judge``, and should it ever raise, an invalid verdict naming the error (never a stop)."""
+    try:
+        return envelope.judge(name, data, policy)
+    except Exception as e:  # judge never raises by contract; a bug must not stop the index
+        return envelope.message_hash(data, policy), envelope.Invalid(
+            f"could not be judged: {type(e).__name__}"
+        )
 
 
 class NodeClones:
@@ -77,6 +114,7 @@ class NodeClones:
         self._readers: dict[str, list[tuple[str, Callable[[Delivery], None]]]] = {}
         self._lock = threading.RLock()
         self._codes: dict[str, str] | None = None
+        self._cannot_restore: set[tuple[str, str]] = set()  # (clone, name) already logged as not put back
 
     def close(self) -> None:
         self.index.close()
@@ -119,9 +157,26 @@ class NodeClones:
         return handed
 
     def message_bytes(self, clone: CloneConfig, name: str) -> bytes:
-        """The bytes of the message file ``name`` in ``clone`` (empty when it cannot be read)."""
+        """The valid bytes of the message ``name`` in ``clone``: those kept when first seen, whatever the
+        clone holds now; else the clone's (empty when it cannot be read)."""
+        kept = self.index.kept_bytes(clone.name, name)
+        if kept is not None:
+            return kept
         r = fossil.read_message(clone.repository, name)
         return r.data if r is not None else b""
+
+    def row_bytes(self, row: IndexRow) -> bytes | None:
+        """The bytes an index row is about: a valid row's kept bytes; an invalid row's bytes while its
+        clone still holds them under its name (None once it holds other ones, or none)."""
+        repo, name, h = str(row["repo"]), str(row["name"]), str(row["hash"])
+        if row["valid"]:
+            kept = self.index.kept_bytes(repo, name)
+            if kept is not None:
+                return kept
+        got = fossil.read_message(self.config.clone(repo).repository, name)
+        if got is None or envelope.hash_by_length(got.data, len(h)) != h:
+            return None
+        return got.data
 
     def thread(self, root: str, repo: str) -> dict[str, tuple[str, str, str, str]]:
         """Every valid message of clone ``repo`` answering ``root`` or an answer of it, read under the
@@ -143,58 +198,147 @@ class NodeClones:
     # --- scanning ------------------------------------------------------------------------------------
 
     def scan(self, clone: CloneConfig, listing: dict[str, tuple[str, str | None]] | None = None) -> int:
-        """Index the clone's new ``ocx/m/`` files; record senders; returns how many files were new."""
+        """Index the clone's new ``ocx/`` message files; record senders; returns how many files were new."""
         info = fossil.repo_info(clone.repository)
         after, _ = self.index.cursor(clone.name)
-        rows = fossil.read_messages(clone.repository, after)
-        out: list[tuple[object, ...]] = []
-        top = after
-        for r in rows:
-            h, verdict = envelope.judge(r.name, r.data, info.hash_policy)
-            if isinstance(verdict, envelope.OcxEnvelope):
-                fields: tuple[object, ...] = (verdict.kind, verdict.to, verdict.re, 1, None)
-            else:
-                fields = (None, None, None, 0, verdict.reason)
-            received = r.rcv_time if r.rcv_time is not None else float(r.mtime)
-            out.append((clone.name, r.name, h, *fields, len(r.data), received, r.uvid))
-            top = max(top, r.uvid)
-            if r.rcv_addr == fossil.LOCAL_ADD:
-                self.index.set_provenance(clone.name, h, r.rcv_login, "local", "local")
-            elif clone.url is None:  # a hub: this clone is where the message was first received
-                self.index.set_provenance(clone.name, h, r.rcv_login, r.rcv_addr, "first-receipt")
-        self.index.add_messages(clone.name, info.server_code, out, top)
+        rows, top = self._judge(clone, fossil.read_messages(clone.repository, after), info.hash_policy, after)
+        self._record(clone, info.server_code, rows, top, replace=False)
         if listing is not None:
             self._senders_from(clone, listing)
-        return len(out)
+        return len(rows)
+
+    def _judge(
+        self, clone: CloneConfig, uv: list[fossil.UvRow], policy: str | None, top: int
+    ) -> tuple[list[ScanRow], int]:
+        """The rows of ``uv`` (each file judged: name, then envelope), the highest ``uvid``; a right-named
+        file's first-receipt sender recorded on the way (a misnamed one's is nobody's: its bytes may copy
+        another's message)."""
+        out: list[ScanRow] = []
+        for r in uv:
+            name = text.carry_os(r.name)  # a name that is not UTF-8 is stored as text UTF-8 carries
+            h, verdict = judged(r.name, r.data, policy)
+            received = r.rcv_time if r.rcv_time is not None else float(r.mtime)
+            out.append(scan_row(clone.name, name, h, verdict, data=r.data, received=received, uvid=r.uvid))
+            top = max(top, r.uvid)
+            if h != envelope.hash_from_name(r.name):
+                continue
+            login = None if r.rcv_login is None else text.carry_os(r.rcv_login)
+            addr = None if r.rcv_addr is None else text.carry_os(r.rcv_addr)
+            if r.rcv_addr == fossil.LOCAL_ADD:
+                self.index.set_provenance(clone.name, h, login, "local", "local")
+            elif clone.url is None:  # a hub: this clone is where the message was first received
+                self.index.set_provenance(clone.name, h, login, addr, "first-receipt")
+        return out, top
+
+    def _record(self, clone: CloneConfig, code: str, rows: list[ScanRow], top: int, *, replace: bool) -> None:
+        for why in self.index.record_scan(clone.name, code, rows, top, replace=replace):
+            log.warning("ocx: %s: a file was indexed as invalid: %s", clone.name, why)
 
     def _senders_from(self, clone: CloneConfig, listing: dict[str, tuple[str, str | None]]) -> None:
+        """Each message's sender as the remote records it, where none is known or only this node's own
+        record of writing it (the remote holds it from whoever pushed those bytes first)."""
         host = urllib.parse.urlsplit(clone.url or "").hostname or ""
-        for h in self.index.unknown_senders(clone.name):
+        for h in self.index.unconfirmed_senders(clone.name):
             got = listing.get(envelope.message_name(h))
             if got and got[1] and self._same_bytes(clone, h, got[0]):
-                self.index.set_provenance(clone.name, h, got[1], None, f"remote {host}")
+                self.index.confirm_sender(clone.name, h, text.carry(got[1]), f"remote {host}")
 
     def _same_bytes(self, clone: CloneConfig, h: str, remote_hash: str) -> bool:
-        """True when the remote's file named for ``h`` holds the bytes this clone holds under that name.
+        """True when the remote's file named for ``h`` holds the bytes this node holds under that name.
 
         Fossil lists the hash it stored, by the remote's hash policy: usually ``h`` itself, but a 64-digit
-        (SHA3) name in a repository whose policy is ``sha1`` is stored with its SHA1, so then the clone's
-        bytes are hashed the remote's way.
+        (SHA3) name in a repository whose policy is ``sha1`` is stored with its SHA1, so then the node's
+        bytes (those kept, else the clone's) are hashed the remote's way.
         """
         if remote_hash == h:
             return True
         if len(remote_hash) == len(h):
             return False
-        row = fossil.read_message(clone.repository, envelope.message_name(h))
-        return row is not None and envelope.hash_by_length(row.data, len(remote_hash)) == remote_hash
+        name = envelope.message_name(h)
+        data = self.index.kept_bytes(clone.name, name)
+        if data is None:
+            row = fossil.read_message(clone.repository, name)
+            data = row.data if row is not None else None
+        return data is not None and envelope.hash_by_length(data, len(remote_hash)) == remote_hash
 
     def rebuild(self, repo: str | None = None) -> None:
-        """Forget the messages of ``repo`` (or every clone) and index them again from the clone."""
+        """Index the messages of ``repo`` (or every clone) again, from the clone and the kept bytes, in one
+        transaction per clone: the valid rows of kept bytes stay though the clone holds other ones now."""
         with self._lock:
             for c in self.config.clones:
                 if repo is None or c.name == repo:
-                    self.index.forget_clone(c.name)
-                    self.scan(c)
+                    info = fossil.repo_info(c.repository)
+                    rows, top = self._judge(c, fossil.read_messages(c.repository, 0), info.hash_policy, 0)
+                    rows += self._kept_rows(c, {(sr.row[1], sr.row[2]) for sr in rows}, info.hash_policy)
+                    self._record(c, info.server_code, rows, top, replace=True)
+
+    def _kept_rows(
+        self, clone: CloneConfig, have: set[tuple[object, object]], policy: str | None
+    ) -> list[ScanRow]:
+        """The rows of the messages kept for ``clone`` that ``have`` (name, hash) lacks, judged again."""
+        out = []
+        for k in self.index.kept(clone.name):
+            if (k.name, k.hash) not in have:
+                h, verdict = judged(k.name, k.data, policy)
+                out.append(
+                    scan_row(clone.name, k.name, h, verdict, data=k.data, received=k.received_at, uvid=k.uvid)
+                )
+        return out
+
+    # --- write-once ----------------------------------------------------------------------------------
+
+    def _warn_once(self, key: tuple[str, str], msg: str, *args: object) -> None:
+        """Log a name that cannot be put back once per process, not at every sync."""
+        if key not in self._cannot_restore:
+            self._cannot_restore.add(key)
+            log.warning(msg, *args)
+
+    def restore(self, clone: CloneConfig, listing: dict[str, tuple[str, str | None]] | None) -> int:
+        """Put back into the clone every kept message and every file this node stored itself wherever the
+        clone or the remote holds other bytes under its name (``writeonce.other_bytes``), dated newer than
+        the version replaced; the next sync carries them to the remote. Returns how many were put back."""
+        held = fossil.uv_state(clone.repository)
+        now = _clock.now()
+
+        def listed(name: str) -> str | None:
+            got = listing.get(name) if listing is not None else None
+            return got[0] if got else None
+
+        put = 0
+        for k in self.index.kept(clone.name, data=False):
+            why = other_bytes((k.sha1, k.sha3), held.get(k.name), listed(k.name))
+            if why is None:
+                continue
+            data = self.index.kept_bytes(clone.name, k.name) or b""
+            try:
+                fossil.uv_add(
+                    clone.repository, k.name, data, clone.login, mtime=restore_mtime(now, held.get(k.name))
+                )
+            except OcxError as e:
+                self._warn_once((clone.name, k.name), "ocx: %s: %s: %s; cannot put its first bytes back: %s",
+                                clone.name, k.name, why, e.message)  # fmt: skip
+                continue
+            log.warning("ocx: %s: %s: %s; its first valid bytes are put back", clone.name, k.name, why)
+            put += 1
+        for name, h, path in self.index.published(clone.name):
+            why = other_bytes((h,), held.get(name), listed(name))
+            if why is None:
+                continue
+            if fossil.file_hash(path, len(h)) != h:
+                self._warn_once((clone.name, name), "ocx: %s: %s: %s; this node's copy %s is gone or changed: "
+                                "not put back", clone.name, name, why, path)  # fmt: skip
+                continue
+            try:
+                fossil.uv_add_file(
+                    clone.repository, name, path, clone.login, mtime=restore_mtime(now, held.get(name))
+                )
+            except OcxError as e:
+                self._warn_once((clone.name, name), "ocx: %s: %s: %s; cannot put it back: %s", clone.name, name,
+                                why, e.message)  # fmt: skip
+                continue
+            log.warning("ocx: %s: %s: %s; this node's bytes are put back", clone.name, name, why)
+            put += 1
+        return put
 
     # --- syncing -------------------------------------------------------------------------------------
 
@@ -305,6 +449,9 @@ class NodeClones:
                     rep.error = f"ocx: {type(e).__name__}: {e}"
                 try:  # what the clone holds is indexed and handed even when its remote failed
                     rep.new = self.scan(clone, listing)
+                    rep.restored = self.restore(clone, listing)
+                    if rep.restored:  # (the files put back are not counted as new: their rows stand)
+                        self._carry_restored(clone, rep)
                     rep.handed = self.hand_off(clone, codes[clone.name])
                 except OcxError as e:
                     rep.error = rep.error or e.message
@@ -313,18 +460,34 @@ class NodeClones:
                 reports.append(rep)
             return reports
 
+    def _carry_restored(self, clone: CloneConfig, rep: CloneReport) -> None:
+        """After ``restore``: sync the clone again (when it has a remote that answered) so what was put
+        back reaches the remote now, then index it; a failure is reported, never raised."""
+        listing = None
+        if clone.url is not None and rep.error is None:
+            try:
+                listing = self._sync_clone(clone)
+                self._confirm(clone, listing)
+            except OcxError as e:
+                rep.error = e.message
+        self.scan(clone, listing)
+
     def upload(self, repo: str, name: str, path: str) -> str | None:
         """Store the file ``path`` as the unversioned file ``name`` in the clone ``repo`` (not synced yet;
         see ``push``); the hash Fossil stored."""
         clone = self.config.clone(repo)
         with self._lock:
             fossil.uv_add_file(clone.repository, name, path, clone.login)
-            return fossil.uv_hash(clone.repository, name)
+            stored = fossil.uv_hash(clone.repository, name)
+            if stored is not None:  # kept: put back if another version replaces it (``restore``)
+                self.index.set_published(clone.name, name, stored, path)
+            return stored
 
     def remove_upload(self, repo: str, name: str) -> None:
         """Take the unversioned file ``name`` out of the clone ``repo`` again (before it is pushed)."""
         clone = self.config.clone(repo)
         with self._lock:
+            self.index.drop_published(clone.name, name)
             fossil.run(["uv", "rm", name, "-R", clone.repository])
 
     def push(self, repo: str) -> CloneReport:
@@ -376,13 +539,12 @@ class NodeClones:
             if self.index.post_state(clone.name, h) != ("delivered", None):
                 self.index.set_post(clone.name, h, "pending", None)
             if not sync:
-                self.scan(clone)
-                return PostResult(clone.name, h, False, "not synced yet")
+                return PostResult(clone.name, h, False, "not synced yet", self._indexed(clone, h, None))
             try:
                 listing = self._sync_clone(clone)
             except OcxError:
                 # the message stays in the clone and in the index as pending; a later sync sends it
-                with contextlib.suppress(OcxError):
+                with contextlib.suppress(Exception):
                     self.scan(clone)
                 raise
             state, reason = self._delivery_state(clone, h, listing)
@@ -390,16 +552,32 @@ class NodeClones:
                 listing = self._sync_clone(clone)
                 state, reason = self._delivery_state(clone, h, listing)
             self.index.set_post(clone.name, h, state, reason)
-            self.scan(clone, listing)
-            return PostResult(clone.name, h, state == "delivered", reason)
+            return PostResult(clone.name, h, state == "delivered", reason, self._indexed(clone, h, listing))
 
-    def answer(self, repo: str, re: str, kind: str, body: object) -> PostResult:
-        """Write ``{"ocx": 2, "re": re, kind: body}`` into ``repo`` and sync it (see ``post``)."""
+    def _indexed(self, clone: CloneConfig, h: str, listing: dict[str, tuple[str, str | None]] | None) -> str:
+        """Scan the clone after a post and say what the index did with ``h``; never raises: the message is
+        in the clone (delivered, or pending), and what any other file does to the scan is only reported."""
+        error = None
+        try:
+            self.scan(clone, listing)
+        except Exception as e:  # the post stands; the sentence says why the index has no row yet
+            error = e.message if isinstance(e, OcxError) else f"{type(e).__name__}: {e}"
+        try:
+            row = self.index.row(clone.name, envelope.message_name(h), h)
+        except Exception as e:
+            row, error = None, error or f"{type(e).__name__}: {e}"
+        return index_sentence(h, row, error)
+
+    def answer(
+        self, repo: str, re: str, kind: str, body: object, *, nonce: bytes | None = None
+    ) -> PostResult:
+        """Write ``{"ocx": 2, "re": re, kind: body}`` into ``repo`` and sync it (see ``post``); with
+        ``nonce``, bytes of its own (``envelope.with_nonce``: ``sotd ocx answer``)."""
         try:
             data = envelope.encode_answer(re, kind, body)
         except (ValueError, TypeError) as e:
             raise InvalidMessage(f"ocx: cannot answer: {e}") from None
-        return self.post(repo, data)
+        return self.post(repo, data if nonce is None else envelope.with_nonce(data, nonce))
 
 
 def require_delivered(result: PostResult) -> PostResult:

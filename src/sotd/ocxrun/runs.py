@@ -320,8 +320,11 @@ class Runs:
             a.run = r
 
     def finish(self, a: Active, ended: runner.Ended, phase: str) -> None:
-        """Write ``ended`` (unless already written), then store the outputs and logs, then sync."""
+        """Write ``ended`` (unless already written), then store the outputs and logs, then sync. The run's
+        password and workspace claims end here, whatever ended it."""
         self.jobs.passwords.release(a.run_hash)
+        runner.release_workspace(self.jobs_dir, a.run_hash)
+        runner.end_disk(self.jobs, a.run_hash)  # idempotent: a session, a lost or refused run ends here too
         if PHASES.index(phase) < PHASES.index("ended"):
             self.answer(a, "ended", ended.body())
             self.record(a, "ended")
@@ -366,14 +369,21 @@ class Runs:
         try:
             names = sorted(os.listdir(self.answers_dir))
         except OSError:
-            return []
-        out = []
+            names = []
+        recs = []
         for n in names:
             if not n.endswith(".json"):
                 continue
             rec = self._read_record(n[: -len(".json")])
             if rec is None or rec.get("phase") == "done" or rec.get("phase") not in PHASES:
                 continue
+            recs.append(rec)
+        # the workspace claims of runs that ended, or never got this far, go now; the runs looked at
+        # again below keep theirs until they turn out dead (issue 24: a claim outlived its run)
+        for h in runner.keep_claims(self.jobs_dir, {str(r.get("run")) for r in recs}):
+            log.info("ocx: run %s: its workspace claim outlived it; dropped", h[:12])
+        out = []
+        for rec in recs:
             a = Active(rec["run"], rec["repo"], rec["to"], rec["sender"])
             try:
                 self.node.config.clone(a.repo)

@@ -98,6 +98,16 @@ def session_handle(run_hash: str) -> str:
     return "ocx-" + run_hash[:16]
 
 
+def _plain_folder(path: str) -> bool:
+    """``path`` is a folder reached without following a link: the row (started as root) may start in it.
+    A ``process.cwd`` through a link the check-in holds starts the row in the workspace instead."""
+    try:
+        os.close(paths.open_dir(path, "the session's folder"))
+    except (OSError, Refused):
+        return False
+    return True
+
+
 class SessionRun(runner.JobRun):
     """The executor's preparation of a ``session: true`` run (policy, steps, homes, sandbox), without its
     process: ``argv`` is what the session's row runs. ``hosted`` is False on a node without terminal rows
@@ -120,13 +130,13 @@ class SessionRun(runner.JobRun):
         os.makedirs(self.dir, mode=0o700, exist_ok=False)
         ws = self.values["workspace"]
         uid, gid = run.sandbox.uid, run.sandbox.gid
-        inbox = os.path.join(ws, SESSION_INBOX)
-        outbox = os.path.join(ws, SESSION_OUTBOX)
-        try:
-            os.close(os.open(inbox, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-            os.mkdir(outbox, 0o700)
-            for p in (inbox, outbox):
-                os.chown(p, uid, gid, follow_symlinks=False)
+        try:  # new entries in the held workspace, set through their own descriptors (no link followed)
+            wfd = paths.open_dir(ws, "the workspace")
+            try:
+                os.close(paths.make_file_at(wfd, SESSION_INBOX, 0o600, uid, gid))
+                os.close(paths.make_dir_at(wfd, SESSION_OUTBOX, 0o700, uid, gid))
+            finally:
+                os.close(wfd)
         except OSError as e:
             raise Refused(f"this node could not prepare the session's inbox and outbox: {e}") from None
         assert self.plan is not None
@@ -276,7 +286,7 @@ class Session:
 
     def drive(self) -> None:
         a, r = self.a, self.r
-        cwd = self.proc.cwd if self.proc.cwd and os.path.isdir(self.proc.cwd) else self.ws
+        cwd = self.proc.cwd if self.proc.cwd and _plain_folder(self.proc.cwd) else self.ws
         try:
             self.row = self.host.open(
                 run_hash=a.run_hash, label=f"ocx-{a.run_hash[:12]}", root=cwd, argv=r.argv, handle=self.handle,
@@ -322,11 +332,11 @@ class Session:
                 return "stopped", None
             if self.r.deadline is not None and time.monotonic() >= self.r.deadline:
                 return "timed_out", None
-            if self.r.limits.disk is not None and time.monotonic() >= next_disk:
+            if self.r.own_fs() or time.monotonic() >= next_disk:  # its own file system: a cheap statvfs
                 next_disk = time.monotonic() + runner.DISK_POLL
-                if self.r.disk_used() > self.r.limits.disk:
+                if self.r.disk_hit():
                     self.hit = "disk"
-                    return "limit", None  # the workspace's disk bound
+                    return "limit", self.r.disk_why("disk")  # the workspace's disk bound
             if self.r.cgroups is not None and lim.over_budget(
                 self.r.cgroups.cpu_seconds(), self.r.limits.cpu
             ):
@@ -393,12 +403,17 @@ class Session:
         Opened one component at a time without following a link: the session may have replaced it."""
         path = os.path.join(self.ws, SESSION_INBOX)
         try:
-            fd = paths.open_nofollow(path, "the session's inbox", flags=os.O_WRONLY | os.O_APPEND)
+            fd = paths.open_nofollow(
+                path, "the session's inbox", flags=os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK
+            )
         except (OSError, Refused) as e:
             log.warning("ocx: run %s: %s not mirrored: %s", self.a.run_hash[:12], path,
                         e.message if isinstance(e, Refused) else e)  # fmt: skip
             return
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device the session put there
+                log.warning("ocx: run %s: %s not mirrored: not a regular file", self.a.run_hash[:12], path)
+                return
             os.write(fd, (json.dumps(line) + "\n").encode("utf-8"))
         finally:
             os.close(fd)

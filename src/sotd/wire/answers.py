@@ -3,6 +3,8 @@
 Spec: behaviour 2.1 (a refused hello), 2.3 (``comm.file``'s codes ``not_here | no_live_session |
 bad_handle | file_failed``, ``agent.join``'s, ``agent.send``'s, ``unknown op``), D4, D5. Guarantee: each
 code is written once, here; a refusal always carries both ``error`` (the spec's sentence) and ``code``.
+Another daemon's answer (or any long value) that one of ours quotes is cut to ``QUOTE_MAX`` characters
+(``cut_text``, ``quoted_answer``), so quoting never outgrows the line bound (issue 25).
 What would break it: a caller spelling a code by hand (a typo is then a new code no client knows).
 
 Pure and a leaf of ``sotd.wire`` (stdlib only; ``json`` is imported by the one function that quotes).
@@ -101,6 +103,24 @@ def quoted(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+QUOTE_MAX = 4096  # characters of another daemon's answer (or any long text) one of our answers quotes
+
+
+def cut_text(text: str, limit: int = QUOTE_MAX) -> str:
+    """``text`` when it has at most ``limit`` characters, else its first ``limit`` and how long it was: a
+    quoted answer never grows an answer of ours past the line bound (issue 25). Pure."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters in all)"
+
+
+def quoted_answer(answer: object) -> str:
+    """Another daemon's odd answer as one of our refusals quotes it: JSON, cut to ``QUOTE_MAX``."""
+    import json
+
+    return cut_text(json.dumps(answer, ensure_ascii=False))
+
+
 def unknown_op(op: str) -> dict[str, Any]:
     """What a daemon answers for an op it does not serve (behaviour 2.3: an older daemon's answer)."""
     return refusal(UNKNOWN_OP, f"unknown op: {op}")
@@ -114,11 +134,14 @@ def internal(error: BaseException) -> dict[str, Any]:
 __all__ = [
     "CODES",
     "OK",
+    "QUOTE_MAX",
     "code_of",
+    "cut_text",
     "internal",
     "is_ok",
     "ok_with",
     "quoted",
+    "quoted_answer",
     "refusal",
     "refusal_text",
     "unknown_op",

@@ -11,6 +11,9 @@ never buffers more than the bound: a line longer than 1 MiB is refused as soon a
 even before its newline arrives. After an error the decoder stays failed (envelopes completed before the bad
 line in the same feed are still returned; the error comes with the next feed).
 
+``line_length`` and ``request_length`` measure a frame before it is sent, so the daemon can answer "too
+long" in words where it builds one (issue 25) rather than fail at ``encode``.
+
 What would break it: parsing with a lenient JSON reader (NaN, UTF-16 autodetection) or accepting a line the
 other implementations would refuse.
 """
@@ -137,6 +140,21 @@ def encode(env: Envelope) -> bytes:
     if len(line) > MAX_LINE:
         raise WireError(f"envelope longer than {MAX_LINE} bytes")
     return line + b"\n"
+
+
+def line_length(env: Envelope) -> int:
+    """The bytes of ``env``'s line, newline excluded (``WireError`` when it is not JSON). Pure."""
+    try:
+        return len(json_text(env.to_dict()).encode("utf-8"))
+    except (ValueError, TypeError) as e:
+        raise WireError(f"envelope is not JSON ({e})") from None
+
+
+def request_length(op: str, payload: dict[str, Any]) -> int:
+    """The bytes of the line a request of ours would be, measured with the widest id, so a frame the
+    daemon builds (an offer, a forward: the sender's frame plus ``forwarded`` and ``expires``) is checked
+    against ``MAX_LINE`` where it is built, whatever id it is later sent with. Pure."""
+    return line_length(Envelope(U64_MAX, "req", op, payload))
 
 
 def _blob_len(env: Envelope) -> int:

@@ -4,13 +4,16 @@ daemon takes from a request).
 Spec: behaviour 2.3 (``comm.file {from, to, text, broadcast, forwarded}``, ``agent.join {workspace_id,
 handle}``, ``agent.send``, ``version.query``, ``workspace.*``), seed 000 "The wire"; ``expires`` (ours,
 docs/protocol.md): the sender's wall clock when it stops waiting.
-Guarantee: a reader never fails on a field the spec gives a default (``from`` and ``text`` not strings
-read as ``""``, ``broadcast`` and ``forwarded`` are true only when ``true``, an ``expires`` that is not a
+Guarantee: a reader never fails on a field the spec gives a default (``text`` not a string reads as
+``""``, ``broadcast`` and ``forwarded`` are true only when ``true``, an ``expires`` that is not a
 number is no deadline) and refuses what the verdict order refuses first (``comm.file`` to a value that is
-not a handle: ``bad_handle``, as a ``RemoteProtocolError`` that keeps the connection); a builder writes
-the keys in the order the 0.6.6 scripts do and leaves out an optional key that was not given.
-What would break it: a reader stricter than the spec's defaults (a 0.6.6 client's frame refused), or a
-daemon reading a payload field by hand beside the reader (the two then disagree on a default).
+not a handle, then -- ours, issue 25 -- from one: ``bad_handle``, as a ``RemoteProtocolError`` that keeps
+the connection); a builder writes the keys in the order the 0.6.6 scripts do and leaves out an optional key
+that was not given.
+What would break it: a reader stricter than the spec's defaults (a 0.6.6 client's frame refused: those
+always send their own handle as ``from``), a reader that files a ``from`` which is not a handle (it reaches
+every reader's poll line: an escape sequence, a newline, 4 KiB), or a daemon reading a payload field by
+hand beside the reader (the two then disagree on a default).
 
 Pure: a leaf of ``sotd.wire`` (imports ``sotd.handles``, ``sotd.wire.answers``, ``sotd.wire.errors``).
 """
@@ -72,6 +75,20 @@ def not_a_handle(to: object) -> RemoteProtocolError:
     return RemoteProtocolError(f"not a handle: {answers.quoted(to)}", code=answers.BAD_HANDLE, closes=False)
 
 
+SENDER_QUOTED_MAX = 128  # characters of a refused ``from`` quoted in the answer (a handle is at most 64)
+
+
+def sender_not_a_handle(frm: object) -> RemoteProtocolError:
+    """Ours (issue 25 item 1), right after step 1: ``from`` is not a handle (missing, not a string, or
+    not 1-64 of ``A-Za-z0-9._-``); the value quoted as step 1 quotes, its quoted text cut after
+    ``SENDER_QUOTED_MAX`` characters (then ``"…``) so the answer stays small whatever was sent, a string
+    or a long array (the connection stays open)."""
+    text = answers.quoted(frm)
+    if len(text) > SENDER_QUOTED_MAX + 2:
+        text = text[: SENDER_QUOTED_MAX + 1] + '"…'
+    return RemoteProtocolError(f"the sender is not a handle: {text}", code=answers.BAD_HANDLE, closes=False)
+
+
 class CommFile:
     """A ``comm.file`` request as the daemon reads it (``read_comm_file``)."""
 
@@ -117,6 +134,11 @@ def read_to(payload: dict[str, Any]) -> object:
     return payload.get("to")
 
 
+def read_from(payload: dict[str, Any]) -> object:
+    """The ``from`` of a ``comm.file`` as sent (``None`` when missing): checked right after ``to``."""
+    return payload.get("from")
+
+
 def read_expires(payload: dict[str, Any]) -> float | None:
     """A frame's deadline: its ``expires`` when that is a number, else None (no deadline)."""
     expires = payload.get("expires")
@@ -124,15 +146,19 @@ def read_expires(payload: dict[str, Any]) -> float | None:
 
 
 def read_comm_file(payload: dict[str, Any]) -> CommFile:
-    """A ``comm.file`` request; ``RemoteProtocolError`` (``bad_handle``) when ``to`` is not a handle."""
+    """A ``comm.file`` request; ``RemoteProtocolError`` (``bad_handle``) when ``to``, then ``from``, is
+    not a handle."""
     to = read_to(payload)
     if not handles.is_valid(to):
         raise not_a_handle(to)
     assert isinstance(to, str)
-    frm = payload.get("from")
+    frm = read_from(payload)
+    if not handles.is_valid(frm):
+        raise sender_not_a_handle(frm)
+    assert isinstance(frm, str)
     text = payload.get("text")
     return CommFile(
-        frm if isinstance(frm, str) else "",
+        frm,
         to,
         text if isinstance(text, str) else "",
         broadcast=payload.get("broadcast") is True,

@@ -8,6 +8,8 @@ state x input -> next state, action), so a peer can never reach an op before an 
 nothing it sends makes the machine raise: its faults come back as a ``Close`` carrying a
 ``RemoteProtocolError``. Our own misuse (feeding bytes after the machine closed or saw the end, answering a
 request it never handed out, or twice) raises ``LocalProtocolError`` and sends nothing.
+Every answer line it makes fits the 1 MiB bound (``answer_line``: a payload that would outgrow it is cut
+to fit, keeping a refusal's code), so an asker always hears an answer (issue 25).
 What would break it: a shell that runs a request it was not handed in a ``Run``, or that reads the hello
 itself (the table would then no longer be the whole rule).
 
@@ -214,8 +216,9 @@ class ServerConnection:
     def answer(self, env: Envelope, payload: dict[str, Any]) -> bytes:
         """The bytes answering request ``env`` (handed out in a ``Run``) with ``payload``.
 
-        ``LocalProtocolError`` for a request never handed out or already answered; ``WireError`` for a
-        payload no envelope can carry (too long, not JSON).
+        ``LocalProtocolError`` for a request never handed out or already answered; a payload too long for
+        the line bound is cut to fit (``answer_line``); ``WireError`` only for one no envelope can carry
+        even so (not JSON, an op name past the bound).
         """
         left = self._handed.get(env.id, 0)
         if left <= 0:
@@ -285,9 +288,30 @@ class ServerConnection:
         out.append(Close(err, log, level))
 
 
+def fitted_answer(payload: dict[str, Any], why: str) -> dict[str, Any]:
+    """What is said instead of an answer too long for the line bound (``why``): a refusal keeps its code
+    and the start of its sentence (``answers.cut_text``); anything else is an ``internal`` refusal saying
+    it could not be sent. Pure."""
+    text = answers.refusal_text(payload)
+    code = answers.code_of(payload)
+    if text is not None and isinstance(code, str) and code:
+        return answers.refusal(code, answers.cut_text(text))
+    return answers.refusal(answers.INTERNAL, f"the answer could not be sent: {answers.cut_text(why)}")
+
+
+def answer_line(rid: int, op: str, payload: dict[str, Any]) -> bytes:
+    """The answer line (kind ``res``) to request ``rid`` of ``op``, always within the line bound when the
+    op's name is: a payload that would outgrow it (a refusal quoting a long value, an answer relayed from
+    another daemon) is cut to fit (``fitted_answer``), so the asker always hears an answer (issue 25)."""
+    try:
+        return encode(Envelope(rid, "res", op, payload))
+    except WireError as e:
+        return encode(Envelope(rid, "res", op, fitted_answer(payload, e.message)))
+
+
 def _response(env: Envelope, payload: dict[str, Any]) -> bytes:
     """The answer line to ``env``: its id and op, kind ``res``."""
-    return encode(Envelope(env.id, "res", env.op, payload))
+    return answer_line(env.id, env.op, payload)
 
 
 __all__ = [
@@ -299,6 +323,7 @@ __all__ = [
     "Resolve",
     "ServeRequest",
     "ServerConnection",
+    "answer_line",
     "classify",
     "describe",
 ]

@@ -204,11 +204,16 @@ def write_tick(path: str, value: str) -> bool:
 
 
 def read_tick(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read().strip()
+    try:  # never through a link (docs/contract.md, "Never through a link"): a planted one reads as none
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return ""
+    try:
+        return os.read(fd, 1 << 12).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 def status_event(verb: str, text: str | None = None, extra_env: dict[str, str] | None = None) -> None:

@@ -354,7 +354,7 @@ def _record_feedback(ctx: Context, key: str, reason: str) -> None:
     path = ctx.layout.state(f"stop-feedback-{key}.jsonl")
     line = json.dumps({"ts": _clock.stamp(), "reason": reason}, ensure_ascii=False) + "\n"
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
             os.write(fd, line.encode())
         finally:

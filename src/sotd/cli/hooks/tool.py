@@ -82,7 +82,7 @@ def _count_call(lay: Layout, key: str) -> None:
     try:
         fd = os.open(
             lay.state(f"calls-{key}.count"),
-            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW,
             0o600,
         )
     except OSError:
