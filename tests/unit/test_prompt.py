@@ -23,6 +23,7 @@ NB = "\u00a0"
 W = 80
 RULE = "─" * W
 HEADER = ["╭───╮ Claude Code v2", "", "● I looked at the files.", ""]
+FOOTER = ["  ? for shortcuts"]  # the row Claude Code draws under an empty prompt's box
 
 
 def box(
@@ -36,7 +37,7 @@ def box(
     dim: set[int] | None = None,
     width: int = W,
 ) -> Screen:
-    lines = [*(HEADER if above is None else above), top, row, bottom, *(below or [])]
+    lines = [*(HEADER if above is None else above), top, row, bottom, *(FOOTER if below is None else below)]
     y = lines.index(row, len(HEADER if above is None else above))
     return Screen.of(lines, None if x is None else (x, y), width, {y: dim} if dim else None)
 
@@ -66,7 +67,8 @@ FREE = [
     ("footer under the box", box(f"❯{NB}", below=["  ? for shortcuts", "  ⏵⏵ accept edits on"])),
     ("lower rule exactly wide enough", box(f"❯{NB}", bottom="─" * (2 + len(WAKE_LINE) + 2))),
     ("spinner line above the box", box(f"❯{NB}", above=["✻ Working… (3s)", ""])),
-    ("box at the very top of the screen", Screen.of([RULE, f"❯{NB}", RULE], (2, 1), W)),
+    ("box at the very top of the screen", Screen.of([RULE, f"❯{NB}", RULE, *FOOTER], (2, 1), W)),
+    ("a permission mode's footer", box(f"❯{NB}", below=["  ⏵⏵ accept edits on (shift+tab to cycle)"])),
     ("the working footer quoted above the box", box(f"❯{NB}", above=["● It says esc to interrupt", ""])),
     (
         "a footer that only mentions interrupting",
@@ -77,7 +79,7 @@ FREE = [
 NOT_FREE = [
     (
         "a Claude Code box read with Codex's predicate",
-        box(f"❯{NB}"),
+        box(f"❯{NB}", below=[]),
         "codex",
         "no idle footer (a dialog, view or overlay is open)",
     ),
@@ -136,7 +138,24 @@ NOT_FREE = [
         "claude",
         "agent is working",
     ),
+    # issue 25: a working screen whose footer row is blank, cut short or cut off read as free
+    ("footer row blank", box(f"❯{NB}", below=["   "]), "claude", "no footer under the box"),
+    (
+        "footer row blank, a panel below it",
+        box(f"❯{NB}", below=["", *PANEL_MAIN]),
+        "claude",
+        "no footer under the box",
+    ),
+    ("no row under the box", box(f"❯{NB}", below=[]), "claude", "no footer under the box"),
+    ("working footer cut short", box(f"❯{NB}", below=["  esc to in"]), "claude", "agent is working"),
+    ("working footer cut to its first letter", box(f"❯{NB}", below=["  e"]), "claude", "agent is working"),
     ("draft", box(f"❯{NB}hello", 8), "claude", "input not empty"),
+    (
+        "draft with no footer (Claude Code hides it)",
+        box(f"❯{NB}hello", 8, below=[]),
+        "claude",
+        "input not empty",
+    ),
     ("draft with the cursor moved home", box(f"❯{NB}hello", 2), "claude", "input not empty"),
     ("placeholder with colour off (nothing dim)", box(TRY), "claude", "input not empty"),
     ("one-letter draft, cursor moved home", box(f"❯{NB}f", 2), "claude", "input not empty"),
@@ -243,6 +262,9 @@ def test_not_free(name: str, screen: Screen, agent: str, reason: str) -> None:
         (["esc to interrupt"], True),
         (["  ? for shortcuts · ← for agents"], False),
         (["  press esc to interrupt"], False),
+        (["  esc to inter"], True),
+        (["  e"], True),
+        (["  ⏵⏵ accept edits on"], False),
         ([], False),
     ],
 )

@@ -100,3 +100,26 @@ def test_the_agents_view_age_is_normalised_whatever_it_reads() -> None:
     assert zero in stored
     for later in ("   \x1b[38;5;246m1s", "  \x1b[38;5;246m12s", "   \x1b[38;5;246m2m"):
         assert real.normalise(stored.replace(zero, later)) == real.normalise(stored), later
+
+
+def test_a_working_capture_whose_footer_row_is_blank_or_cut_is_not_free() -> None:
+    """Issue 25: the real working turn's capture with its footer row (``esc to interrupt``, the only thing
+    that tells it from an empty prompt) blank, cut short at any length, or cut off the bottom read free."""
+    from sotd.terminal.prompt import NO_FOOTER, Screen
+
+    for name in ("claude-working", "claude-working-reduced-motion", "claude-working-no-color"):
+        with open(os.path.join(real.HERE, f"{name}.capture"), encoding="utf-8", newline="") as f:
+            text, x, y, w = parse_capture(f.read())
+        screen = screen_from_capture(text, x, y, w)
+        row = y + 2  # the footer row, under the box's lower rule
+        footer = screen.lines[row]
+        assert footer.lstrip(" ").startswith("esc to interrupt"), name
+        blank = Screen((*screen.lines[:row], "", *screen.lines[row + 1 :]), screen.dim, screen.cursor, w)
+        assert is_free(blank, "claude") == (False, NO_FOOTER), name
+        gone = Screen(screen.lines[:row], screen.dim[:row], screen.cursor, w)
+        assert is_free(gone, "claude") == (False, NO_FOOTER), name
+        for n in range(1, len(footer)):
+            cut = Screen(
+                (*screen.lines[:row], footer[:n], *screen.lines[row + 1 :]), screen.dim, screen.cursor, w
+            )
+            assert is_free(cut, "claude")[0] is False, (name, footer[:n])

@@ -9,7 +9,8 @@ screen is read by ``codex_prompt`` (``is_free``, ``hold_region`` and ``line_alon
 What would break it: reading a dim suggestion as a draft (a free prompt would never be woken) or a
 non-dim draft as empty (the wake line would be appended to someone's half-typed text); reading an SGR
 colour parameter (``38;2;…``) as the dim attribute; reading a draft whose cursor was moved to its start
-as Claude Code's placeholder (``is_placeholder``: the rest of a draft is never dim).
+as Claude Code's placeholder (``is_placeholder``: the rest of a draft is never dim); reading a working
+screen whose footer row is blank or cut short as idle (``has_footer``, ``is_working``).
 
 Columns are character indices of a line, which equal terminal cells for everything the rules look at
 (spaces, ``❯``, NBSP, ``─``); a wide character earlier on the cursor row is itself a refusal.
@@ -43,6 +44,7 @@ TOO_NARROW = "pane too narrow for the wake line"
 PANEL_UNKNOWN = "agents panel focused or unrecognised"
 PANEL_NOT_MAIN = "the panel's dot is not on main"
 WORKING = "agent is working"  # ours (3.3 "never types into a … working screen"): the footer says so
+NO_FOOTER = "no footer under the box"  # ours: a blank or missing footer row cannot say the turn is idle
 
 AGENTS_WITH_PREDICATE = ("claude", "codex")  # codex: terminal/codex_prompt.py (issue 12)
 
@@ -119,9 +121,23 @@ def _in_box(screen: Screen, y: int) -> bool:
 
 def is_working(screen: Screen, lower: int) -> bool:
     """A turn is working: a line below the box's lower rule (row ``lower``) starts, after its indent,
-    with ``esc to interrupt``. Claude Code shows that footer for the whole turn whether or not its spinner
-    moves (``prefersReducedMotion``), while the box itself still reads as an empty prompt."""
-    return any(line.lstrip(" ").startswith(WORKING_FOOTER) for line in screen.lines[lower + 1 :])
+    with ``esc to interrupt``, or is a cut-off start of those words (a capture taken while the footer row
+    is being redrawn: ``  esc to in``). Claude Code shows that footer for the whole turn whether or not its
+    spinner moves (``prefersReducedMotion``), while the box itself still reads as an empty prompt."""
+    for line in screen.lines[lower + 1 :]:
+        text = line.lstrip(" ")
+        if text.startswith(WORKING_FOOTER) or (text and WORKING_FOOTER.startswith(text)):
+            return True
+    return False
+
+
+def has_footer(screen: Screen, lower: int) -> bool:
+    """The row under the box's lower rule (row ``lower``) is drawn: not blank, and not cut off by the
+    capture's end. Claude Code always draws one there at an empty prompt (``? for shortcuts``, or the
+    permission mode's ``⏵⏵ … on``), and that row is the one saying ``esc to interrupt`` while a turn
+    works; blank or missing (a capture taken mid-redraw, or a pane whose last row is the rule), it cannot
+    say the turn is idle, so the screen is not free (issue 25: such a working screen read free)."""
+    return lower + 1 < len(screen.lines) and screen.lines[lower + 1].strip(" ") != ""
 
 
 def _panel_reason(screen: Screen, lower: int) -> str | None:
@@ -163,7 +179,9 @@ def is_free(screen: Screen, agent: str, *, windows: bool = False) -> tuple[bool,
 
     Checks run in a fixed order so a screen always yields the same reason; the content after the glyph is
     judged before the cursor's column, so a typed draft (cursor at its end) reads ``input not empty``; a
-    working turn is judged right after the box, so its empty-looking box reads ``agent is working``.
+    working turn is judged right after the box, so its empty-looking box reads ``agent is working``; a
+    missing footer row is judged after the box's content, so a draft (which hides the footer) still reads
+    ``input not empty``.
     """
     if agent not in AGENTS_WITH_PREDICATE:
         return False, NO_PREDICATE
@@ -194,6 +212,8 @@ def is_free(screen: Screen, agent: str, *, windows: bool = False) -> tuple[bool,
         return False, CURSOR_AWAY
     if g + 2 + len(WAKE_LINE) + 2 > len(screen.lines[y + 1]):
         return False, TOO_NARROW
+    if not has_footer(screen, y + 1):
+        return False, NO_FOOTER
     reason = _panel_reason(screen, y + 1)
     if reason is not None:
         return False, reason
