@@ -70,8 +70,12 @@ def test_1_1_slot_leaf_past_the_file_name_limit_is_refused(comm: Comm, root: str
     assert snapshot(comm.home) == before
 
 
-@pytest.mark.parametrize("host", ["a\\b", "tab\there", "cr\rhere"])
-def test_1_1_host_that_cannot_name_a_slot(comm: Comm, root: str, host: str) -> None:
+# (the host, as the error line shows it: a CR is escaped, as every control that reaches a terminal is --
+# docs/commands.md, "What reaches a terminal"; a tab stays inside an error's line)
+@pytest.mark.parametrize(
+    ("host", "shown"), [("a\\b", "a\\b"), ("tab\there", "tab\there"), ("cr\rhere", "cr\\u000dhere")]
+)
+def test_1_1_host_that_cannot_name_a_slot(comm: Comm, root: str, host: str, shown: str) -> None:
     before = snapshot(comm.home)
     p = subprocess.run(
         [SOTD, "comm", "context"],
@@ -82,7 +86,7 @@ def test_1_1_host_that_cannot_name_a_slot(comm: Comm, root: str, host: str) -> N
         timeout=60,
     )
     assert (p.returncode, p.stdout) == (1, b""), p
-    want = f"comm-context: aborting before any write: no self slot can be named for host '{host}'\n"
+    want = f"comm-context: aborting before any write: no self slot can be named for host '{shown}'\n"
     assert p.stderr == want.encode()
     assert snapshot(comm.home) == before
 
