@@ -181,6 +181,9 @@ class LockRecordFailed(SotdError):
     """The inbox lock record (NFS, behaviour 2.5) could not be written or kept changing."""
 
     code = "lock_record_failed"
+    sentence = (
+        "the inbox lock record <path> <could not be written: <why>|kept changing while this hub wrote it>"
+    )
 
 
 class InboxBusy(SotdError):
@@ -220,9 +223,20 @@ class AppendFailed(SotdError):
 
 
 class SelfFileError(SotdError):
-    """A self file could not be written, or its slot belongs to another project."""
+    """A self file could not be written (its slot claimed for another project: ``SlotClaimed``)."""
 
     code = "self_file"
+    sentence = "could not write the self file '<path>': <why>"
+
+
+class SlotClaimed(SelfFileError):
+    """A join's guarded write found, just before its rename, that the slot was claimed for another project
+    meanwhile (``selffile.write_guarded``); the temp is removed and the slot kept (behaviour 1.2, 6.7)."""
+
+    code = "slot_claimed"
+    exit_status = EXIT_SLOT_REFUSED
+    sentence = "the identity slot '<path>' already names @<h>, claimed for root='<root>' ... REFUSING ..."
+    next_step = "re-run with --repin if it really is this project's now"
 
 
 class SlotRefused(SotdError):
@@ -352,6 +366,65 @@ class EndpointRefused(SotdError):
 
     code = "endpoint_refused"
     sentence = "comm-lib: refusing to substitute a local daemon for the endpoint you named: <value>"
+
+
+class NoHello(SotdError):
+    """No hello can be said: this box's declared host or this process's OS account could not be read."""
+
+    code = "no_hello"
+    sentence = "cannot say hello: this <box's declared host|process's OS account> could not be read"
+
+
+class AlreadyServed(SotdError):
+    """A second daemon for one comm folder and host (the folder's daemon lock is held), or for a socket
+    another daemon answers on; the second one exits and the first keeps serving."""
+
+    code = "already_running"
+    sentence = "another sotd daemon already serves the comm folder <home> as host <host> (<pid, socket>)"
+    next_step = "stop it first: sotd daemon stop --socket <socket>  (or find it: fuser -v <lock>)"
+
+
+class DaemonStartFailed(SotdError):
+    """``sotd daemon start``'s daemon exited at start, or did not answer within the start bound; the
+    last lines of its log follow the sentence."""
+
+    code = "daemon_start_failed"
+    sentence = "sotd daemon: <it exited at start (status <n>)|no answer at <socket> within <s>s>; see <log>"
+
+
+class DaemonStopFailed(SotdError):
+    """``sotd daemon stop`` found no daemon to stop (no status file, or one naming a process that is gone:
+    it is removed, nothing is signalled), or its daemon outlived the bound after SIGTERM."""
+
+    code = "daemon_stop_failed"
+    sentence = "sotd daemon: <no daemon runs at <socket>|the status file names pid <n> ...|pid <n> did not stop ...>"
+
+
+class NoDaemonAnswered(SotdError):
+    """``sotd daemon status`` or ``reload`` had no answer from a daemon at the socket."""
+
+    code = "no_daemon_answered"
+    sentence = "sotd daemon: no daemon answered at <socket>: <why>"
+    next_step = "start it: sotd daemon start (status)"
+
+
+class ReloadRefused(SotdError):
+    """The daemon answered ``daemon.reload`` with a refusal (``hosts.toml`` cannot be read: the sentence
+    names the fix): it keeps the topology it had."""
+
+    code = "reload_refused"
+    sentence = "sotd daemon: reload refused: <the daemon's sentence>; <what it keeps>"
+
+
+class DaemonUnitFailed(SotdError):
+    """``sotd daemon install|uninstall`` could not write or remove the systemd user unit, or systemctl
+    would not enable it."""
+
+    code = "daemon_unit_failed"
+    sentence = (
+        "sotd daemon <install|uninstall>: <cannot write|cannot remove> <unit>: <why>  |  ... failed: <said>"
+    )
+    next_step = "see: systemctl --user status sotd.service (enable)"
 
 
 class WireError(SotdError):
