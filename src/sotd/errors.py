@@ -397,7 +397,9 @@ class DaemonStopFailed(SotdError):
     it is removed, nothing is signalled), or its daemon outlived the bound after SIGTERM."""
 
     code = "daemon_stop_failed"
-    sentence = "sotd daemon: <no daemon runs at <socket>|the status file names pid <n> ...|pid <n> did not stop ...>"
+    sentence = (
+        "sotd daemon: <no daemon runs at <socket>|the status file names pid <n> ...|pid <n> did not stop ...>"
+    )
 
 
 class NoDaemonAnswered(SotdError):
