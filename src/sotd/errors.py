@@ -8,7 +8,10 @@ next step, a command the user can type). Each class names its code once; one cod
 Only ``sotd.cli.main`` prints errors and exits; everything below raises. ``python -m sotd.errors`` prints
 docs/errors.md from the classes below (a test keeps the checked-in page equal to it).
 What would break it: a verb that prints its own error or returns a literal status; two classes with one
-code; a code raised by hand (``code=...``) that no class here names (the docs would not list it).
+code; a code or status given by hand (``SotdError(..., code=...)``: ``except`` on the class would not
+match it, and the docs would not list it). Every code has its class here and is raised by it; a walk
+(tests/unit/test_errors_raised_by_class.py) fails on a ``code=`` given outside an errors module (but the
+wire's ``RemoteProtocolError``, whose code is the wire's answer code) and on a class nothing raises.
 
 A leaf: standard library only, imported by the hot path (no typing or dataclasses at run time).
 """
@@ -20,6 +23,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # the command did not do what was asked; stderr says why
 EXIT_USAGE = 2  # a command line the command table does not accept (or a bare group)
 EXIT_SLOT_REFUSED = 3  # join refused a self-file slot that names another project's session
+EXIT_NOT_DELIVERED = 3  # ``sotd ocx post``: the message is not on the remote (docs/ocx.md); another command
 EXIT_BUSY = 75  # EX_TEMPFAIL: a lock was held past its bound; nothing was done, try again
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE: the reader of stdout went away
@@ -28,7 +32,11 @@ EXIT_MEANINGS = (
     (EXIT_OK, "done"),
     (EXIT_FAILED, "not done; stderr says why (and the next step)"),
     (EXIT_USAGE, "a command line the command table does not accept; the usage follows"),
-    (EXIT_SLOT_REFUSED, "join refused a self-file slot that names another project's session"),
+    (
+        EXIT_SLOT_REFUSED,
+        "join refused a self-file slot that names another project's session; "
+        "`sotd ocx post`: the message did not reach the remote",
+    ),
     (EXIT_BUSY, "a lock was held past its bound; nothing was done, run it again"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
     (EXIT_CLOSED_STDOUT, "the reader of stdout went away (`sotd comm list | head`)"),
@@ -50,7 +58,6 @@ class SotdError(Exception):
         *,
         hint: str | None = None,
         code: str | None = None,
-        exit_status: int | None = None,
         reason: str | None = None,
         after: tuple[str, ...] = (),
     ) -> None:
@@ -59,10 +66,8 @@ class SotdError(Exception):
         self.hint = hint  # printed after the message
         self.reason = reason  # printed before it: the message says "see the reason above"
         self.after = after  # printed last: what the command did after the failure (a rollback)
-        if code is not None:
+        if code is not None:  # the wire's answer code (``RemoteProtocolError``); other classes name theirs
             self.code = code
-        if exit_status is not None:
-            self.exit_status = exit_status
 
     def __str__(self) -> str:
         return self.message
