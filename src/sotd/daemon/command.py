@@ -5,7 +5,9 @@ only); ``start`` detaches one (``sotd daemon run`` in a new session, stdio on th
 socket), waits until it answers, and prints the socket path; ``stop`` sends SIGTERM to the status file's
 pid after checking its start tick; ``status`` proves liveness by a ``version.query`` round trip; ``reload``
 asks for the ``daemon.reload`` op. Socket: ``--socket``, else ``$SOT_SOCKET``, else
-``sotd.runtime.default_socket``.
+``sotd.runtime.default_socket``. A refusal is raised as its ``sotd.errors`` class (``DaemonStartFailed``,
+``DaemonStopFailed``, ``NoDaemonAnswered``, ``ReloadRefused``...) and printed by ``sotd.cli.main``; the
+statuses returned are ``EXIT_*`` (tests/unit/test_verbs_raise.py); ``_note`` writes progress lines only.
 
 The guarantee: every subcommand but ``run`` is a thin client (a socket round trip, the status file, a
 child process), so ``sotd daemon status`` costs what a round trip costs. What would break it: a module-level
