@@ -8,7 +8,10 @@ next step, a command the user can type). Each class names its code once; one cod
 Only ``sotd.cli.main`` prints errors and exits; everything below raises. ``python -m sotd.errors`` prints
 docs/errors.md from the classes below (a test keeps the checked-in page equal to it).
 What would break it: a verb that prints its own error or returns a literal status; two classes with one
-code; a code raised by hand (``code=...``) that no class here names (the docs would not list it).
+code; a code or status given by hand (``SotdError(..., code=...)``: ``except`` on the class would not
+match it, and the docs would not list it). Every code has its class here and is raised by it; a walk
+(tests/unit/test_errors_raised_by_class.py) fails on a ``code=`` given outside an errors module (but the
+wire's ``RemoteProtocolError``, whose code is the wire's answer code) and on a class nothing raises.
 
 A leaf: standard library only, imported by the hot path (no typing or dataclasses at run time).
 """
@@ -20,6 +23,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # the command did not do what was asked; stderr says why
 EXIT_USAGE = 2  # a command line the command table does not accept (or a bare group)
 EXIT_SLOT_REFUSED = 3  # join refused a self-file slot that names another project's session
+EXIT_NOT_DELIVERED = 3  # ``sotd ocx post``: the message is not on the remote (docs/ocx.md); another command
 EXIT_BUSY = 75  # EX_TEMPFAIL: a lock was held past its bound; nothing was done, try again
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_CLOSED_STDOUT = 141  # 128 + SIGPIPE: the reader of stdout went away
@@ -28,7 +32,11 @@ EXIT_MEANINGS = (
     (EXIT_OK, "done"),
     (EXIT_FAILED, "not done; stderr says why (and the next step)"),
     (EXIT_USAGE, "a command line the command table does not accept; the usage follows"),
-    (EXIT_SLOT_REFUSED, "join refused a self-file slot that names another project's session"),
+    (
+        EXIT_SLOT_REFUSED,
+        "join refused a self-file slot that names another project's session; "
+        "`sotd ocx post`: the message did not reach the remote",
+    ),
     (EXIT_BUSY, "a lock was held past its bound; nothing was done, run it again"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
     (EXIT_CLOSED_STDOUT, "the reader of stdout went away (`sotd comm list | head`)"),
@@ -50,7 +58,6 @@ class SotdError(Exception):
         *,
         hint: str | None = None,
         code: str | None = None,
-        exit_status: int | None = None,
         reason: str | None = None,
         after: tuple[str, ...] = (),
     ) -> None:
@@ -59,10 +66,8 @@ class SotdError(Exception):
         self.hint = hint  # printed after the message
         self.reason = reason  # printed before it: the message says "see the reason above"
         self.after = after  # printed last: what the command did after the failure (a rollback)
-        if code is not None:
+        if code is not None:  # the wire's answer code (``RemoteProtocolError``); other classes name theirs
             self.code = code
-        if exit_status is not None:
-            self.exit_status = exit_status
 
     def __str__(self) -> str:
         return self.message
@@ -181,6 +186,9 @@ class LockRecordFailed(SotdError):
     """The inbox lock record (NFS, behaviour 2.5) could not be written or kept changing."""
 
     code = "lock_record_failed"
+    sentence = (
+        "the inbox lock record <path> <could not be written: <why>|kept changing while this hub wrote it>"
+    )
 
 
 class InboxBusy(SotdError):
@@ -220,9 +228,20 @@ class AppendFailed(SotdError):
 
 
 class SelfFileError(SotdError):
-    """A self file could not be written, or its slot belongs to another project."""
+    """A self file could not be written (its slot claimed for another project: ``SlotClaimed``)."""
 
     code = "self_file"
+    sentence = "could not write the self file '<path>': <why>"
+
+
+class SlotClaimed(SelfFileError):
+    """A join's guarded write found, just before its rename, that the slot was claimed for another project
+    meanwhile (``selffile.write_guarded``); the temp is removed and the slot kept (behaviour 1.2, 6.7)."""
+
+    code = "slot_claimed"
+    exit_status = EXIT_SLOT_REFUSED
+    sentence = "the identity slot '<path>' already names @<h>, claimed for root='<root>' ... REFUSING ..."
+    next_step = "re-run with --repin if it really is this project's now"
 
 
 class SlotRefused(SotdError):
@@ -352,6 +371,67 @@ class EndpointRefused(SotdError):
 
     code = "endpoint_refused"
     sentence = "comm-lib: refusing to substitute a local daemon for the endpoint you named: <value>"
+
+
+class NoHello(SotdError):
+    """No hello can be said: this box's declared host or this process's OS account could not be read."""
+
+    code = "no_hello"
+    sentence = "cannot say hello: this <box's declared host|process's OS account> could not be read"
+
+
+class AlreadyServed(SotdError):
+    """A second daemon for one comm folder and host (the folder's daemon lock is held), or for a socket
+    another daemon answers on; the second one exits and the first keeps serving."""
+
+    code = "already_running"
+    sentence = "another sotd daemon already serves the comm folder <home> as host <host> (<pid, socket>)"
+    next_step = "stop it first: sotd daemon stop --socket <socket>  (or find it: fuser -v <lock>)"
+
+
+class DaemonStartFailed(SotdError):
+    """``sotd daemon start``'s daemon exited at start, or did not answer within the start bound; the
+    last lines of its log follow the sentence."""
+
+    code = "daemon_start_failed"
+    sentence = "sotd daemon: <it exited at start (status <n>)|no answer at <socket> within <s>s>; see <log>"
+
+
+class DaemonStopFailed(SotdError):
+    """``sotd daemon stop`` found no daemon to stop (no status file, or one naming a process that is gone:
+    it is removed, nothing is signalled), or its daemon outlived the bound after SIGTERM."""
+
+    code = "daemon_stop_failed"
+    sentence = (
+        "sotd daemon: <no daemon runs at <socket>|the status file names pid <n> ...|pid <n> did not stop ...>"
+    )
+
+
+class NoDaemonAnswered(SotdError):
+    """``sotd daemon status`` or ``reload`` had no answer from a daemon at the socket."""
+
+    code = "no_daemon_answered"
+    sentence = "sotd daemon: no daemon answered at <socket>: <why>"
+    next_step = "start it: sotd daemon start (status)"
+
+
+class ReloadRefused(SotdError):
+    """The daemon answered ``daemon.reload`` with a refusal (``hosts.toml`` cannot be read: the sentence
+    names the fix): it keeps the topology it had."""
+
+    code = "reload_refused"
+    sentence = "sotd daemon: reload refused: <the daemon's sentence>; <what it keeps>"
+
+
+class DaemonUnitFailed(SotdError):
+    """``sotd daemon install|uninstall`` could not write or remove the systemd user unit, or systemctl
+    would not enable it."""
+
+    code = "daemon_unit_failed"
+    sentence = (
+        "sotd daemon <install|uninstall>: <cannot write|cannot remove> <unit>: <why>  |  ... failed: <said>"
+    )
+    next_step = "see: systemctl --user status sotd.service (enable)"
 
 
 class WireError(SotdError):

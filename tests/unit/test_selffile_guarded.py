@@ -7,7 +7,7 @@ import os
 import pytest
 
 from sotd import fsprim
-from sotd.errors import SelfFileError
+from sotd.errors import EXIT_SLOT_REFUSED, SelfFileError, SlotClaimed
 from sotd.formats import selffile
 
 pytestmark = pytest.mark.unit
@@ -43,10 +43,10 @@ def test_a_claim_that_lands_after_the_temp_was_written_is_kept(path: str, monkey
             f.write(claim)
 
     monkeypatch.setattr(fsprim, "write_all", write_then_claim)
-    with pytest.raises(SelfFileError) as ei:
+    with pytest.raises(SlotClaimed) as ei:
         selffile.write_guarded(path, "proj-box", "proj", ROOT)
-    assert ei.value.code == selffile.SLOT_CLAIMED
-    assert ei.value.exit_status == 3
+    assert ei.value.code == "slot_claimed"
+    assert ei.value.exit_status == EXIT_SLOT_REFUSED == 3
     assert ei.value.message.startswith(
         f"the identity slot '{path}' already names @other, claimed for root='/srv/other'"
     )

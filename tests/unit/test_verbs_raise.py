@@ -1,8 +1,11 @@
 """No verb prints its own error or returns a literal exit status (issue 16 point 3; docs/design.md,
-"CLI verbs"): a walk over the verb modules of ``sotd.cli`` that fails on ``return <int>`` in a ``run``
-and on ``err("ERROR…"|"FAILED…"|"usage:…")``. Errors are raised as ``sotd.errors`` classes; only
-``sotd.cli.main`` prints them. Out of scope here: the hooks, install and ocx (their own owners) and the
-capsule (a separate program whose status is its child's).
+"CLI verbs"): a walk over the verb modules of ``sotd.cli``, and ``sotd daemon``'s (``daemon/command.py``,
+its ``install|uninstall`` in ``daemon/unit.py`` and its ``run`` in ``daemon/process.py``: issue 29), that
+fails on ``return <int>`` in a function that returns a status (``run``, the entry points named below,
+what they ``return`` from their own module, and any function returning an ``EXIT_*``), on
+``err("ERROR…"|"FAILED…"|"usage:…")`` and on a ``sys.stderr.write`` outside a writer (``err``, ``_note``).
+Errors are raised as ``sotd.errors`` classes; only ``sotd.cli.main`` prints them. Out of scope here: the
+hooks, install and ocx (their own owners) and the capsule (a separate program whose status is its child's).
 """
 
 from __future__ import annotations
@@ -19,6 +22,14 @@ pytestmark = pytest.mark.unit
 CLI = os.path.dirname(sotd.cli.__file__)
 NOT_HERE = {"hooks.py", "install.py", "ocx.py", "capsule.py", "main.py", "__init__.py"}
 ERROR_OPENINGS = ("ERROR", "FAILED", "usage:")
+WRITERS = ("err", "_note")  # the stderr writers of a verb: progress and warnings, never an error
+SOTD = os.path.dirname(CLI)
+# sotd daemon's modules -> the functions ``sotd daemon`` calls for its status
+DAEMON = {
+    "daemon/command.py": ("run",),
+    "daemon/unit.py": ("install", "uninstall"),
+    "daemon/process.py": ("run_foreground",),
+}
 
 
 def _verb_files() -> list[str]:
@@ -33,25 +44,65 @@ def _opening(node: ast.expr) -> str:
     return ""
 
 
-def offences(source: str) -> list[str]:
+def _status_functions(tree: ast.Module, entries: tuple[str, ...]) -> list[ast.FunctionDef]:
+    """The entry points, what they return from this module (``return _start(...)``), transitively, and
+    every function that returns an ``EXIT_*`` name."""
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    names = set(entries)
+    for name, fn in defs.items():
+        for sub in ast.walk(fn):
+            if (
+                isinstance(sub, ast.Return)
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id.startswith("EXIT_")
+            ):
+                names.add(name)
+    todo = [n for n in names if n in defs]
+    while todo:
+        for sub in ast.walk(defs[todo.pop()]):
+            if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Call):
+                callee = sub.value.func
+                if isinstance(callee, ast.Name) and callee.id in defs and callee.id not in names:
+                    names.add(callee.id)
+                    todo.append(callee.id)
+    return [defs[n] for n in sorted(names) if n in defs]
+
+
+def _writes_stderr(node: ast.Call) -> bool:
+    func = node.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "write"
+        and isinstance(func.value, ast.Attribute)
+        and func.value.attr == "stderr"
+    )
+
+
+def offences(source: str, entries: tuple[str, ...] = ("run",)) -> list[str]:
     found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.FunctionDef) and node.name == "run":
-            for sub in ast.walk(node):
-                if (
-                    isinstance(sub, ast.Return)
-                    and isinstance(sub.value, ast.Constant)
-                    and type(sub.value.value) is int
-                ):
-                    found.append(f"line {sub.lineno}: return {sub.value.value}")
+    tree = ast.parse(source)
+    for fn in _status_functions(tree, entries):
+        for sub in ast.walk(fn):
+            if (
+                isinstance(sub, ast.Return)
+                and isinstance(sub.value, ast.Constant)
+                and type(sub.value.value) is int
+            ):
+                found.append(f"line {sub.lineno}: return {sub.value.value}")
+    writers = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in WRITERS]
+    allowed = {id(sub) for w in writers for sub in ast.walk(w)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
         if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "err"
+            isinstance(node.func, ast.Name)
+            and node.func.id in WRITERS
             and node.args
             and _opening(node.args[0]).startswith(ERROR_OPENINGS)
         ):
-            found.append(f"line {node.lineno}: err({_opening(node.args[0])!r}...)")
+            found.append(f"line {node.lineno}: {node.func.id}({_opening(node.args[0])!r}...)")
+        if _writes_stderr(node) and id(node) not in allowed:
+            found.append(f"line {node.lineno}: sys.stderr.write outside {'/'.join(WRITERS)}")
     return sorted(found, key=lambda s: int(s.split()[1].rstrip(":")))
 
 
@@ -61,7 +112,46 @@ def test_the_verb_raises_its_errors_and_names_its_statuses(name: str) -> None:
         assert offences(f.read()) == [], name
 
 
+@pytest.mark.parametrize("name", sorted(DAEMON))
+def test_sotd_daemon_raises_its_errors_and_names_its_statuses(name: str) -> None:
+    with open(os.path.join(SOTD, name), encoding="utf-8") as f:
+        assert offences(f.read(), DAEMON[name]) == [], name
+
+
 def test_the_walk_finds_what_it_looks_for() -> None:
     bad = 'def run(argv):\n    err(f"ERROR: {x}")\n    err("usage: me")\n    return 1\n'
     assert offences(bad) == ["line 2: err('ERROR: '...)", "line 3: err('usage: me'...)", "line 4: return 1"]
     assert offences("def run(argv):\n    err('WARNING: x')\n    return EXIT_OK\n") == []
+
+
+def test_the_walk_follows_a_status_to_the_helpers_that_make_it() -> None:
+    daemon = (
+        "def run(argv):\n"
+        "    return _stop(argv)\n"
+        "def _stop(sock):\n"
+        "    if not sock:\n"
+        "        sys.stderr.write('sotd daemon: no daemon runs here')\n"
+        "        return 1\n"
+        "    return EXIT_OK\n"
+        "def _start(sock):\n"
+        "    if sock:\n"
+        "        return EXIT_OK\n"
+        "    return 2\n"
+        "def _note(text):\n"
+        "    sys.stderr.write(text)\n"
+        "def stale_window():\n"
+        "    return 600\n"
+        "def install(path):\n"
+        "    return 0\n"
+    )
+    assert offences(daemon) == [
+        "line 5: sys.stderr.write outside err/_note",
+        "line 6: return 1",
+        "line 11: return 2",
+    ]
+    assert offences(daemon, ("run", "install")) == [
+        "line 5: sys.stderr.write outside err/_note",
+        "line 6: return 1",
+        "line 11: return 2",
+        "line 17: return 0",
+    ]

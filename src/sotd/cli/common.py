@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from sotd.errors import LinkRefused, SotdError
+from sotd.errors import ContextFailed, LinkRefused, SotdError
 from sotd.formats.layout import Layout
 
 TYPE_CHECKING = False
@@ -71,7 +71,7 @@ def host_or_refuse(environ: Mapping[str, str]) -> str:
 
     host = sysprobe.declared_host(environ)
     if not host:
-        raise SotdError(
+        raise ContextFailed(
             "comm-context: could not establish this box's declared host (see the reason above); aborting "
             "rather than proceeding with an unknown identity",
             reason="sot_host: no SOT_SELF_HOST override and hostname failed -- cannot declare an identity",
@@ -138,7 +138,7 @@ class Context:
         try:
             self.project_root = os.path.realpath(raw, strict=True)
         except OSError as e:
-            raise SotdError(
+            raise ContextFailed(
                 f"comm-context: could not establish a canonical project root for '{raw}' — see the reason "
                 "above; aborting rather than proceeding with an unknown identity",
                 reason=f"sot_canonical_path: could not resolve a canonical path for '{raw}' ({e.strerror})",
@@ -151,7 +151,7 @@ class Context:
             leaf_host_ok = self.host and not any(c in self.host for c in _BAD_LEAF)
             path = self.layout.self_file(self.host, self.workspace_id or None)
             if not leaf_host_ok or len(os.path.basename(path).encode()) > NAME_MAX:
-                raise SotdError(
+                raise ContextFailed(
                     f"comm-context: aborting before any write: no self slot can be named for host '{self.host}'"
                 )
             self.self_file = path

@@ -18,6 +18,7 @@ from sotd.errors import (
     JoinFailed,
     RegistryLinked,
     RegistryUnreadable,
+    SlotClaimed,
     SlotRefused,
     SotdError,
     UsageError,
@@ -187,12 +188,11 @@ def run(argv: list[str]) -> int:
     except RegistryUnreadable as e:
         from sotd.cli import hints
 
-        raise SotdError(
+        raise RegistryUnreadable(
             "comm: the registry could not be read, so no handle was derived; nothing was written"
             if name is None
             else "FAILED: the registry could not be read or updated, so nothing was written",
             hint=e.hint if isinstance(e, RegistryLinked) else hints.registry_unreadable(),
-            code="registry_unreadable",
         ) from None
     except HandleError as e:
         raise HandleError(e.message) from None  # its sentence alone, as 0.6.6 prints it
@@ -214,16 +214,16 @@ def run(argv: list[str]) -> int:
             selffile.write_guarded(ctx.self_file, chosen, ctx.repo, ctx.project_root)
         else:
             selffile.write(ctx.self_file, chosen, ctx.repo, ctx.project_root)
+    except SlotClaimed as e:
+        undone = _take_back(ctx, chosen, entry, joined.previous)
+        raise SlotRefused(
+            f"{me}: REFUSING to put a '{ctx.repo}' identity in the slot '{ctx.self_file}' — it was claimed "
+            f"for another project while this join ran (reason above). {undone} Nothing was written to the "
+            f"slot; run {me} from the session that owns it, or re-run with --repin if this row really is "
+            f"'{ctx.repo}' now.",
+            reason=e.message,
+        ) from None
     except SotdError as e:
-        if e.code == selffile.SLOT_CLAIMED:
-            undone = _take_back(ctx, chosen, entry, joined.previous)
-            raise SlotRefused(
-                f"{me}: REFUSING to put a '{ctx.repo}' identity in the slot '{ctx.self_file}' — it was claimed "
-                f"for another project while this join ran (reason above). {undone} Nothing was written to the "
-                f"slot; run {me} from the session that owns it, or re-run with --repin if this row really is "
-                f"'{ctx.repo}' now.",
-                reason=e.message,
-            ) from None
         raise JoinFailed(
             f"{me}: FATAL — joined as @{chosen} in the registry, but could not write the local self-file at "
             f"'{ctx.self_file}' (see reason above). Commands in this shell will not know their handle; fix "

@@ -117,7 +117,8 @@ def run(argv: list[str]) -> int:
             hint=hints.registry_unreadable(),
         ) from None
     except SotdError as e:
-        raise SotdError(e.message, code=e.code) from None  # its sentence alone (the lock's names its holder)
+        e.reason, e.hint, e.after = None, None, ()  # its sentence alone (the lock's names its holder)
+        raise
     refused = refusal(event, "missing" in outcome, outcome.get("problem"), discard)
     if refused is not None:
         raise refused

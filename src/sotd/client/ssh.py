@@ -34,7 +34,7 @@ import os
 import time
 
 from sotd import fsprim
-from sotd.errors import DaemonUnreachable, WireError
+from sotd.errors import DaemonUnreachable, HelloRefused, WireError
 from sotd.wire.messages import OneShot
 
 TYPE_CHECKING = False
@@ -317,7 +317,7 @@ def request(
         return shot.response
     refusal = shot.final_refusal()
     if refusal is not None:
-        raise DaemonUnreachable(f"hello refused: {refusal}", code="hello_refused")
+        raise HelloRefused(f"hello refused: {refusal}")
     child.err_done()
     if child.last_err:
         raise DaemonUnreachable(f"{silent}: {child.last_err}", hint=reason)

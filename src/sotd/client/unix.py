@@ -16,7 +16,7 @@ from __future__ import annotations
 import socket
 import time
 
-from sotd.errors import DaemonUnreachable, WireError
+from sotd.errors import DaemonUnreachable, HelloRefused, WireError
 from sotd.wire.messages import OneShot
 
 TYPE_CHECKING = False
@@ -124,7 +124,7 @@ def request(
         except OSError as e:
             refusal = shot.final_refusal()
             if refusal is not None:
-                raise DaemonUnreachable(f"hello refused: {refusal}", code="hello_refused") from None
+                raise HelloRefused(f"hello refused: {refusal}") from None
             reason = str(e) or type(e).__name__
             raise DaemonUnreachable(silent, hint=reason) from None
     finally:
@@ -132,4 +132,4 @@ def request(
     if shot.response is not None:
         return shot.response
     refusal = shot.final_refusal()
-    raise DaemonUnreachable(f"hello refused: {refusal}", code="hello_refused")
+    raise HelloRefused(f"hello refused: {refusal}")

@@ -5,7 +5,9 @@ only); ``start`` detaches one (``sotd daemon run`` in a new session, stdio on th
 socket), waits until it answers, and prints the socket path; ``stop`` sends SIGTERM to the status file's
 pid after checking its start tick; ``status`` proves liveness by a ``version.query`` round trip; ``reload``
 asks for the ``daemon.reload`` op. Socket: ``--socket``, else ``$SOT_SOCKET``, else
-``sotd.runtime.default_socket``.
+``sotd.runtime.default_socket``. A refusal is raised as its ``sotd.errors`` class (``DaemonStartFailed``,
+``DaemonStopFailed``, ``NoDaemonAnswered``, ``ReloadRefused``...) and printed by ``sotd.cli.main``; the
+statuses returned are ``EXIT_*`` (tests/unit/test_verbs_raise.py); ``_note`` writes progress lines only.
 
 The guarantee: every subcommand but ``run`` is a thin client (a socket round trip, the status file, a
 child process), so ``sotd daemon status`` costs what a round trip costs. What would break it: a module-level
@@ -23,7 +25,16 @@ import time
 
 from sotd import cmdtable, fsprim, runtime
 from sotd.daemon import statusfile
-from sotd.errors import SotdError
+from sotd.errors import (
+    EXIT_OK,
+    DaemonStartFailed,
+    DaemonStopFailed,
+    NoDaemonAnswered,
+    ReloadRefused,
+    SocketFolderRefused,
+    SotdError,
+    UsageError,
+)
 from sotd.text import inert
 
 TYPE_CHECKING = False
@@ -41,7 +52,9 @@ def _out(text: str) -> None:
     sys.stdout.write(inert(text, lines=True))
 
 
-def _err(text: str) -> None:
+def _note(text: str) -> None:
+    """Writes a progress line to stderr (started, already running), inert like ``_out``. Never an error:
+    those are raised, and ``sotd.cli.main`` prints them."""
     sys.stderr.write(inert(text, lines=True))
 
 
@@ -67,8 +80,7 @@ def run(argv: list[str]) -> int:
     try:
         cmd, explicit = _parse(argv)
     except ValueError as e:
-        _err(f"sotd daemon: {e}\n{USAGE}\n")
-        return 2
+        raise UsageError(f"sotd daemon: {e}", hint=USAGE) from None
     environ = dict(os.environ)
     sock = os.path.abspath(runtime.socket_path(environ, explicit))
     if cmd == "run":
@@ -140,10 +152,9 @@ def _open_beside(path: str, flags: int) -> int:
     try:
         return fsprim.open_nofollow(path, flags, 0o600)
     except fsprim.LinkedPath:
-        raise SotdError(
+        raise SocketFolderRefused(
             f"sotd daemon: {path} is a symbolic link, so nothing was written through it: remove it "
-            "(its folder is this account's), then start the daemon again",
-            code="socket_folder_refused",
+            "(its folder is this account's), then start the daemon again"
         ) from None
 
 
@@ -153,9 +164,9 @@ def _start_locked(sock: str, environ: dict[str, str]) -> int:
     logfile = runtime.log_path(sock)
     with contextlib.suppress(SotdError):
         info = query(sock, environ, 2.0)
-        _err(f"sotd daemon: already running at {sock} (pid {info.get('pid')}); its log is {logfile}\n")
+        _note(f"sotd daemon: already running at {sock} (pid {info.get('pid')}); its log is {logfile}\n")
         _out(sock + "\n")
-        return 0
+        return EXIT_OK
     fd = _open_beside(logfile, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
         # a new session: no controlling terminal, not in the caller's process group; the caller exits
@@ -175,61 +186,59 @@ def _start_locked(sock: str, environ: dict[str, str]) -> int:
     deadline = time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            _err(f"sotd daemon: it exited at start (status {proc.returncode}); see {logfile}\n")
-            _err(_tail(logfile))
-            return 1
+            raise DaemonStartFailed(
+                f"sotd daemon: it exited at start (status {proc.returncode}); see {logfile}",
+                after=tuple(_tail(logfile)),
+            )
         try:
             query(sock, environ, 1.0)
         except SotdError:
             time.sleep(0.1)
             continue
-        _err(f"sotd daemon: started pid {proc.pid} at {sock}; its log is {logfile}\n")
+        _note(f"sotd daemon: started pid {proc.pid} at {sock}; its log is {logfile}\n")
         _out(sock + "\n")
-        return 0
-    _err(f"sotd daemon: no answer at {sock} within {START_WAIT_S:g}s; see {logfile}\n")
-    return 1
+        return EXIT_OK
+    raise DaemonStartFailed(f"sotd daemon: no answer at {sock} within {START_WAIT_S:g}s; see {logfile}")
 
 
-def _tail(path: str, n: int = 5) -> str:
+def _tail(path: str, n: int = 5) -> list[str]:
+    """The last ``n`` lines of the log (none when it cannot be read)."""
     try:
         with open(path, "rb") as f:
-            lines = f.read()[-8192:].decode("utf-8", "replace").splitlines()[-n:]
+            return f.read()[-8192:].decode("utf-8", "replace").splitlines()[-n:]
     except OSError:
-        return ""
-    return "".join(line + "\n" for line in lines)
+        return []
 
 
 def _stop(sock: str) -> int:
     path = runtime.status_path(sock)
     doc = statusfile.read(path)
     if doc is None:
-        _err(f"sotd daemon: no daemon runs at {sock} (no status file {path})\n")
-        return 1
+        raise DaemonStopFailed(f"sotd daemon: no daemon runs at {sock} (no status file {path})")
     pid = doc.get("pid")
     if not statusfile.same_process(doc) or type(pid) is not int:
-        _err(
-            f"sotd daemon: the status file names pid {pid}, which no longer runs that daemon: nothing signalled\n"
-        )
         with contextlib.suppress(OSError):
             os.unlink(path)
-        return 1
+        raise DaemonStopFailed(
+            f"sotd daemon: the status file names pid {pid}, which no longer runs that daemon: nothing signalled"
+        )
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_WAIT_S
     while time.monotonic() < deadline:
         if not statusfile.same_process(doc):
             _out(f"stopped sotd daemon pid {pid} at {sock}\n")
-            return 0
+            return EXIT_OK
         time.sleep(0.05)
-    _err(f"sotd daemon: pid {pid} did not stop within {STOP_WAIT_S:g}s of SIGTERM\n")
-    return 1
+    raise DaemonStopFailed(f"sotd daemon: pid {pid} did not stop within {STOP_WAIT_S:g}s of SIGTERM")
 
 
 def _status(sock: str, environ: dict[str, str]) -> int:
     try:
         info = query(sock, environ)
     except SotdError as e:
-        _err(f"sotd daemon: no daemon answered at {sock}: {e.message}\nstart it: sotd daemon start\n")
-        return 1
+        raise NoDaemonAnswered(
+            f"sotd daemon: no daemon answered at {sock}: {e.message}", hint="start it: sotd daemon start"
+        ) from None
     role = "hub" if info.get("hub") else "guest"
     _out(
         f"sotd daemon at {sock}: pid {info.get('pid')}, host {info.get('host')}, version {info.get('version')}, "
@@ -239,7 +248,7 @@ def _status(sock: str, environ: dict[str, str]) -> int:
         _out(line + "\n")
     if info.get("restart_requested"):
         _out(f"restart requested: {info['restart_requested']}\n")
-    return 0
+    return EXIT_OK
 
 
 def status_lines(info: dict[str, Any]) -> list[str]:
@@ -270,11 +279,9 @@ def _reload(sock: str, environ: dict[str, str]) -> int:
     try:
         answer = unix.request(sock, payloads.DAEMON_RELOAD, {}, _hello(environ), deadline_s=10.0)
     except SotdError as e:
-        _err(f"sotd daemon: no daemon answered at {sock}: {e.message}\n")
-        return 1
+        raise NoDaemonAnswered(f"sotd daemon: no daemon answered at {sock}: {e.message}") from None
     if not answers.is_ok(answer):
-        _err(f"sotd daemon: reload refused: {answer.get('error', answer)}\n")
-        return 1
+        raise ReloadRefused(f"sotd daemon: reload refused: {answer.get('error', answer)}")
     changes = answer.get("changes") or []
     _out(f"reloaded {answer.get('path')}: {'; '.join(changes) if changes else 'no change'}\n")
-    return 0
+    return EXIT_OK

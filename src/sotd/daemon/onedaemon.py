@@ -21,7 +21,7 @@ import os
 from typing import Any
 
 from sotd import fsprim
-from sotd.errors import SotdError
+from sotd.errors import AlreadyServed
 from sotd.formats.layout import Layout, link_refused
 
 
@@ -38,10 +38,6 @@ def refusal_text(home: str, host: str, record: dict[str, Any] | None) -> tuple[s
     lock = os.path.join(home, "state", f"daemon-{host}.lock")
     hint = f"stop it first: sotd daemon stop --socket {sock}" if sock else f"find it: fuser -v {lock}"
     return text, hint
-
-
-class AlreadyServed(SotdError):
-    code = "already_running"
 
 
 def claim(layout: Layout, host: str, socket_path: str) -> int | None:

@@ -41,7 +41,7 @@ from sotd.daemon import rows as rows_mod
 from sotd.daemon import wake as wake_mod
 from sotd.daemon.links import Uplink
 from sotd.daemon.server import Server
-from sotd.errors import SotdError
+from sotd.errors import EXIT_FAILED, EXIT_OK, SotdError
 from sotd.formats import lockmanager
 from sotd.formats.layout import Layout, ensure_home
 from sotd.wire import answers
@@ -452,5 +452,5 @@ def run_foreground(sock: str, environ: dict[str, str]) -> int:
     except SotdError as e:
         log.error("%s%s", e.message, f" ({e.hint})" if e.hint else "")
         sys.stderr.flush()
-        return 1
-    return 0
+        return EXIT_FAILED
+    return EXIT_OK

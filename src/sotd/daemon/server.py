@@ -41,7 +41,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sotd import __version__, runtime
-from sotd.errors import SotdError, WireError
+from sotd.errors import AlreadyServed, SotdError, WireError
 from sotd.wire import answers, hello, payloads, serverconn
 from sotd.wire.framing import Envelope, encode
 from sotd.wire.hello import (
@@ -201,7 +201,7 @@ def prepare_folder(path: str) -> None:
         return
     finally:
         probe.close()
-    raise SotdError(f"a daemon already serves {path}", code="already_running")
+    raise AlreadyServed(f"a daemon already serves {path}")
 
 
 class Server:

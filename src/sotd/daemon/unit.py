@@ -22,6 +22,7 @@ import sys
 from collections.abc import Mapping
 
 from sotd import fsprim
+from sotd.errors import EXIT_OK, DaemonUnitFailed
 
 UNIT_NAME = "sotd.service"
 CARRIED = ("SOT_COMM_HOME", "SOT_SELF_HOST", "SOT_HOSTS_TOML", "SOT_BACKEND_LABEL")
@@ -104,8 +105,7 @@ def install(socket_path: str, environ: Mapping[str, str], *, running_pid: object
     try:
         _write(path, unit_text(sys.executable, socket_path, environ))
     except OSError as e:
-        sys.stderr.write(f"sotd daemon install: cannot write {path}: {e.strerror or e}\n")
-        return 1
+        raise DaemonUnitFailed(f"sotd daemon install: cannot write {path}: {e.strerror or e}") from None
     sys.stdout.write(f"wrote the systemd user unit {path}\n")
     runs, why = user_manager_runs()
     if not runs:
@@ -114,17 +114,16 @@ def install(socket_path: str, environ: Mapping[str, str], *, running_pid: object
             "Instead: every command that needs the daemon starts it (or start it yourself: sotd daemon start);\n"
             f"where systemd runs for you, enable the unit with: systemctl --user enable --now {UNIT_NAME}\n"
         )
-        return 0
+        return EXIT_OK
     ok, said = _systemctl("daemon-reload")
     now = () if running_pid is not None else ("--now",)
     if ok:
         ok, said = _systemctl("enable", *now, UNIT_NAME)
     if not ok:
-        sys.stderr.write(
-            f"sotd daemon install: systemctl --user enable {UNIT_NAME} failed: {said}\n"
-            f"see: systemctl --user status {UNIT_NAME}\n"
+        raise DaemonUnitFailed(
+            f"sotd daemon install: systemctl --user enable {UNIT_NAME} failed: {said}",
+            hint=f"see: systemctl --user status {UNIT_NAME}",
         )
-        return 1
     if running_pid is not None:
         sys.stdout.write(
             f"enabled {UNIT_NAME} for your next login; a daemon already runs at {socket_path} "
@@ -135,7 +134,7 @@ def install(socket_path: str, environ: Mapping[str, str], *, running_pid: object
         sys.stdout.write(
             f"enabled and started {UNIT_NAME}; see it with: systemctl --user status {UNIT_NAME}\n"
         )
-    return 0
+    return EXIT_OK
 
 
 def uninstall(environ: Mapping[str, str]) -> int:
@@ -149,15 +148,14 @@ def uninstall(environ: Mapping[str, str]) -> int:
         )
     if not os.path.exists(path):
         sys.stdout.write(f"no systemd user unit at {path}: nothing to remove\n")
-        return 0
+        return EXIT_OK
     try:
         os.unlink(path)
     except OSError as e:
-        sys.stderr.write(f"sotd daemon uninstall: cannot remove {path}: {e.strerror or e}\n")
-        return 1
+        raise DaemonUnitFailed(f"sotd daemon uninstall: cannot remove {path}: {e.strerror or e}") from None
     sys.stdout.write(f"removed the systemd user unit {path}\n")
     if runs:
         _systemctl("daemon-reload")
     else:
         sys.stdout.write(f"(systemd does not run for this user here: {why}; nothing else to undo)\n")
-    return 0
+    return EXIT_OK

@@ -20,7 +20,7 @@ import errno
 import os
 
 from sotd import fsprim
-from sotd.errors import SotdError
+from sotd.errors import CursorFailed, SotdError
 from sotd.formats.cksum import cksum
 
 TYPE_CHECKING = False
@@ -130,9 +130,7 @@ def read(layout: Layout, handle: str) -> str:
     except fsprim.LinkedPath as e:
         raise _linked(e) from None
     except OSError as e:
-        raise SotdError(
-            f"the read cursor {path} could not be read: {e.strerror or e}", code="cursor_failed"
-        ) from e
+        raise CursorFailed(f"the read cursor {path} could not be read: {e.strerror or e}") from e
     return data.decode("utf-8", "surrogateescape")
 
 
@@ -164,6 +162,4 @@ def write(layout: Layout, handle: str, count: int, last_line: bytes | None) -> N
     except fsprim.LinkedPath as e:
         raise _linked(e) from None
     except OSError as e:
-        raise SotdError(
-            f"the read cursor {path} could not be written: {e.strerror or e}", code="cursor_failed"
-        ) from e
+        raise CursorFailed(f"the read cursor {path} could not be written: {e.strerror or e}") from e

@@ -67,7 +67,7 @@ import os
 import time
 
 from sotd import fsprim
-from sotd.errors import AppendFailed, InboxBusy, SotdError
+from sotd.errors import AppendFailed, InboxBusy, InboxUnreadable, SotdError
 from sotd.handles import is_directed
 
 TYPE_CHECKING = False
@@ -831,16 +831,12 @@ def read_all(layout: Layout, handle: str) -> bytes | None:
     except fsprim.LinkedPath as e:
         raise _linked(e) from None
     except OSError as e:
-        raise SotdError(
-            f"the inbox for @{handle} could not be read: {_why(e)}", code="inbox_unreadable"
-        ) from e
+        raise InboxUnreadable(f"the inbox for @{handle} could not be read: {_why(e)}") from e
     try:
         with open(fd, "rb") as f:
             return f.read()
     except OSError as e:
-        raise SotdError(
-            f"the inbox for @{handle} could not be read: {_why(e)}", code="inbox_unreadable"
-        ) from e
+        raise InboxUnreadable(f"the inbox for @{handle} could not be read: {_why(e)}") from e
 
 
 def count_directed(lines: Iterable[bytes], handle: str) -> int:

@@ -20,7 +20,7 @@ import os
 import sys
 
 from sotd import fsprim
-from sotd.errors import SotdError
+from sotd.errors import LockRecordFailed
 from sotd.formats import holder
 
 TYPE_CHECKING = False
@@ -180,10 +180,9 @@ def _sync_folder(path: str) -> None:
         pass
 
 
-def _record_error(layout: Layout, e: OSError) -> SotdError:
-    return SotdError(
+def _record_error(layout: Layout, e: OSError) -> LockRecordFailed:
+    return LockRecordFailed(
         f"the inbox lock record {layout.lock_manager} could not be written: {e.strerror or e}",
-        code="lock_record_failed",
     )
 
 
@@ -192,7 +191,7 @@ def write_for_hub(layout: Layout, own_manager: str, own_mid: str | None) -> str:
 
     Create: exclusive temp, synced, hard-linked to the record, temp removed; a link that fails re-reads and
     re-decides (a directory at the path raises the link's error). Replace: temp renamed over the record.
-    Raises ``SotdError`` (code ``lock_record_failed``) when a write fails.
+    Raises ``LockRecordFailed`` when a write fails.
     """
     mid = _mid(own_mid)
     data = encode_record(own_manager, mid)
@@ -230,9 +229,7 @@ def write_for_hub(layout: Layout, own_manager: str, own_mid: str | None) -> str:
             raise _record_error(layout, e) from e
         finally:
             fsprim.unlink_quiet(tmp)
-    raise SotdError(
-        f"the inbox lock record {path} kept changing while this hub wrote it", code="lock_record_failed"
-    )
+    raise LockRecordFailed(f"the inbox lock record {path} kept changing while this hub wrote it")
 
 
 # -------------------------------------------------------------------------------------------------- route

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from sotd import fsprim
-from sotd.errors import SotdError
+from sotd.errors import InboxUnreadable
 from sotd.formats import cksum, cursor
 
 TYPE_CHECKING = False
@@ -128,9 +128,7 @@ def read(layout: Layout, handle: str, cursor_text: str) -> View | None:
 
         raise link_refused(str(e.filename)) from None
     except OSError as e:
-        raise SotdError(
-            f"the inbox for @{handle} could not be read: {e.strerror}", code="inbox_unreadable"
-        ) from e
+        raise InboxUnreadable(f"the inbox for @{handle} could not be read: {e.strerror}") from e
     try:
         st = os.fstat(fd)
         hint = parse(_read_text(layout.read_hint(handle))) if cursor_text else None
@@ -160,9 +158,7 @@ def read(layout: Layout, handle: str, cursor_text: str) -> View | None:
         lines, stop = _complete(_pread_all(fd, 0, st.st_size), 0)
         return View(0, lines, None, stop, st.st_ino)
     except OSError as e:
-        raise SotdError(
-            f"the inbox for @{handle} could not be read: {e.strerror}", code="inbox_unreadable"
-        ) from e
+        raise InboxUnreadable(f"the inbox for @{handle} could not be read: {e.strerror}") from e
     finally:
         os.close(fd)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from sotd import fsprim
-from sotd.errors import SelfFileError
+from sotd.errors import SelfFileError, SlotClaimed
 from sotd.handles import is_valid, validate
 
 TYPE_CHECKING = False
@@ -130,15 +130,12 @@ def write(path: str, handle: str, repo: str, root: str) -> None:
         raise SelfFileError(f"could not write the self file '{path}': {e.strerror or e}") from e
 
 
-SLOT_CLAIMED = "slot_claimed"
-
-
 def write_guarded(path: str, handle: str, repo: str, root: str) -> None:
     """``write``, with the slot guard run again just before the rename (a join's compare-and-swap).
 
     The new bytes go to ``<file>.tmp.XXXXXX`` and are synced; then the slot is read once more, and if it
-    now names a handle for another project the temp is removed and ``SelfFileError`` is raised with code
-    ``SLOT_CLAIMED``, exit status 3 and the guard's refusal as its message; otherwise the temp is renamed
+    now names a handle for another project the temp is removed and ``SlotClaimed`` is raised with the
+    guard's refusal as its message; otherwise the temp is renamed
     over the slot. The window left is the one between that read and ``rename(2)``: a writer that does not
     run this guard (an older script, a hand edit) can still land in it.
     """
@@ -163,7 +160,7 @@ def write_guarded(path: str, handle: str, repo: str, root: str) -> None:
             os.close(fd)
         refusal = guard(path, repo, root)
         if refusal:
-            raise SelfFileError(refusal, code=SLOT_CLAIMED, exit_status=3)
+            raise SlotClaimed(refusal)
         fsprim._rename(tmp, path)
         renamed = True
     except OSError as e:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sotd.errors import SotdError
+from sotd.errors import EXIT_NOT_DELIVERED, SotdError
 
 
 class OcxError(SotdError):
@@ -39,7 +39,7 @@ class NotDelivered(OcxError):
     """A posted message is not on the remote after the push (e.g. a login without capability y)."""
 
     code = "ocx_not_delivered"
-    exit_status = 3
+    exit_status = EXIT_NOT_DELIVERED
 
 
 class FossilFailed(OcxError):

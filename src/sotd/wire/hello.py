@@ -14,7 +14,7 @@ Pure: stdlib only (``json`` inside the verdict, which only the daemon calls).
 
 from __future__ import annotations
 
-from sotd.errors import SotdError
+from sotd.errors import NoHello
 from sotd.wire import answers
 
 TYPE_CHECKING = False
@@ -51,11 +51,11 @@ def hello_payload(
     app_version: str = APP_VERSION,
     protocol: int = PROTOCOL,
 ) -> dict[str, Any]:
-    """The hello the comm tools send. No hello at all without a host or an OS account (``SotdError``)."""
+    """The hello the comm tools send. No hello at all without a host or an OS account (``NoHello``)."""
     if not host:
-        raise SotdError("cannot say hello: this box's declared host could not be read", code="no_hello")
+        raise NoHello("cannot say hello: this box's declared host could not be read")
     if not os_user:
-        raise SotdError("cannot say hello: this process's OS account could not be read", code="no_hello")
+        raise NoHello("cannot say hello: this process's OS account could not be read")
     if role not in CLIENT_ROLES:
         raise ValueError(f"hello role must be one of {', '.join(CLIENT_ROLES)} (got {role!r})")
     return {
