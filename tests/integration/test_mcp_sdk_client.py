@@ -22,11 +22,15 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 pytestmark = pytest.mark.integration
 
 HANDSHAKE = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
-TEXT = "a reply with $HOME, \"double\" and 'single' quotes, back\\slashes,\na newline and non-ASCII: é 日本 🚀"
+TEXT = (
+    "a reply with $HOME, \"double\" and 'single' quotes, back\\slashes,\na newline and non-ASCII: é 日本 🚀"
+)
 
 
 async def _drive(session_env: Session, version: str) -> dict[str, Any]:
-    params = StdioServerParameters(command=SOTD, args=["mcp"], env=dict(session_env.env), cwd=session_env.root)
+    params = StdioServerParameters(
+        command=SOTD, args=["mcp"], env=dict(session_env.env), cwd=session_env.root
+    )
     seen: dict[str, Any] = {}
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         if version in HANDSHAKE:
@@ -79,7 +83,7 @@ def two(comm: Comm) -> tuple[Comm, Session, Session]:
 
 @pytest.mark.parametrize("version", [*HANDSHAKE, "2026-07-28"])
 def test_the_sdk_client_speaks_every_version(two: tuple[Comm, Session, Session], version: str) -> None:
-    comm, a, b = two
+    comm, _a, b = two
     seen = anyio.run(_drive, b, version)
     assert seen["negotiated"] == version
     assert seen["tools"] == ["join", "send", "poll", "unread", "list", "status"]

@@ -29,7 +29,11 @@ def init(rid: int = 0, version: str = "2025-06-18") -> dict[str, Any]:
         "jsonrpc": "2.0",
         "id": rid,
         "method": "initialize",
-        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
     }
 
 
@@ -41,7 +45,13 @@ def exchange(session: Session, *msgs: object, raw: bytes = b"") -> tuple[list[di
     """Start ``sotd mcp`` as ``session``, write the messages (and ``raw``), close stdin; the answers."""
     data = b"".join(json.dumps(m).encode() + b"\n" for m in msgs) + raw
     p = subprocess.run(
-        [SOTD, "mcp"], input=data, capture_output=True, cwd=session.root, env=session.env, timeout=60, check=False
+        [SOTD, "mcp"],
+        input=data,
+        capture_output=True,
+        cwd=session.root,
+        env=session.env,
+        timeout=60,
+        check=False,
     )
     assert p.returncode == 0, p.stderr
     return [json.loads(line) for line in p.stdout.splitlines()], p.stderr.decode()
@@ -67,7 +77,7 @@ def two(comm: Comm) -> tuple[Comm, Session, Session]:
 
 
 def test_send_through_the_tool_files_the_bytes_comm_send_files(two: tuple[Comm, Session, Session]) -> None:
-    comm, a, b = two
+    comm, _a, b = two
     answers, _ = exchange(b, init(), call(1, "send", {"to": "@alpha", "text": HOSTILE}))
     assert text_of(answers[1]) == ("  filed -> @alpha", False)
     by_tool = comm.inbox_bytes("alpha")
@@ -82,7 +92,7 @@ def test_send_through_the_tool_files_the_bytes_comm_send_files(two: tuple[Comm, 
 
 
 def test_a_text_that_looks_like_a_flag_goes_verbatim(two: tuple[Comm, Session, Session]) -> None:
-    comm, a, b = two
+    comm, _a, b = two
     answers, _ = exchange(b, init(), call(1, "send", {"to": "alpha", "text": "--broadcast"}))
     assert text_of(answers[1]) == ("  filed -> @alpha", False)
     assert json.loads(comm.inbox_bytes("alpha"))["msg"] == "--broadcast"
@@ -112,7 +122,7 @@ def test_join_list_status_through_the_tools(comm: Comm) -> None:
         s,
         init(),
         call(1, "join", {"name": "gamma", "expertise": "python, ci"}),
-        call(2, "status", {"state": "blocked", "text": "on the $HOME \"review\""}),
+        call(2, "status", {"state": "blocked", "text": 'on the $HOME "review"'}),
         call(3, "list", {}),
     )
     joined, err = text_of(answers[1])
@@ -127,16 +137,28 @@ BAD = [
     ({"to": "alpha"}, 'usage: sotd comm send @name "msg" | --broadcast "msg"'),
     ({"text": "hi"}, "no target; use @name or --broadcast"),
     ({"to": 7, "text": "hi"}, "ERROR: send's 'to' must be a string (got a number); nothing was done"),
-    ({"to": "alpha", "text": ["hi"]}, "ERROR: send's 'text' must be a string (got an array); nothing was done"),
-    ({"to": "alpha", "text": "hi", "broadcast": "yes"},
-     "ERROR: send's 'broadcast' must be true or false (got a string); nothing was done"),
-    ({"to": "alpha", "txt": "hi"}, "ERROR: send has no argument 'txt' (its arguments: to, broadcast, text); nothing was done"),
+    (
+        {"to": "alpha", "text": ["hi"]},
+        "ERROR: send's 'text' must be a string (got an array); nothing was done",
+    ),
+    (
+        {"to": "alpha", "text": "hi", "broadcast": "yes"},
+        "ERROR: send's 'broadcast' must be true or false (got a string); nothing was done",
+    ),
+    (
+        {"to": "alpha", "txt": "hi"},
+        "ERROR: send has no argument 'txt' (its arguments: to, broadcast, text); nothing was done",
+    ),
     ("hi", "ERROR: send's arguments must be an object (got a string); nothing was done"),
-    ({"to": "alpha", "text": "half \ud800 a pair"},
-     "FAILED -> @alpha: the text holds U+D800 (half of a surrogate pair), which UTF-8 cannot carry; nothing was sent"),
-    ({"to": "alpha", "text": "x" * 1_100_000},
-     "FAILED -> @alpha: the message is too long to send: its frame would be 1100204 bytes, over the "
-     "1048576-byte line bound (send it in parts); nothing was sent"),
+    (
+        {"to": "alpha", "text": "half \ud800 a pair"},
+        "FAILED -> @alpha: the text holds U+D800 (half of a surrogate pair), which UTF-8 cannot carry; nothing was sent",
+    ),
+    (
+        {"to": "alpha", "text": "x" * 1_100_000},
+        "FAILED -> @alpha: the message is too long to send: its frame would be 1100204 bytes, over the "
+        "1048576-byte line bound (send it in parts); nothing was sent",
+    ),
 ]
 
 
@@ -144,7 +166,7 @@ BAD = [
 def test_bad_input_is_a_tool_error_with_the_cli_sentence_and_files_nothing(
     two: tuple[Comm, Session, Session], args: object, sentence: str
 ) -> None:
-    comm, a, b = two
+    comm, _a, b = two
     before = comm.inbox_bytes("alpha")
     answers, log = exchange(b, init(), call(1, "send", args))
     assert text_of(answers[1]) == (sentence, True)
@@ -153,7 +175,7 @@ def test_bad_input_is_a_tool_error_with_the_cli_sentence_and_files_nothing(
 
 
 def test_a_send_that_fails_says_the_cli_failed_line_and_hint(two: tuple[Comm, Session, Session]) -> None:
-    comm, a, b = two
+    _comm, _a, b = two
     answers, _ = exchange(b, init(), call(1, "send", {"to": "nobody", "text": "hi"}))
     cli = b.run("send", "@nobody", "hi")
     assert text_of(answers[1]) == (cli.err.rstrip("\n"), True)
@@ -167,7 +189,7 @@ def test_not_joined_is_the_cli_sentence(comm: Comm) -> None:
 
 
 def test_protocol_errors_are_answered_and_the_server_goes_on(two: tuple[Comm, Session, Session]) -> None:
-    comm, a, b = two
+    _comm, _a, b = two
     answers, log = exchange(
         b,
         init(),
@@ -186,9 +208,12 @@ def test_protocol_errors_are_answered_and_the_server_goes_on(two: tuple[Comm, Se
 
 
 def test_a_second_agent_gets_no_identity(two: tuple[Comm, Session, Session], tmp_path: object) -> None:
-    comm, a, b = two
+    comm, _a, b = two
     tree = Tree(os.path.join(str(tmp_path), "tree"))
-    stdin = "".join(json.dumps(m) + "\n" for m in (init(), call(1, "send", {"to": "alpha", "text": "x"}), call(2, "poll", {})))
+    stdin = "".join(
+        json.dumps(m) + "\n"
+        for m in (init(), call(1, "send", {"to": "alpha", "text": "x"}), call(2, "poll", {}))
+    )
     before = comm.inbox_bytes("alpha")
     r = tree.run(b, [SOTD, "mcp"], layers=("codex", "claude"), stdin=stdin)
     answers = [json.loads(line) for line in r.out_lines]

@@ -73,7 +73,9 @@ def _answer(conn: protocol.McpConnection, line: bytes | None) -> object:
     """The answer to one line (None: nothing to say)."""
     if line is None:
         _log(f"a request line over {protocol.MAX_LINE} bytes was dropped")
-        return protocol.error(None, protocol.PARSE_ERROR, f"the line is longer than {protocol.MAX_LINE} bytes")
+        return protocol.error(
+            None, protocol.PARSE_ERROR, f"the line is longer than {protocol.MAX_LINE} bytes"
+        )
     if not line.strip():
         return None
     msg, why = protocol.parse_line(line)

@@ -60,8 +60,14 @@ TABLE: dict[str, tuple[str, str, dict[str, Any], bool]] = {
         {
             "type": "object",
             "properties": {
-                "to": {"type": "string", "description": "the recipient's handle, e.g. boss (a leading @ is allowed)"},
-                "broadcast": {"type": "boolean", "description": "true: one copy to every handle but yours (leave out 'to')"},
+                "to": {
+                    "type": "string",
+                    "description": "the recipient's handle, e.g. boss (a leading @ is allowed)",
+                },
+                "broadcast": {
+                    "type": "boolean",
+                    "description": "true: one copy to every handle but yours (leave out 'to')",
+                },
                 "text": {"type": "string", "description": "the message, verbatim"},
             },
             "required": ["text"],
@@ -155,7 +161,9 @@ def _kind(value: object) -> str:
 
 def _typed(tool: str, args: dict[str, Any], key: str, want: type) -> SotdError | None:
     """``args[key]`` is absent or of the type ``want``, else the refusal. Pure."""
-    if key not in args or (isinstance(args[key], want) and not (want is not bool and isinstance(args[key], bool))):
+    if key not in args or (
+        isinstance(args[key], want) and not (want is not bool and isinstance(args[key], bool))
+    ):
         return None
     what = "true or false" if want is bool else "a string"
     return BadArgument(f"ERROR: {tool}'s '{key}' must be {what} (got {_kind(args[key])}); nothing was done")
@@ -195,12 +203,16 @@ def too_long(label: str, target: str, text: str, broadcast: bool) -> SotdError |
 def refusal(tool: str, args: object) -> SotdError | None:
     """The bad input of one call, refused before anything runs, or None (go). Pure."""
     if not isinstance(args, dict):
-        return BadArgument(f"ERROR: {tool}'s arguments must be an object (got {_kind(args)}); nothing was done")
+        return BadArgument(
+            f"ERROR: {tool}'s arguments must be an object (got {_kind(args)}); nothing was done"
+        )
     keys = TABLE[tool][2]["properties"]
     for key in args:
         if key not in keys:
             known = ", ".join(keys) or "none"
-            return BadArgument(f"ERROR: {tool} has no argument '{key}' (its arguments: {known}); nothing was done")
+            return BadArgument(
+                f"ERROR: {tool} has no argument '{key}' (its arguments: {known}); nothing was done"
+            )
     if tool == "send":
         for key, want in (("to", str), ("text", str), ("broadcast", bool)):
             bad = _typed(tool, args, key, want)
@@ -212,12 +224,16 @@ def refusal(tool: str, args: object) -> SotdError | None:
         target = _handle(args["to"]) if "to" in args else None
         text = args.get("text", "")
         if broadcast and target is not None:
-            return ScriptUsage("no target; use @name or --broadcast (give either 'to' or broadcast, not both)")
+            return ScriptUsage(
+                "no target; use @name or --broadcast (give either 'to' or broadcast, not both)"
+            )
         refused = send.usage_refusal(broadcast, target, text, "sotd comm send")
         if refused is not None:
             return refused
         label = "FAILED -> --broadcast" if broadcast else f"FAILED -> @{target}"
-        return uncarried_text(label, text, "nothing was sent") or too_long(label, target or "", text, broadcast)
+        return uncarried_text(label, text, "nothing was sent") or too_long(
+            label, target or "", text, broadcast
+        )
     for key in keys:
         bad = _typed(tool, args, key, str)
         if bad is not None:
@@ -233,7 +249,9 @@ def refusal(tool: str, args: object) -> SotdError | None:
             )
         return uncarried_text("sotd comm status", args.get("text", ""), "nothing was written")
     if tool == "join":
-        return uncarried_text("sotd comm join", args.get("expertise", "") + args.get("name", ""), "nothing was written")
+        return uncarried_text(
+            "sotd comm join", args.get("expertise", "") + args.get("name", ""), "nothing was written"
+        )
     return None
 
 
@@ -260,13 +278,34 @@ def argv_of(tool: str, args: dict[str, Any]) -> list[str]:
     return []
 
 
-_VERBS = {
-    "join": "sotd.cli.join",
-    "poll": "sotd.cli.poll",
-    "unread": "sotd.cli.unread",
-    "list": "sotd.cli.listing",
-    "status": "sotd.cli.status",
-}
+def _run_verb(tool: str, args: dict[str, Any]) -> int:
+    """The verb's own function for a checked call (each imported on its own branch: a call loads only
+    its verb)."""
+    if tool == "send":
+        from sotd.cli import send
+
+        target = _handle(args["to"]) if "to" in args else None
+        return send.send(bool(args.get("broadcast")), target, args["text"])
+    argv = argv_of(tool, args)
+    if tool == "join":
+        from sotd.cli import join
+
+        return join.run(argv)
+    if tool == "poll":
+        from sotd.cli import poll
+
+        return poll.run(argv)
+    if tool == "unread":
+        from sotd.cli import unread
+
+        return unread.run(argv)
+    if tool == "list":
+        from sotd.cli import listing
+
+        return listing.run(argv)
+    from sotd.cli import status
+
+    return status.run(argv)
 
 
 def call(tool: str, args: object) -> tuple[str, bool]:
@@ -284,13 +323,7 @@ def call(tool: str, args: object) -> tuple[str, bool]:
     saved = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = buf
     try:
-        if tool == "send":
-            from sotd.cli import send
-
-            status = send.send(bool(args.get("broadcast")), _handle(args["to"]) if "to" in args else None, args["text"])
-        else:
-            __import__(_VERBS[tool])
-            status = sys.modules[_VERBS[tool]].run(argv_of(tool, args))
+        status = _run_verb(tool, args)
     except SotdError as e:
         buf.write(_lines_of(e) + "\n")
         status = e.exit_status
