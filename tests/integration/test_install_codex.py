@@ -174,9 +174,7 @@ def test_codex_config_gets_the_script_functions_keeps_the_users_keys_and_uninsta
         text = f.read()
     bin_dir = fresh.layout.bin_dir
     funcs = install_mod._codex_functions(bin_dir)
-    from sotd.cli import codex_config
-
-    from sotd.cli import install_mcp
+    from sotd.cli import codex_config, install_mcp
 
     # then the MCP server's table (issue 26): install_mcp appends it after the functions
     assert text == CONFIG + "\n[shell_environment_policy.set]\n" + codex_config.MARK + "\n" + "".join(
