@@ -140,3 +140,46 @@ def test_merge_codex_toml(text: str, verdict: str) -> None:
         assert new.startswith(text) and new.endswith(install_mcp.codex_table("/v/sotd"))
         assert install_mcp.unmerge_codex_toml(new, new[len(text) :]) == text
         assert install_mcp.merge_codex_toml(new, "/v/sotd") == (new, "kept")
+
+
+def test_the_stop_reason_names_the_tools_once_registered(comm: Comm) -> None:
+    """The spec's sentence stays first and whole; the tools follow it only where install registered them."""
+    from tests.integration.test_stop_hook import reason, stop
+
+    a, b = comm.session("alpha"), comm.session("beta")
+    assert a.run("join", "--name", "alpha").code == 0
+    assert b.run("join", "--name", "beta").code == 0
+    assert b.run("send", "@alpha", "one").code == 0
+    assert json.loads(stop(a).out)["reason"] == reason("alpha")  # not registered: byte for byte as before
+    from sotd import mcp
+
+    with open(os.path.join(comm.layout.bin_dir, mcp.RECORD_FILE), "w") as f:
+        json.dump({"mcp": {"/x/.claude.json": {"added": {}}}}, f)
+    assert b.run("send", "@alpha", "two").code == 0
+    assert json.loads(stop(a).out)["reason"] == reason("alpha") + mcp.STOP_NOTE
+
+
+def test_the_record_file_is_the_installs() -> None:
+    from sotd import mcp
+    from sotd.cli import install
+
+    assert mcp.RECORD_FILE == install.SETTINGS_RECORD
+
+
+@pytest.mark.parametrize("tools", [False, True])
+def test_the_start_text_names_the_tools_once_registered(tools: bool) -> None:
+    from sotd import mcp
+    from sotd.cli.sessionstart import start_text
+
+    text = start_text("alpha", cmd_dir="", skill=False, tools=tools)
+    assert (mcp.START_LINE in text.splitlines()) is tools
+    assert (
+        text.splitlines()[0]
+        == "sot-comm: this session is @alpha — other agent sessions reach it by that handle."
+    )
+    failed = start_text(None, cmd_dir="", skill=False, problem=["x"], tools=tools)
+    assert failed.endswith(
+        "join by hand with comm-join.sh --name NAME (or the sotd MCP server's join tool)."
+        if tools
+        else "join by hand with comm-join.sh --name NAME."
+    )

@@ -1064,10 +1064,9 @@ def uninstall(argv: list[str]) -> int:
                 except OSError as e:
                     err(f"FAILED to change {path}: {e.strerror or e}; it was left as it is")
                     status = 1
-    for line in install_mcp.uninstall(
-        record
-    ):  # before codex_config: its table was appended after those lines
-        out(line)
+    # the MCP server's entries before codex_config's: its table was appended after those lines
+    for said in install_mcp.uninstall(record):
+        out(said)
     configs = record.get("codex_config")
     if isinstance(configs, dict):
         for path, entry in configs.items():
