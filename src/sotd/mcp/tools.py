@@ -317,6 +317,7 @@ def call(tool: str, args: object) -> tuple[str, bool]:
         _log(f"{tool}: refused: {refused.message}")
         return _lines_of(refused), True
     assert isinstance(args, dict)
+    adopt_session_slot(os.environ)
     import io
 
     buf = io.StringIO()
@@ -339,6 +340,23 @@ def call(tool: str, args: object) -> tuple[str, bool]:
     if not text and status == 0:
         text = _quiet_success(tool, args)
     return text, status != 0
+
+
+def adopt_session_slot(environ: dict[str, str] | os._Environ[str]) -> None:
+    """A Claude Code session outside a row acts through its private self file, which its start hook
+    pinned for the session's shell (``CLAUDE_ENV_FILE``, not seen by an MCP server): the server finds the
+    same slot from ``CLAUDE_CODE_SESSION_ID`` (``hooks.shared.private_slot``), as the other hooks do, once
+    the start hook has pinned it. A pinned self file or a row's own slot is never replaced."""
+    sid = environ.get("CLAUDE_CODE_SESSION_ID", "")
+    if not sid or environ.get("SOT_COMM_SELF_FILE"):
+        return
+    from sotd.cli.hooks.shared import pin_note, private_slot
+    from sotd.formats.layout import Layout
+
+    lay = Layout.from_env(dict(environ))
+    slot = private_slot(environ, sid, lay.self_dir)
+    if slot is not None and os.path.exists(lay.state(pin_note(slot))):
+        environ["SOT_COMM_SELF_FILE"] = slot
 
 
 def _quiet_success(tool: str, args: dict[str, Any]) -> str:
