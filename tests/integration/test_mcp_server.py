@@ -230,3 +230,17 @@ def test_a_child_cannot_write_into_the_answers(comm: Comm) -> None:
     s = comm.session("eps")
     answers, _ = exchange(s, init(), call(1, "list", {}))
     assert len(answers) == 2 and all(a["jsonrpc"] == "2.0" for a in answers)
+
+
+def test_a_line_over_the_bound_is_answered_once_and_the_server_goes_on(
+    two: tuple[Comm, Session, Session],
+) -> None:
+    _comm, _a, b = two
+    huge = b'{"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"x": "' + b"y" * (5 << 20) + b'"}}\n'
+    answers, log = exchange(
+        b, init(), call(1, "unread", {}), raw=huge + json.dumps(call(2, "unread", {})).encode() + b"\n"
+    )
+    assert [a.get("error", {}).get("code") for a in answers] == [None, None, -32700, None]
+    assert answers[2]["error"]["message"] == "the line is longer than 4194304 bytes"
+    assert text_of(answers[3]) == ("0", False)
+    assert "a request line over 4194304 bytes was dropped" in log
