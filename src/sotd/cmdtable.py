@@ -150,6 +150,11 @@ TABLE: dict[str, Entry] = {
         ("--endpoint", "unix:<path>", "the daemon to join (default: this box's)"),
         ("--host", "<host>", "the host this end declares"),
     ),
+    "mcp": cmd(
+        "",
+        "serve mail as MCP tools (join, send, poll, unread, list, status) on stdin/stdout, for one agent "
+        "session that starts it",
+    ),
     "topology": cmd("relay-endpoint|path", "what hosts.toml says: the relay endpoint, or the file's path"),
     "ocx": cmd("<command> [args]", "OCX v2 messages carried through Fossil"),
     "ocx post": cmd("FILE [options]", "post a message; prints its hash", _REPO, _JSON),

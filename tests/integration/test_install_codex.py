@@ -174,11 +174,12 @@ def test_codex_config_gets_the_script_functions_keeps_the_users_keys_and_uninsta
         text = f.read()
     bin_dir = fresh.layout.bin_dir
     funcs = install_mod._codex_functions(bin_dir)
-    from sotd.cli import codex_config
+    from sotd.cli import codex_config, install_mcp
 
+    # then the MCP server's table (issue 26): install_mcp appends it after the functions
     assert text == CONFIG + "\n[shell_environment_policy.set]\n" + codex_config.MARK + "\n" + "".join(
         ln + "\n" for ln in codex_config.function_lines(funcs)
-    )
+    ) + install_mcp.codex_table(install_mod.sotd_executable())
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
     assert sorted(funcs) == sorted(f"BASH_FUNC_{n}%%" for n in install_mod.WRAPPERS)
     # bash imports each one: the bare name runs sotd's script

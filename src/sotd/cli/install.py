@@ -27,6 +27,7 @@ import os
 import sys
 
 from sotd import __version__
+from sotd.cli import install_mcp
 from sotd.cli.common import err, out
 from sotd.errors import SotdError, UsageError
 from sotd.formats.layout import Layout
@@ -974,6 +975,7 @@ def run(argv: list[str]) -> int:
         merge_claude_settings(_load_doc(codex_hooks, _read_bytes(_settings_target(codex_hooks))), lay.bin_dir,
                               CODEX_EVENTS)  # fmt: skip
         codex_functions_trial(lay.bin_dir)
+        install_mcp.trial(sotd or sotd_executable())
     recorded = sotd or sotd_executable()
     names, removed = install(lay, recorded)
     note = checkout_note(recorded)
@@ -995,7 +997,9 @@ def run(argv: list[str]) -> int:
     if settings:
         entry = _entry_for(record, settings)  # first in the record: uninstall says Claude Code's line first
         _install_codex(lay, record)
-        allow = allow_rules(lay.bin_dir, os.path.expanduser("~"))
+        for line in install_mcp.install(record, recorded):  # sotd mcp with Claude Code and Codex
+            out(line)
+        allow = allow_rules(lay.bin_dir, os.path.expanduser("~")) + install_mcp.allow_rules()
         if write_claude_settings(settings, lay.bin_dir, allow=allow, record=entry):
             out(f"Registered the hooks and allow rules in {settings}")
         else:
@@ -1060,6 +1064,9 @@ def uninstall(argv: list[str]) -> int:
                 except OSError as e:
                     err(f"FAILED to change {path}: {e.strerror or e}; it was left as it is")
                     status = 1
+    # the MCP server's entries before codex_config's: its table was appended after those lines
+    for said in install_mcp.uninstall(record):
+        out(said)
     configs = record.get("codex_config")
     if isinstance(configs, dict):
         for path, entry in configs.items():

@@ -43,6 +43,7 @@ COMMANDS = {
 # the commands whose first word picks a subcommand (their members are in ``sotd.cmdtable``)
 GROUPS = ("daemon", "ocx")
 COMMANDS["doctor"] = "sotd.cli.doctor"  # top level: it checks more than the comm folder
+COMMANDS["mcp"] = "sotd.cli.mcp"  # mail as MCP tools (issue 26): one stdio server per agent session
 
 
 def _import(module: str) -> object:

@@ -76,6 +76,12 @@ def refusal(
 
 def run(argv: list[str]) -> int:
     broadcast, target, text = parse(argv)
+    return send(broadcast, target, text)
+
+
+def send(broadcast: bool, target: str | None, text: str) -> int:
+    """The send itself, from its parsed parts (``run``'s, or a ``sotd mcp`` tool call's): plan, act,
+    render; every failure raised."""
     label = "--broadcast" if broadcast else f"@{target or ''}"
     refused = usage_refusal(broadcast, target, text, prog("comm-send.sh", "send"))
     if refused is not None:

@@ -53,10 +53,17 @@ def env_file_lines(self_file: str | None, bin_dir: str, path_env: str) -> list[s
 
 
 def start_text(
-    handle: str | None, *, cmd_dir: str, skill: bool, problem: list[str] | None = None, where: str = ""
+    handle: str | None,
+    *,
+    cmd_dir: str,
+    skill: bool,
+    problem: list[str] | None = None,
+    where: str = "",
+    tools: bool = False,
 ) -> str:
     """What the model reads at its session's start (pure). ``cmd_dir``: "" when the scripts are on the
-    PATH (bare names), else the folder to prefix. ``skill``: the sot-session-start skill is installed."""
+    PATH (bare names), else the folder to prefix. ``skill``: the sot-session-start skill is installed.
+    ``tools``: the sotd MCP server is registered (issue 26): one more line names its tools for replies."""
     poll, send, join = (
         os.path.join(cmd_dir, n) if cmd_dir else n for n in ("comm-poll.sh", "comm-send.sh", "comm-join.sh")
     )
@@ -66,7 +73,9 @@ def start_text(
         return (
             "sot-comm: this session could not join at its start:\n"
             f"{why}\n"
-            f"Mail to it is not read until it joins; join by hand with {join} --name NAME.{more}"
+            f"Mail to it is not read until it joins; join by hand with {join} --name NAME"
+            + (" (or the sotd MCP server's join tool)" if tools else "")
+            + f".{more}"
         )
     lines = [
         f"sot-comm: this session is @{handle}{where} — other agent sessions reach it by that handle.",
@@ -77,6 +86,10 @@ def start_text(
         "- End every turn with one closing line: `SITREP: <what is done>`, `SITREP-QUESTION: <what you"
         " need>` or `SITREP-WAITING: <what you wait for>`.",
     ]
+    if tools:
+        from sotd.mcp import START_LINE
+
+        lines.append(START_LINE)
     if more:
         lines.append("-" + more)
     return "\n".join(lines)
@@ -175,6 +188,9 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
     else:
         code, outs, errs = _join_quietly()
     skill = skill_installed(environ, str(cwd or os.getcwd()))
+    from sotd.mcp import registered
+
+    tools = registered(lay.bin_dir)
     cmd_dir = "" if on_path else lay.bin_dir
     handle, where = None, ""
     if code == 0:
@@ -183,7 +199,7 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
         ctx = Context()
         handle, where = ctx.name or None, f" ({ctx.repo} on {ctx.host})"
     if handle is None:
-        _context_out(start_text(None, cmd_dir=cmd_dir, skill=skill, problem=errs or outs))
+        _context_out(start_text(None, cmd_dir=cmd_dir, skill=skill, problem=errs or outs, tools=tools))
         return EXIT_OK
-    _context_out(start_text(handle, cmd_dir=cmd_dir, skill=skill, where=where))
+    _context_out(start_text(handle, cmd_dir=cmd_dir, skill=skill, where=where, tools=tools))
     return EXIT_OK

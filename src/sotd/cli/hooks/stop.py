@@ -104,7 +104,10 @@ def mail_gate(ctx: Context, key: str, stop_hook_active: bool) -> str | None:
         return prefix.rstrip("\n") or None
     if not write_tick(tick, total):
         return None  # fail open: a block we cannot remember would repeat every turn
-    return prefix + f"New sot-comm mail for @{name} — run comm-poll.sh now, act on it, then end the turn."
+    reason = f"New sot-comm mail for @{name} — run comm-poll.sh now, act on it, then end the turn."
+    from sotd.mcp import STOP_NOTE, registered  # the spec's sentence, then the tools when they are there
+
+    return prefix + reason + (STOP_NOTE if registered(ctx.layout.bin_dir) else "")
 
 
 def last_assistant_text(hook: dict[str, object]) -> str:
