@@ -1,4 +1,4 @@
-"""``sotd/cli/codex_config.py``: the lines ``sotd comm install --agent-settings`` adds to Codex's
+"""``sotd/cli/install/codex_config.py``: the lines ``sotd comm install --agent-settings`` adds to Codex's
 ``config.toml`` so that a Codex session started outside a sotd row finds the comm scripts by name.
 
 Issue 12 (a Codex session outside a row; docs/agents.md "PATH"). Codex runs the model's commands in
@@ -9,7 +9,7 @@ wrapper (``"BASH_FUNC_comm-poll.sh%%" = "() { '<bin>/comm-poll.sh' \\"$@\\"; }"`
 starts imports them from its environment, whatever its startup files did to ``PATH``, so the bare
 ``comm-poll.sh`` the hooks and the wake line name runs sotd's script by its full path.
 
-Guarantees (pure text functions, the I/O is ``sotd.cli.install``'s): the user's bytes are kept (our lines
+Guarantees (pure text functions, the I/O is ``install.codex_functions``'s): the user's bytes are kept (our lines
 are inserted after the ``[shell_environment_policy.set]`` header, or appended with that header at the
 end); a key the user already set is left as it is; a second run adds nothing; the result is parsed again
 and must equal the old document plus our keys, else nothing is written; a file that is not TOML is
@@ -26,6 +26,10 @@ import os
 import re
 
 from sotd.errors import SotdError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 TABLE = "shell_environment_policy"
 HEADER = "[shell_environment_policy.set]"
@@ -176,3 +180,9 @@ def remove_functions(path: str, text: str, added: list[str], keys: list[str]) ->
     if _without(after_doc, keys) != _without(before_doc, keys):
         return None
     return new
+
+
+def codex_dir(environ: Mapping[str, str] | None = None) -> str:
+    """Codex's own folder: ``$CODEX_HOME`` when set (as Codex reads it), else ``~/.codex``."""
+    env = os.environ if environ is None else environ
+    return env.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")

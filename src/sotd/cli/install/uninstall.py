@@ -1,4 +1,4 @@
-"""``sotd comm uninstall``: take out what ``sotd comm install`` put in (``sotd.cli.install.uninstall``).
+"""``sotd comm uninstall``: take out what ``sotd comm install`` put in (``install.command.uninstall``).
 
 Issue 11 part 2 item 7: the settings entries, allow rules and skill the installs recorded, the scripts
 in ``bin/.installed``; a settings file nobody changed since goes back byte for byte. Mail, the registry
@@ -9,6 +9,6 @@ from __future__ import annotations
 
 
 def run(argv: list[str]) -> int:
-    from sotd.cli import install
+    from sotd.cli.install import command
 
-    return install.uninstall(argv)
+    return command.uninstall(argv)
