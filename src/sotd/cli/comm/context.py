@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sotd.cli.common import Context, check_ancestry
+from sotd.cli.comm.common import Context, check_ancestry
 from sotd.errors import EXIT_OK, IdentityRefused
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from sotd.cli.common import Context
+    from sotd.cli.comm.common import Context
 
 VERDICT_S = 5.0
 
@@ -38,9 +38,9 @@ def local_endpoint(environ: Mapping[str, str]) -> str | None:
 
 def needed_endpoint(environ: Mapping[str, str]) -> tuple[str | None, str]:
     """``(endpoint, "")`` of this box's daemon for a command that cannot go on without it, starting it
-    when no socket is there (``cli/autostart.py``; not when ``SOT_DAEMON_AUTOSTART=off``); else
+    when no socket is there (``cli/comm/autostart.py``; not when ``SOT_DAEMON_AUTOSTART=off``); else
     ``(None or the unstarted endpoint, why it was not started)``. The notice of a start is printed once."""
-    from sotd.cli import autostart
+    from sotd.cli.comm import autostart
 
     path = environ.get("SOT_SOCKET") or default_socket(environ)
     if autostart.is_socket(path):
@@ -52,7 +52,7 @@ def needed_endpoint(environ: Mapping[str, str]) -> tuple[str | None, str]:
     if not started.ok:
         return unstarted, started.why
     if started.notice:
-        from sotd.cli.common import err
+        from sotd.cli.comm.common import err
 
         err(started.notice)
     return "unix:" + path, ""
@@ -71,7 +71,7 @@ def relay_endpoint(environ: Mapping[str, str]) -> str | None:
             continue
         ep, discard = unix.parse_endpoint(value)
         if discard:
-            from sotd.cli.common import err
+            from sotd.cli.comm.common import err
 
             err(discard)
             continue
@@ -85,7 +85,7 @@ def relay_endpoint(environ: Mapping[str, str]) -> str | None:
         return None  # no hosts.toml, an unreadable one, or the hub's daemon is not there: "no daemon" text
     ep, discard = unix.parse_endpoint(named)
     if discard:
-        from sotd.cli.common import err
+        from sotd.cli.comm.common import err
 
         err(discard)
     return named if ep is not None else None
@@ -146,7 +146,7 @@ def chosen_endpoint(named: str, environ: Mapping[str, str]) -> str | None:
 def silent_hint(environ: Mapping[str, str], endpoint: str) -> str:
     """The next step when the daemon at ``endpoint`` did not answer: none runs there (start it), or one
     is there and silent (check it), or a far box's (check it there)."""
-    from sotd.cli import autostart, hints
+    from sotd.cli.comm import autostart, hints
 
     path = endpoint[5:] if endpoint.startswith("unix:") else ""
     if path and not autostart.is_socket(path):

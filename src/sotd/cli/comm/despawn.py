@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 import os
 
-from sotd.cli import hints
-from sotd.cli.common import check_ancestry, err, line_buffered, open_context, out, prog
+from sotd.cli.comm import hints
+from sotd.cli.comm.common import check_ancestry, err, line_buffered, open_context, out, prog
 from sotd.errors import (
     EXIT_OK,
     DaemonNotFound,
@@ -97,7 +97,7 @@ def run(argv: list[str]) -> int:
         raise IdentityRefused(f"{me}: {why}")
     named, who = parse(argv, me)
     ctx = open_context()
-    from sotd.cli import daemonlink
+    from sotd.cli.comm import daemoncall
     from sotd.formats import registry, reglock
 
     lay = ctx.layout
@@ -106,7 +106,7 @@ def run(argv: list[str]) -> int:
         agents = registry.agents_of(doc) if doc is not None else {}
     except RegistryUnreadable:
         raise RegistryUnreadable("FAILED: the registry could not be read; nothing was despawned") from None
-    endpoint = daemonlink.chosen_endpoint(named, ctx.environ)  # a refused endpoint is raised with its hint
+    endpoint = daemoncall.chosen_endpoint(named, ctx.environ)  # a refused endpoint is raised with its hint
     if endpoint is None:
         raise DaemonNotFound(
             "ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].",
@@ -119,7 +119,7 @@ def run(argv: list[str]) -> int:
         why = "no workspace has that name, slug or id"
         listed_ok = False
         try:
-            listed = daemonlink.call(ctx, endpoint, payloads.WORKSPACE_LIST, {})
+            listed = daemoncall.call(ctx, endpoint, payloads.WORKSPACE_LIST, {})
             spaces = listed.get("workspaces")
             if not isinstance(spaces, list):
                 raise SotdError(f"workspace.list answered {json.dumps(listed, ensure_ascii=False)}")
@@ -135,15 +135,15 @@ def run(argv: list[str]) -> int:
                 why,
                 listed=listed_ok,
                 bare_entry_here=isinstance(entry, dict) and entry.get("host") == ctx.host,
-                silent="" if listed_ok else daemonlink.silent_hint(ctx.environ, endpoint),
+                silent="" if listed_ok else daemoncall.silent_hint(ctx.environ, endpoint),
             )
 
     try:
-        _info, dhost = daemonlink.daemon_info(ctx, endpoint)
+        _info, dhost = daemoncall.daemon_info(ctx, endpoint)
     except SotdError as e:
         raise DespawnFailed(
             f"FAILED: the daemon at {endpoint} did not answer version.query ({e.message}); nothing was despawned.",
-            hint=daemonlink.silent_hint(ctx.environ, endpoint),
+            hint=daemoncall.silent_hint(ctx.environ, endpoint),
         ) from None
     if not dhost:
         raise DespawnFailed(
@@ -152,7 +152,7 @@ def run(argv: list[str]) -> int:
         )
 
     try:
-        answer: dict[str, Any] = daemonlink.call(
+        answer: dict[str, Any] = daemoncall.call(
             ctx, endpoint, payloads.WORKSPACE_DESTROY, payloads.workspace_id_payload(wid)
         )
     except SotdError as e:

@@ -1,4 +1,4 @@
-"""``sotd/cli/inboxread.py``: reading one inbox past its read cursor, shared by poll, unread and the Stop
+"""``sotd/cli/comm/inboxread.py``: reading one inbox past its read cursor, shared by poll, unread and the Stop
 hook. Behaviour 1.5, 1.6; the read hint of ``formats/readhint.py``.
 
 Guarantee: one read under the shared read lock (where this box appends itself), so a batch is whole lines
@@ -11,13 +11,13 @@ a reader here that writes the cursor (a count that consumes mail).
 
 from __future__ import annotations
 
-from sotd.cli.common import err
+from sotd.cli.comm.common import err
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sotd.cli.common import Context
+    from sotd.cli.comm.common import Context
     from sotd.formats.readhint import View
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from sotd import PROTOCOL_VERSION, _clock
-from sotd.cli.common import Context, check_ancestry, err, open_context, out, prog
+from sotd.cli.comm.common import Context, check_ancestry, err, open_context, out, prog
 from sotd.errors import (
     EXIT_OK,
     HandleError,
@@ -185,7 +185,7 @@ def run(argv: list[str]) -> int:
     try:
         registry.update(lay, ctx.host, change, bound=reglock.wait_bound(dict(env)))
     except RegistryUnreadable as e:
-        from sotd.cli import hints
+        from sotd.cli.comm import hints
 
         raise SotdError(
             "comm: the registry could not be read, so no handle was derived; nothing was written"
@@ -315,10 +315,10 @@ def _touch_inbox(path: str) -> None:
 
 def _declare(ctx: Context, row: str, handle: str, me: str) -> None:
     """Tell the row's daemon which handle the row now holds (``agent.join``); a failure only warns."""
-    from sotd.cli import daemonlink
+    from sotd.cli.comm import daemoncall
     from sotd.wire import payloads
 
-    endpoint = daemonlink.local_endpoint(ctx.environ)
+    endpoint = daemoncall.local_endpoint(ctx.environ)
     if endpoint is None:
         err(
             f"{me}: WARNING — this shell's identity names row '{row}' but no daemon endpoint could be "
@@ -326,7 +326,7 @@ def _declare(ctx: Context, row: str, handle: str, me: str) -> None:
         )
         return
     try:
-        daemonlink.call(ctx, endpoint, payloads.AGENT_JOIN, payloads.agent_join_payload(row, handle))
+        daemoncall.call(ctx, endpoint, payloads.AGENT_JOIN, payloads.agent_join_payload(row, handle))
     except SotdError:
         err(
             f"{me}: WARNING — could not declare '@{handle}' to the daemon (agent.join); it will retry at the "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from sotd.cli.common import enter, out, prog
+from sotd.cli.comm.common import enter, out, prog
 from sotd.errors import EXIT_OK, RegistryUnreadable, ScriptUsage
 
 
@@ -70,7 +70,7 @@ def run(argv: list[str]) -> int:
             ctx.layout, ctx.host, change, bound=reglock.wait_bound(dict(ctx.environ))
         )
     except RegistryUnreadable:
-        from sotd.cli import hints
+        from sotd.cli.comm import hints
 
         raise RegistryUnreadable(
             "FAILED: the registry could not be read; nothing was removed", hint=hints.registry_unreadable()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sotd import _clock
-from sotd.cli.common import Context, enter, out, prog
+from sotd.cli.comm.common import Context, enter, out, prog
 from sotd.errors import EXIT_OK, RegistryUnreadable
 
 TYPE_CHECKING = False
@@ -70,7 +70,7 @@ def run(argv: list[str]) -> int:
     try:
         doc = registry.read(ctx.layout)
     except RegistryUnreadable:
-        from sotd.cli import hints
+        from sotd.cli.comm import hints
 
         raise RegistryUnreadable(
             "FAILED: the registry could not be read; nothing was listed",
@@ -127,15 +127,15 @@ NO_FRONTENDS = "  (none attached, or no daemon answered)"
 
 def frontends_block(ctx: Context) -> list[str]:
     """Ask this box's daemon (``version.query``, the 5 s bound of every daemon call) who is attached."""
-    from sotd.cli import daemonlink
+    from sotd.cli.comm import daemoncall
     from sotd.errors import SotdError
     from sotd.wire import payloads
 
-    ep = daemonlink.local_endpoint(ctx.environ)
+    ep = daemoncall.local_endpoint(ctx.environ)
     if ep is None:
         return frontend_lines(None)
     try:
-        answer = daemonlink.call(ctx, ep, payloads.VERSION_QUERY, payloads.version_query_payload())
+        answer = daemoncall.call(ctx, ep, payloads.VERSION_QUERY, payloads.version_query_payload())
     except (SotdError, OSError):
         return frontend_lines(None)
     return frontend_lines(answer.get("daemon"))

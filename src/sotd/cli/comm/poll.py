@@ -1,14 +1,14 @@
 """``sotd comm poll`` (comm-poll.sh): show the mail past the cursor, then move the cursor. Behaviour 1.5.
 
 Poll is the only writer of a cursor, and writes it from the bytes it showed (never a re-read), after
-showing them. The read lock is held only while the bytes are read (``cli/inboxread.py``), so a slow
+showing them. The read lock is held only while the bytes are read (``cli/comm/inboxread.py``), so a slow
 display never holds off a writer. Failures are raised (``sotd.errors``); ``sotd.cli.main`` prints them.
 """
 
 from __future__ import annotations
 
-from sotd.cli.common import Context, enter, out, prog
-from sotd.cli.inboxread import Batch, read_batch
+from sotd.cli.comm.common import Context, enter, out, prog
+from sotd.cli.comm.inboxread import Batch, read_batch
 from sotd.errors import EXIT_OK, InboxBusy, NotJoined, PollBusy, SotdError
 
 TYPE_CHECKING = False

@@ -1,5 +1,5 @@
 """``comm-relay.sh send``: the relay's send verb (behaviour 1.4). ``comm-relay.sh bridge`` stays a sleeping
-stub in the shell script itself (``sotd.cli.install.relay_text``).
+stub in the shell script itself (``sotd.cli.install.scripts.relay_text``).
 
 Arguments: ``@to words…`` or ``--all words…``. ``--all`` anywhere makes a broadcast, and then every word
 is message text, ``@words`` included; otherwise the first word, when it is an ``@word``, names the
@@ -56,6 +56,6 @@ def send_argv(argv: list[str]) -> list[str]:
 
 def run(argv: list[str]) -> int:
     words = send_argv(argv)
-    from sotd.cli import send
+    from sotd.cli.comm import send
 
     return send.run(words)

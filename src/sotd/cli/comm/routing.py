@@ -1,4 +1,4 @@
-"""``sotd/cli/routing.py``: routing one message copy, shared by send and spawn's ``--task``. Behaviour 1.3,
+"""``sotd/cli/comm/routing.py``: routing one message copy, shared by send and spawn's ``--task``. Behaviour 1.3,
 1.4; seed 000 "The wire".
 
 Guarantee: a copy is filed once, by one route, or its FAILED reason is returned: a listed live handle goes
@@ -15,12 +15,12 @@ Imported on the send hot path: only sotd leaves at import time, the rest lazily.
 from __future__ import annotations
 
 from sotd import _clock
-from sotd.cli.common import err, out
+from sotd.cli.comm.common import err, out
 from sotd.errors import RegistryLinked, RegistryUnreadable, SotdError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from sotd.cli.common import Context
+    from sotd.cli.comm.common import Context
     from sotd.formats.layout import Layout
 
 
@@ -71,7 +71,7 @@ class Sender:
 
     def __init__(self, ctx: Context, agents: dict[str, object] | None) -> None:
         self.ctx = ctx
-        self.hint: str | None = None  # the next step of the last failure, when it has one (cli/hints.py)
+        self.hint: str | None = None  # the next step of the last failure, when it has one (cli/comm/hints.py)
         self.agents = agents
         from sotd.text import carry_os
 
@@ -125,11 +125,11 @@ class Sender:
 
     def via_daemon(self, target: str, text: str, *, broadcast: bool) -> str | None:
         """This box cannot take the inbox lock itself: hand the line to its daemon as ``comm.file``."""
-        from sotd.cli import daemonlink
+        from sotd.cli.comm import daemoncall
 
-        endpoint, start_failed = daemonlink.needed_endpoint(self.ctx.environ)
+        endpoint, start_failed = daemoncall.needed_endpoint(self.ctx.environ)
         if endpoint is None:
-            from sotd.cli import hints
+            from sotd.cli.comm import hints
             from sotd.runtime import default_socket
 
             env = self.ctx.environ
@@ -137,19 +137,19 @@ class Sender:
             return "this box cannot take the inbox lock itself, and no daemon is reachable to file it"
         failed = self.file_at(endpoint, target, text, broadcast=broadcast)
         if failed is not None and failed.startswith("the daemon did not answer at "):
-            from sotd.cli import hints
+            from sotd.cli.comm import hints
 
             self.hint = hints.daemon_silent()
         return failed
 
     def relay(self, target: str, text: str) -> str | None:
         """A handle this folder does not list: the relay endpoint (never the local daemon) files it."""
-        from sotd.cli import daemonlink
+        from sotd.cli.comm import daemoncall
 
-        endpoint = daemonlink.relay_endpoint(self.ctx.environ)
+        endpoint = daemoncall.relay_endpoint(self.ctx.environ)
         if endpoint is None:
             from sotd import runtime, topology
-            from sotd.cli import hints
+            from sotd.cli.comm import hints
 
             env = self.ctx.environ
             own = env.get("SOT_SOCKET") or runtime.default_socket(env)
@@ -164,18 +164,18 @@ class Sender:
     def file_at(self, endpoint: str, target: str, text: str, *, broadcast: bool) -> str | None:
         """One ``comm.file`` at the daemon at ``endpoint``; None when it filed (``filed`` printed), else the
         FAILED reason (its refusal, or why it did not answer)."""
-        from sotd.cli import daemonlink
+        from sotd.cli.comm import daemoncall
 
         # ``expires``: when this send stops waiting (D6: 5 s from the dial), so a daemon that gets the
         # frame late refuses it rather than file mail this command already reported as FAILED
         from sotd.wire import answers, payloads
 
-        expires = round(_clock.now() + daemonlink.VERDICT_S, 3)
+        expires = round(_clock.now() + daemoncall.VERDICT_S, 3)
         payload = payloads.comm_file_payload(
             self.ctx.name, target, text, broadcast=broadcast, expires=expires
         )
         try:
-            answer = daemonlink.call(self.ctx, endpoint, payloads.COMM_FILE, payload)
+            answer = daemoncall.call(self.ctx, endpoint, payloads.COMM_FILE, payload)
         except SotdError as e:
             return e.message
         if answers.is_ok(answer):

@@ -8,7 +8,7 @@ failure is raised as a ``sotd.errors`` class that ``sotd.cli.main`` prints.
 
 from __future__ import annotations
 
-from sotd.cli.common import check_ancestry, open_context, out, prog
+from sotd.cli.comm.common import check_ancestry, open_context, out, prog
 from sotd.errors import (
     EXIT_OK,
     IdentityRefused,
@@ -21,8 +21,8 @@ from sotd.errors import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from sotd.cli.common import Context
-    from sotd.cli.routing import Sender
+    from sotd.cli.comm.common import Context
+    from sotd.cli.comm.routing import Sender
 
 
 def parse(argv: list[str]) -> tuple[bool, str | None, str]:
@@ -61,7 +61,7 @@ def refusal(
     """The plan's second step, from the registry as read (None: unreadable) and ``routing.routable``'s
     problem: the error this send stops with before any copy is filed, or None (go)."""
     if agents is None:
-        from sotd.cli import hints  # only on this path: a send that goes loads no hint text (issue 17)
+        from sotd.cli.comm import hints  # only on this path: a send that goes loads no hint text (issue 17)
 
         if broadcast:
             return RegistryUnreadable(
@@ -84,7 +84,7 @@ def run(argv: list[str]) -> int:
     if why:
         raise IdentityRefused(f"FAILED -> {label}: {why}")
     ctx = open_context()
-    from sotd.cli import routing
+    from sotd.cli.comm import routing
     from sotd.formats import registry
 
     registry.ensure(ctx.layout)

@@ -27,7 +27,7 @@ import os
 import sys
 
 from sotd import fastjson as json  # json without re (the hot path)
-from sotd.cli.hooks.shared import pin_note, private_slot  # every hook's (the Stop hook loads no more)
+from sotd.cli.comm.hooks.shared import pin_note, private_slot  # every hook's (the Stop hook loads no more)
 from sotd.errors import EXIT_OK
 
 TYPE_CHECKING = False
@@ -93,7 +93,7 @@ def skill_installed(environ: Mapping[str, str], cwd: str) -> bool:
 def _still_joined() -> bool:
     """Whether this session's self file names a handle whose registry entry is this project's on this host
     (then a compaction, which Claude Code may run in the middle of a turn, needs no new join)."""
-    from sotd.cli.common import Context
+    from sotd.cli.comm.common import Context
     from sotd.errors import SotdError
     from sotd.formats import registry
 
@@ -115,7 +115,7 @@ def _join_quietly() -> tuple[int, list[str], list[str]]:
     """``comm-join.sh`` in this process with its output kept: (status, stdout lines, stderr lines)."""
     import io
 
-    from sotd.cli import join
+    from sotd.cli.comm import join
     from sotd.errors import SotdError
 
     saved = sys.stdout, sys.stderr
@@ -178,7 +178,7 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
     cmd_dir = "" if on_path else lay.bin_dir
     handle, where = None, ""
     if code == 0:
-        from sotd.cli.common import Context
+        from sotd.cli.comm.common import Context
 
         ctx = Context()
         handle, where = ctx.name or None, f" ({ctx.repo} on {ctx.host})"

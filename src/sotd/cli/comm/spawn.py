@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 
 from sotd import _clock, cmdtable
-from sotd.cli import hints
-from sotd.cli.common import Context, check_ancestry, err, line_buffered, open_context, out, prog
+from sotd.cli.comm import hints
+from sotd.cli.comm.common import Context, check_ancestry, err, line_buffered, open_context, out, prog
 from sotd.errors import (
     EXIT_OK,
     BadArgument,
@@ -222,9 +222,9 @@ def local_root(path: str) -> str:
 
 
 def ask(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[str, Any]:
-    from sotd.cli import daemonlink
+    from sotd.cli.comm import daemoncall
 
-    return daemonlink.call(ctx, endpoint, op, payload)
+    return daemoncall.call(ctx, endpoint, op, payload)
 
 
 def run(argv: list[str]) -> int:
@@ -246,7 +246,7 @@ def run(argv: list[str]) -> int:
     args.command = plan_command(opts)
 
     ctx = open_context()
-    from sotd.cli import daemonlink, routing
+    from sotd.cli.comm import daemoncall, routing
     from sotd.formats import registry
 
     registry.ensure(ctx.layout)
@@ -256,18 +256,18 @@ def run(argv: list[str]) -> int:
         if problem:
             raise SpawnFailed(f"FAILED: {problem}")
 
-    endpoint = daemonlink.chosen_endpoint(opts.get("endpoint", ""), ctx.environ)
+    endpoint = daemoncall.chosen_endpoint(opts.get("endpoint", ""), ctx.environ)
     if endpoint is None:
         raise DaemonNotFound(
             "ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].",
             hint=f"or start this box's daemon: {hints.START_DAEMON}",
         )
     try:
-        info, dhost = daemonlink.daemon_info(ctx, endpoint)
+        info, dhost = daemoncall.daemon_info(ctx, endpoint)
     except SotdError as e:
         raise SpawnFailed(
             f"ERROR: the sotd daemon at {endpoint} did not answer version.query: {e.message}",
-            hint=daemonlink.silent_hint(ctx.environ, endpoint),
+            hint=daemoncall.silent_hint(ctx.environ, endpoint),
         ) from None
     if not dhost:
         err(f"comm-spawn: the daemon at {endpoint} did not declare its host; assuming it runs on this box")
@@ -279,7 +279,7 @@ def run(argv: list[str]) -> int:
     except SotdError as e:
         raise SpawnFailed(
             f"ERROR: workspace.list did not answer via {endpoint} ({e.message}); nothing was spawned.",
-            hint=daemonlink.silent_hint(ctx.environ, endpoint),
+            hint=daemoncall.silent_hint(ctx.environ, endpoint),
         ) from None
     spaces = listed.get("workspaces")
     if not isinstance(spaces, list):
@@ -477,7 +477,7 @@ def _deliver_remote_task(ctx: Context, endpoint: str, name: str, text: str) -> s
     handle is not listed there) try again each second, within the ready wait."""
     import time
 
-    from sotd.cli.routing import Sender
+    from sotd.cli.comm.routing import Sender
 
     deadline = time.monotonic() + _ready_wait(ctx)
     sender = Sender(ctx, {})

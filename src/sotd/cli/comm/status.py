@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from sotd import _clock
-from sotd.cli.common import Context, check_ancestry, err, prog
+from sotd.cli.comm.common import Context, check_ancestry, err, prog
 from sotd.errors import (
     EXIT_OK,
     IdentityRefused,
@@ -110,7 +110,7 @@ def run(argv: list[str]) -> int:
     except RegistryUnreadable:
         if event:
             return EXIT_OK
-        from sotd.cli import hints
+        from sotd.cli.comm import hints
 
         raise RegistryUnreadable(
             "FAILED: the registry could not be read or updated, so nothing was written",

@@ -16,7 +16,7 @@ writing the mark on a path where ``stop`` would remove it anyway (two writes aga
 from __future__ import annotations
 
 from sotd import _clock
-from sotd.cli.common import Context, err
+from sotd.cli.comm.common import Context, err
 from sotd.errors import RegistryUnreadable, SotdError
 
 STATUS_PROG = "comm-status.sh"  # the separate writes ran as ``comm-status.sh``: its refusals carry that name

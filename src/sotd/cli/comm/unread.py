@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from sotd.cli.common import Context, check_ancestry, out
+from sotd.cli.comm.common import Context, check_ancestry, out
 from sotd.errors import EXIT_OK, IdentityRefused, InboxBusy, NotJoined, ScriptUsage
 
 
@@ -33,7 +33,7 @@ def run(argv: list[str]) -> int:
     ctx = Context()
     handle = asked_handle(argv, ctx.name, os.environ.get("SOT_COMM_PROG", ""))
     from sotd import handles
-    from sotd.cli.inboxread import read_batch
+    from sotd.cli.comm.inboxread import read_batch
     from sotd.formats import inbox
 
     handles.validate(handle)

@@ -2,7 +2,7 @@
 PermissionRequest), one module per hook beside this dispatcher.
 
 Behaviour 3.4 (the Stop hook: ``stop``), 4.3 (the status hooks: ``prompt``, ``tool``) and decision D3
-(the permission hook's ``dialog``: ``permission``); ``start`` is SessionStart (``sotd.cli.sessionstart``
+(the permission hook's ``dialog``: ``permission``); ``start`` is SessionStart (``sotd.cli.comm.sessionstart``
 does its work). What they share (the bounded input, the answer line, ticks) is ``shared``. Claude Code
 runs all of them; Codex runs the Stop, prompt and permission hooks (the same JSON on stdin). A hook never
 fails its agent: it always exits 0, and holds a turn only by printing ``{"decision":"block","reason":...}``.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from sotd.cli.common import err
+from sotd.cli.comm.common import err
 
 EVENTS = ("start", "stop", "prompt", "pre-tool", "post-tool", "permission")
 
@@ -33,28 +33,28 @@ def run(argv: list[str]) -> int:
     env = os.environ
     try:
         if argv[0] == "start":
-            from sotd.cli.hooks import start
+            from sotd.cli.comm.hooks import start
 
             return start.run(env)
         if argv[0] == "stop":
-            from sotd.cli.hooks import stop
+            from sotd.cli.comm.hooks import stop
 
             return stop.run(env)
         if argv[0] == "prompt":
-            from sotd.cli.hooks import prompt
+            from sotd.cli.comm.hooks import prompt
 
             return prompt.run(env)
         if argv[0] == "permission":
-            from sotd.cli.hooks import permission
+            from sotd.cli.comm.hooks import permission
 
             return permission.run(env)
-        from sotd.cli.hooks import tool
+        from sotd.cli.comm.hooks import tool
 
         return tool.run(env, "pre" if argv[0] == "pre-tool" else "post")
     except Exception as e:  # a hook must never fail its agent
         err(f"sot-comm hook {argv[0]}: {type(e).__name__}: {e}")
         if argv[0] == "stop":
-            from sotd.cli.hooks import stop
+            from sotd.cli.comm.hooks import stop
 
             stop.stop_after_error(env)
         return 0

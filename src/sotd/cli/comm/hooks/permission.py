@@ -10,8 +10,8 @@ outlives its turn (``dialog_prompt`` must be the entry's ``floor_prompt``).
 from __future__ import annotations
 
 from sotd import _clock
-from sotd.cli.common import Context
-from sotd.cli.hooks.shared import ancestry_check, hook_input
+from sotd.cli.comm.common import Context
+from sotd.cli.comm.hooks.shared import ancestry_check, hook_input
 from sotd.errors import SotdError
 
 TYPE_CHECKING = False

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from sotd import _clock
-from sotd.cli.hooks.shared import ancestry_check, hook_input, session_key, status_event
+from sotd.cli.comm.hooks.shared import ancestry_check, hook_input, session_key, status_event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import os
 import sys
 
 from sotd import fastjson as json  # json without re (the hot path)
-from sotd.cli.common import err
+from sotd.cli.comm.common import err
 from sotd.errors import SotdError
 from sotd.formats.layout import safe_component
 
@@ -118,7 +118,7 @@ def hook_input() -> dict[str, object]:
 
 
 # ------------------------------------------------------- the private self file a SessionStart hook pinned
-# (here, not in sotd.cli.sessionstart, so the Stop hook at every turn end does not load the start hook)
+# (here, not in sotd.cli.comm.sessionstart, so the Stop hook at every turn end does not load the start hook)
 
 
 def session_leaf(session_id: str) -> str:
@@ -218,7 +218,7 @@ def read_tick(path: str) -> str:
 
 def status_event(verb: str, text: str | None = None, extra_env: dict[str, str] | None = None) -> None:
     """Run a work-state event in this process (the same code as ``sotd comm status``)."""
-    from sotd.cli import status
+    from sotd.cli.comm import status
 
     saved = dict(os.environ)
     if extra_env:

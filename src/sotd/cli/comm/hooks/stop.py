@@ -14,7 +14,7 @@ names files (backticked paths with a ``/``) which do not exist is held once. Eac
 holding the turn id), fails open when its tick cannot be written, applies only in a row unless
 ``nudges = on`` in the comm folder's ``hooks.conf`` (``nudges_apply``), never holds a ``stop_hook_active``
 continuation, and stands down with ``SOT_COMM_NUDGES=off``. Tool calls are counted by the PostToolUse
-hook (``sotd.cli.hooks.tool``), one byte each appended to ``state/calls-<key>.count``, which the prompt
+hook (``sotd.cli.comm.hooks.tool``), one byte each appended to ``state/calls-<key>.count``, which the prompt
 hook empties.
 
 What would break it: a hold that is not remembered (a tick that cannot be written must fall open, or the
@@ -27,8 +27,8 @@ import os
 
 from sotd import _clock
 from sotd import fastjson as json  # json without re (the hot path)
-from sotd.cli.common import Context, err
-from sotd.cli.hooks.shared import (
+from sotd.cli.comm.common import Context, err
+from sotd.cli.comm.hooks.shared import (
     ancestry_check,
     block,
     hook_input,
@@ -69,7 +69,9 @@ def _registry_row(ctx: Context) -> tuple[dict[str, object] | None, bool]:
 
 def mail_gate(ctx: Context, key: str, stop_hook_active: bool) -> str | None:
     """The first check of every turn end: the block reason when directed mail is unread, else None."""
-    from sotd.cli.inboxread import read_batch  # not via sotd.cli.poll: a module the hook need not load
+    from sotd.cli.comm.inboxread import (
+        read_batch,  # not via sotd.cli.comm.poll: a module the hook need not load
+    )
     from sotd.formats import inbox
 
     name = ctx.name
@@ -186,7 +188,7 @@ def run(environ: Mapping[str, str]) -> int:
         status_event("stop")
         return 0
     key = session_key(environ, hook)
-    from sotd.cli import turnend  # the hook decides first, then writes the registry once (issue 17)
+    from sotd.cli.comm import turnend  # the hook decides first, then writes the registry once (issue 17)
 
     reason = mail_gate(ctx, key, bool(hook.get("stop_hook_active")))
     if reason:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 
 from sotd import _clock
-from sotd.cli.common import Context
-from sotd.cli.hooks.shared import (
+from sotd.cli.comm.common import Context
+from sotd.cli.comm.hooks.shared import (
     ancestry_check,
     hook_input,
     session_key,
