@@ -58,7 +58,7 @@ def needed_endpoint(environ: Mapping[str, str]) -> tuple[str | None, str]:
     return "unix:" + path, ""
 
 
-def relay_endpoint(environ: Mapping[str, str]) -> str | None:
+def chosen_relay_endpoint(environ: Mapping[str, str]) -> str | None:
     """``$SOT_RELAY_ENDPOINT``, else ``$SOT_SPAWN_ENDPOINT``, else what ``sotd topology relay-endpoint``
     prints (the hub named by this box's ``hosts.toml``; on the hub itself, its own daemon, where the
     offer to the linked boxes happens). Without a ``hosts.toml`` there is none: the local daemon is never

@@ -146,7 +146,7 @@ class Sender:
         """A handle this folder does not list: the relay endpoint (never the local daemon) files it."""
         from sotd.cli.comm import daemoncall
 
-        endpoint = daemoncall.relay_endpoint(self.ctx.environ)
+        endpoint = daemoncall.chosen_relay_endpoint(self.ctx.environ)
         if endpoint is None:
             from sotd import runtime, topology
             from sotd.cli.comm import hints
