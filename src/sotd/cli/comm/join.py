@@ -119,6 +119,8 @@ def tier1_warning(chosen: str, tier1: str) -> str:
 
 
 def run(argv: list[str]) -> int:
+    """Plan (the name asked for, the entry, the slot checks: nothing of the join written yet), then act:
+    take the handle in the registry, pin it in the slot, say so."""
     me = prog("comm-join.sh", "join")
     opts = parse(argv, me)
     if opts.help:
@@ -128,9 +130,20 @@ def run(argv: list[str]) -> int:
     if why:
         raise IdentityRefused(f"{me}: REFUSING to bind: {why}")
     ctx = open_context()
+    name, entry = _plan(ctx, opts, me)
+    joined = _register(ctx, name, entry)
+    _test_pause(ctx.environ)
+    _pin(ctx, opts, me, joined, entry)
+    _announce(ctx, me, joined)
+    return EXIT_OK
+
+
+def _plan(ctx: Context, opts: _Opts, me: str) -> tuple[str | None, dict[str, object]]:
+    """(the name asked for, None to derive one; the registry entry to write), after the checks that run
+    before anything is written: the name's shape, a linked slot, and the slot guard."""
     env = ctx.environ
     from sotd import handles
-    from sotd.formats import registry, reglock, selffile
+    from sotd.formats import registry, selffile
 
     lay = ctx.layout
     registry.ensure(lay)
@@ -152,7 +165,7 @@ def run(argv: list[str]) -> int:
             raise slot_refused(refusal, me, ctx.repo, ctx.workspace_id)
 
     now = _clock.stamp()
-    entry = {
+    entry: dict[str, object] = {
         "host": ctx.host,
         "workspace_id": ctx.workspace_id,
         "repo": ctx.repo,
@@ -162,6 +175,15 @@ def run(argv: list[str]) -> int:
         "joined": now,
         "last_seen": now,
     }
+    return name, entry
+
+
+def _register(ctx: Context, name: str | None, entry: dict[str, object]) -> _Joined:
+    """Take the handle in one locked read-decide-write of the registry; what it learned."""
+    from sotd import handles
+    from sotd.formats import registry, reglock
+
+    lay, env = ctx.layout, ctx.environ
     joined = _Joined()
 
     def change(doc: dict[str, object]) -> tuple[bool, None]:
@@ -196,7 +218,6 @@ def run(argv: list[str]) -> int:
         ) from None
     except HandleError as e:
         raise HandleError(e.message) from None  # its sentence alone, as 0.6.6 prints it
-    chosen = joined.name
     derived = joined.derived
     if derived is not None and derived.note:
         err(derived.note)
@@ -207,7 +228,15 @@ def run(argv: list[str]) -> int:
             "ShipTools.update_comm() on all machines"
         )
 
-    _test_pause(env)
+    return joined
+
+
+def _pin(ctx: Context, opts: _Opts, me: str, joined: _Joined, entry: dict[str, object]) -> None:
+    """Write the handle to the slot (guarded again just before the rename unless ``--repin``); a slot
+    claimed meanwhile takes the registry row back."""
+    from sotd.formats import selffile
+
+    chosen = joined.name
     guarded = not opts.repin and not ctx.is_nopane
     try:
         if guarded:
@@ -231,6 +260,10 @@ def run(argv: list[str]) -> int:
             reason=e.message,
         ) from None
 
+
+def _announce(ctx: Context, me: str, joined: _Joined) -> None:
+    """The inbox, the tier-1 warning, a row's declaration, and the three lines a join prints."""
+    lay, env, chosen, derived = ctx.layout, ctx.environ, joined.name, joined.derived
     _touch_inbox(lay.inbox(chosen))
 
     if joined.tier1_live and derived is not None:
@@ -245,7 +278,6 @@ def run(argv: list[str]) -> int:
     out(f"Joined sot-comm as @{chosen}  ({ctx.repo} on {ctx.host}).")
     out(f"  inbox: {lay.inbox_dir}/{chosen}.jsonl")
     out("Others registered: " + (", ".join(joined.others) if joined.others else "none"))
-    return EXIT_OK
 
 
 def _test_pause(env: Mapping[str, str]) -> None:
