@@ -1,4 +1,4 @@
-"""``cli.daemoncall.daemon_info``: what spawn and despawn both ask a daemon first (``version.query``) and
+"""``cli.comm.daemoncall.daemon_info``: what spawn and despawn both ask a daemon first (``version.query``) and
 the host it declares (issue 16: one home for what two verbs share). A scripted daemon on a real Unix
 socket (``tests.fakes.fake_daemon``) answers; the verbs decide what an empty host means.
 """
