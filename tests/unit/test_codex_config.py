@@ -12,6 +12,8 @@ import pytest
 from sotd.cli.install import codex_config as cc
 from sotd.errors import SotdError
 
+pytestmark = pytest.mark.unit
+
 BIN = "/home/u/.sot-comm/bin"
 FUNCS = cc.shell_functions(BIN, ["comm-poll.sh", "comm-send.sh"])
 POLL = '"BASH_FUNC_comm-poll.sh%%" = "() { \'/home/u/.sot-comm/bin/comm-poll.sh\' \\"$@\\"; }"'

@@ -10,6 +10,8 @@ import pytest
 
 from sotd.cli.comm.hooks.stop import MAX_AUDITED, missing_paths, named_paths, sitrep, turn_started
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("text", "paths"),
