@@ -209,3 +209,19 @@ def test_chain_reader() -> None:
     assert chains(imported(report)) == {
         "logging": ["sotd.cli.main", "sotd.cli.comm.send", "sotd.cli.comm.daemoncall", "logging"]
     }
+
+
+@pytest.mark.parametrize("package", ["sotd.cli", "sotd.cli.comm", "sotd.client", "sotd.formats", "sotd.wire"])
+def test_a_hot_path_package_holds_no_code(package: str) -> None:
+    """A verb imports each package above its module: its ``__init__.py`` is a docstring and nothing else
+    (issue 29: the verbs moved into ``sotd.cli.comm``, which must cost one empty module and no more)."""
+    import ast
+    import importlib
+
+    path = importlib.import_module(package).__file__
+    assert path is not None
+    with open(path, encoding="utf-8") as f:
+        body = ast.parse(f.read()).body
+    assert len(body) <= 1 and all(
+        isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body
+    ), path
