@@ -41,8 +41,8 @@ def main() -> int:
     from tests.realagent.codex_standin import CodexStandIn, bash, text
 
     from sotd.daemon.decide import TICK_SECS
+    from sotd.terminal.attempt import HOLD_SECS
     from sotd.terminal.prompt import WAKE_LINE
-    from sotd.terminal.wake import HOLD_SECS
 
     try:
         codex_kit.codex_exe()

@@ -113,8 +113,8 @@ class Growth:
 
     def in_process(self, n: int, reps: int) -> dict[str, float]:
         """Median ms of ``read_batch`` with the hint, and with the hint removed (full scan)."""
-        from sotd.cli.common import Context
-        from sotd.cli.poll import read_batch
+        from sotd.cli.comm.common import Context
+        from sotd.cli.comm.poll import read_batch
 
         h = self.handle[n]
         env = self.s.env["g" + LABEL[n].lower()]

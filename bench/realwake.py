@@ -70,8 +70,8 @@ def main() -> int:
 
     from sotd.daemon.decide import TICK_SECS
     from sotd.demo import scripted_model
+    from sotd.terminal.attempt import HOLD_SECS
     from sotd.terminal.prompt import WAKE_LINE
-    from sotd.terminal.wake import HOLD_SECS
 
     try:
         kit.claude_exe()

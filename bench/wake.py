@@ -339,7 +339,7 @@ def main() -> int:
     n_idle = args.rounds or (4 if args.quick else 15)
     n_busy = args.busy_rounds or (2 if args.quick else 5)
     from sotd.daemon.decide import TICK_SECS
-    from sotd.terminal.wake import HOLD_SECS
+    from sotd.terminal.attempt import HOLD_SECS
 
     d = Daemon()
     plain: PlainPane | None = None

@@ -53,7 +53,7 @@ def clean_env() -> dict[str, str]:
     """The test process's environment without anything that would point at a real comm folder or tmux."""
     drop = ("SOT_", "SOTD_", "TMUX", "CLAUDE", "COMM_STATUS_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-    # a command that needs this box's daemon starts one when none runs (cli/autostart.py): tests that are
+    # a command that needs this box's daemon starts one when none runs (cli/comm/autostart.py): tests that are
     # not about that must not leave daemons behind them, so they run with it off; tests/newcomer turns it on
     env["SOT_DAEMON_AUTOSTART"] = "off"
     return env
@@ -122,7 +122,7 @@ class Comm:
             )
         self.sessions: dict[str, Session] = {}
         if install:
-            from sotd.cli.install import install as do_install
+            from sotd.cli.install.scripts import write_scripts as do_install
 
             do_install(self.layout, SOTD)
 

@@ -318,7 +318,7 @@ class SendFailed(SotdError):
 
     code = "send_failed"
     sentence = "FAILED -> @<handle>: <reason>  |  Broadcast to <k> of <n> agent(s)."
-    next_step = "the failure's own next step (cli/hints.py), when it has one"
+    next_step = "the failure's own next step (cli/comm/hints.py), when it has one"
 
 
 class SpawnFailed(SotdError):

@@ -193,6 +193,7 @@ def write_atomic(
     sync: bool = True,
     sync_folder: bool = True,
     real_folder: bool = False,
+    before_rename: Callable[[], None] | None = None,
 ) -> None:
     """Replace ``path`` with ``data``. ``tmp`` names the temp (a stale one is removed first, then it is
     created exclusively); by default ``<path>.tmp.XXXXXX``. ``mode`` is the temp's creation mode (the umask
@@ -200,6 +201,8 @@ def write_atomic(
     the temp. ``sync=False`` skips the temp's fsync (a cache that may be lost: the read hint) and
     ``sync_folder=False`` the folder's (a file whose loss a crash may cost: a cursor re-shows a batch).
     ``real_folder``: ``LinkedPath`` (nothing written) when the folder is a symbolic link.
+    ``before_rename`` runs once the temp is synced and closed, just before the rename: what it raises
+    leaves ``path`` untouched and the temp removed (the self file's slot guard, a compare-and-swap).
     """
     if real_folder:
         folder = os.path.dirname(path) or "."
@@ -233,6 +236,8 @@ def write_atomic(
         finally:
             os.close(fd)
         try:
+            if before_rename is not None:
+                before_rename()
             _rename(tmp, path)
         except OSError as e:
             raise _step_error("rename", e) from e

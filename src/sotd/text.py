@@ -24,7 +24,7 @@ lowercase hex digits; a line of text (``lines=True``: mail, an error's lines) ke
 Guarantee: nothing ``inert`` returns does more to a terminal than print, start a line or move to a tab
 stop: it cannot overwrite a line, clear the screen, retitle a window, write a clipboard or reorder the text
 beside it. What would break it: a printer that writes data to a
-terminal without it (``sotd.cli.common.out``/``err`` and ``sotd.cli.main`` apply it), or a second copy of
+terminal without it (``sotd.cli.comm.common.out``/``err`` and ``sotd.cli.main`` apply it), or a second copy of
 the rule that disagrees with this one.
 
 Stdlib only; a leaf (imports nothing of ours), so formats, the CLI, the hooks and the daemon share it.

@@ -142,7 +142,7 @@ def test_fuzz_hooks_as_real_processes(
 
 def test_fuzz_oversized_hook_input_still_runs_the_mail_gate(box: Box) -> None:
     """Past the size limit the input is not used (reason logged), and the Stop hook still holds the turn."""
-    from sotd.cli.hooks.shared import HOOK_INPUT_MAX
+    from sotd.cli.comm.hooks.shared import HOOK_INPUT_MAX
 
     box.reset()
     box.put_inbox("alpha", inbox.encode_line("beta", "alpha", "r", "m", "2026-01-01T00:00:00Z"))

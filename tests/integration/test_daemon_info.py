@@ -1,4 +1,4 @@
-"""``cli.daemonlink.daemon_info``: what spawn and despawn both ask a daemon first (``version.query``) and
+"""``cli.comm.daemoncall.daemon_info``: what spawn and despawn both ask a daemon first (``version.query``) and
 the host it declares (issue 16: one home for what two verbs share). A scripted daemon on a real Unix
 socket (``tests.fakes.fake_daemon``) answers; the verbs decide what an empty host means.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from sotd.cli import daemonlink
-from sotd.cli.common import Context
+from sotd.cli.comm import daemoncall
+from sotd.cli.comm.common import Context
 from sotd.errors import SotdError
 from sotd.wire import payloads
 from tests.fakes.fake_daemon import FakeDaemon
@@ -29,7 +29,7 @@ def test_the_daemon_object_and_its_declared_host(tmp_path, name: str, answer: di
     ctx = Context({"SOT_SELF_HOST": "boxa", "SOT_COMM_HOME": str(tmp_path / "comm"), "HOME": str(tmp_path)})
     with FakeDaemon(str(tmp_path / "d.sock")) as d:
         d.answer = answer
-        info, got = daemonlink.daemon_info(ctx, f"unix:{d.path}")
+        info, got = daemoncall.daemon_info(ctx, f"unix:{d.path}")
     assert (info, got) == (answer.get("daemon"), host)
     assert [r.get("op") for r in d.received if r.get("op") != "hello"] == [payloads.VERSION_QUERY]
 
@@ -39,4 +39,4 @@ def test_a_daemon_that_does_not_answer_raises(tmp_path) -> None:
     with FakeDaemon(str(tmp_path / "d.sock")) as d:
         d.mode = "close"
         with pytest.raises(SotdError):
-            daemonlink.daemon_info(ctx, f"unix:{d.path}")
+            daemoncall.daemon_info(ctx, f"unix:{d.path}")

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from sotd.cli import install as install_mod
+from sotd.cli.install import codex_functions, scripts, settings
 from tests.conftest import SOTD, Comm, Result, clean_env
 
 pytestmark = pytest.mark.integration
@@ -59,7 +59,7 @@ def test_codex_hooks_merge_through_a_symlink_keep_mode_are_idempotent_and_uninst
     r = run(fresh, "install", "--agent-settings")
     assert r.code == 0, r
     assert f"Registered the hooks in {link} (Codex)" in r.out_lines
-    assert install_mod.CODEX_TRUST_NOTE in r.out_lines
+    assert settings.CODEX_TRUST_NOTE in r.out_lines
     assert os.path.islink(link) and stat.S_IMODE(os.stat(target).st_mode) == 0o644
     with open(target, "rb") as f:
         after = f.read()
@@ -173,15 +173,15 @@ def test_codex_config_gets_the_script_functions_keeps_the_users_keys_and_uninsta
     with open(path) as f:
         text = f.read()
     bin_dir = fresh.layout.bin_dir
-    funcs = install_mod._codex_functions(bin_dir)
-    from sotd.cli import codex_config, install_mcp
+    funcs = codex_functions.codex_functions(bin_dir)
+    from sotd.cli.install import codex_config, mcp
 
-    # then the MCP server's table (issue 26): install_mcp appends it after the functions
+    # then the MCP server's table (issue 26): the mcp part appends it after the functions
     assert text == CONFIG + "\n[shell_environment_policy.set]\n" + codex_config.MARK + "\n" + "".join(
         ln + "\n" for ln in codex_config.function_lines(funcs)
-    ) + install_mcp.codex_table(install_mod.sotd_executable())
+    ) + mcp.codex_table(scripts.sotd_executable())
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
-    assert sorted(funcs) == sorted(f"BASH_FUNC_{n}%%" for n in install_mod.WRAPPERS)
+    assert sorted(funcs) == sorted(f"BASH_FUNC_{n}%%" for n in scripts.WRAPPERS)
     # bash imports each one: the bare name runs sotd's script
     env = {"PATH": "/usr/bin:/bin", "SOT_COMM_HOME": fresh.home, "HOME": fresh.work, **funcs}
     p = subprocess.run(["bash", "-c", "type -t comm-list.sh && comm-list.sh --help"], env=env,
@@ -230,10 +230,10 @@ def test_a_codex_config_that_is_not_toml_is_refused_before_anything_is_written(f
 
 
 def test_plain_install_prints_the_codex_config_lines(fresh: Comm) -> None:
-    from sotd.cli import codex_config
+    from sotd.cli.install import codex_config
 
     r = run(fresh, "install")
-    lines = codex_config.function_lines(install_mod._codex_functions(fresh.layout.bin_dir))
+    lines = codex_config.function_lines(codex_functions.codex_functions(fresh.layout.bin_dir))
     assert "  [shell_environment_policy.set]" in r.out_lines
     assert ["  " + ln for ln in lines] == [ln for ln in r.out_lines if "BASH_FUNC_" in ln]
 

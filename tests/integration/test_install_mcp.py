@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from sotd.cli import install_mcp
+from sotd.cli.install import mcp as install_mcp
 from tests.conftest import SOTD, Comm
 from tests.integration.test_install_codex import run
 
@@ -161,7 +161,7 @@ def test_the_stop_reason_names_the_tools_once_registered(comm: Comm) -> None:
 
 def test_the_record_file_is_the_installs() -> None:
     from sotd import mcp
-    from sotd.cli import install
+    from sotd.cli.install import record as install
 
     assert mcp.RECORD_FILE == install.SETTINGS_RECORD
 
@@ -169,7 +169,7 @@ def test_the_record_file_is_the_installs() -> None:
 @pytest.mark.parametrize("tools", [False, True])
 def test_the_start_text_names_the_tools_once_registered(tools: bool) -> None:
     from sotd import mcp
-    from sotd.cli.sessionstart import start_text
+    from sotd.cli.comm.sessionstart import start_text
 
     text = start_text("alpha", cmd_dir="", skill=False, tools=tools)
     assert (mcp.START_LINE in text.splitlines()) is tools

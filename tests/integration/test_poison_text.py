@@ -244,7 +244,7 @@ def test_19_a_stop_hook_that_fails_still_runs_the_mail_gate(
 ) -> None:
     """Injected: the Stop hook raises before its mail gate (in process, so the fault can be placed). It logs
     the fault and still holds the turn for the waiting mail."""
-    from sotd.cli.hooks import stop as stop_hook
+    from sotd.cli.comm.hooks import stop as stop_hook
 
     monkeypatch.setattr(stop_hook, "_registry_row", _boom)
     r = box.cli("alpha", "hook", "stop", stdin=b"{}", SOT_COMM_NUDGES="off")
@@ -254,7 +254,7 @@ def test_19_a_stop_hook_that_fails_still_runs_the_mail_gate(
 
 
 def test_19_a_stop_hook_that_cannot_check_mail_says_why(box: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sotd.cli.hooks import stop as stop_hook
+    from sotd.cli.comm.hooks import stop as stop_hook
 
     monkeypatch.setattr(stop_hook, "_registry_row", _boom)
     monkeypatch.setattr(stop_hook, "mail_gate", _boom)

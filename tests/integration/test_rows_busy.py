@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from sotd.terminal import wake as attempt
+from sotd.terminal import attempt
 from sotd.terminal.prompt import WAKE_LINE, is_free, screen_from_capture
 from sotd.terminal.tmux import Tmux
 from tests.integration.test_ancestry_procs import LAUNCH, NOT_IN

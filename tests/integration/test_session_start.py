@@ -86,7 +86,7 @@ class Claude:
 
 def with_skill(comm: Comm) -> None:
     """The skill as ``sotd comm install`` writes it into this HOME's ~/.claude/skills."""
-    from sotd.cli.install import install_skill
+    from sotd.cli.install.skill import install_skill
 
     assert install_skill(os.path.join(comm.work, ".claude"), comm.layout.bin_dir)[0]
 

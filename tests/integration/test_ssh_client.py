@@ -179,7 +179,7 @@ def test_unix_send_path_does_not_import_subprocess():
     """docs/design.md hot path: only a send that really dials ssh pays for subprocess."""
     code = (
         "import sys\n"
-        "import sotd.cli.main, sotd.cli.send, sotd.cli.daemonlink, sotd.client.unix\n"
+        "import sotd.cli.main, sotd.cli.comm.send, sotd.cli.comm.daemoncall, sotd.client.unix\n"
         "print('subprocess' in sys.modules)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -228,69 +228,69 @@ def test_agent_under_the_capsule_owns_the_pane(tmux, tmp_path) -> None:
 
 
 def test_wake_attempt_on_a_free_prompt_types_and_enters(tmux, tmp_path) -> None:
-    from sotd.terminal import wake
+    from sotd.terminal import attempt
 
     pane, log = start(tmux, tmp_path, "row-1", "--named", "fix-build", "--work", "0.2")
-    out = wake.wake(tmux, pane, "claude", hold=0.5)
-    assert out.result == wake.WOKEN
+    out = attempt.wake(tmux, pane, "claude", hold=0.5)
+    assert out.result == attempt.WOKEN
     assert out.border is not None and " fix-build " in out.border
     wait_for(lambda: [e["text"] for e in events(log) if e["event"] == "line"] == [WAKE_LINE])
 
 
 def test_wake_attempt_refuses_a_draft_and_types_nothing(tmux, tmp_path) -> None:
-    from sotd.terminal import wake
+    from sotd.terminal import attempt
 
     pane, log = start(tmux, tmp_path, "row-1", "--mode", "draft")
-    assert wake.wake(tmux, pane, "claude", hold=0.3) == wake.Outcome(
-        wake.REFUSED, "input not empty", "─" * 100
+    assert attempt.wake(tmux, pane, "claude", hold=0.3) == attempt.Outcome(
+        attempt.REFUSED, "input not empty", "─" * 100
     )
-    assert wake.wake(tmux, pane, "codex", hold=0.3).reason == "no composer at the cursor"
+    assert attempt.wake(tmux, pane, "codex", hold=0.3).reason == "no composer at the cursor"
     time.sleep(0.3)
     assert [e["event"] for e in events(log)] == ["start"]
     assert screen(tmux, pane).lines[screen(tmux, pane).cursor[1]] == "❯\u00a0hello"
 
 
 def test_wake_attempt_refuses_while_the_spinner_moves(tmux, tmp_path) -> None:
-    from sotd.terminal import wake
+    from sotd.terminal import attempt
 
     pane, log = start(tmux, tmp_path, "row-1", "--work", "8")
     tmux.send_text(pane, "do the thing")
     wait_for(lambda: is_free(screen(tmux, pane), "claude") == (False, "input not empty"))
     tmux.send_enter(pane)
     wait_for(lambda: any("Working" in x for x in screen(tmux, pane).lines))
-    out = wake.wake(tmux, pane, "claude", hold=1.0)
-    assert (out.result, out.reason) == (wake.REFUSED, "moved during the hold")
+    out = attempt.wake(tmux, pane, "claude", hold=1.0)
+    assert (out.result, out.reason) == (attempt.REFUSED, "moved during the hold")
     assert [e for e in events(log) if e["event"] != "start"] == [{"event": "line", "text": "do the thing"}]
 
 
 def test_typed_but_not_confirmed_sends_no_enter(tmux, tmp_path) -> None:
-    from sotd.terminal import wake
+    from sotd.terminal import attempt
 
     pane, log = start(tmux, tmp_path, "row-1", "--deaf")
-    out = wake.wake(tmux, pane, "claude", hold=0.2, budget=0.5)
-    assert (out.result, out.reason) == (wake.TYPED_NO_ENTER, "typed text not in main's input box")
+    out = attempt.wake(tmux, pane, "claude", hold=0.2, budget=0.5)
+    assert (out.result, out.reason) == (attempt.TYPED_NO_ENTER, "typed text not in main's input box")
     keys = [e for e in events(log) if e["event"] != "start"]
     assert "".join(e["text"] for e in keys) == WAKE_LINE  # typed, and no Enter after it
     assert all(e["event"] == "key-ignored" for e in keys)
 
 
 def test_owed_enter_is_sent_only_when_the_box_holds_exactly_the_wake_line(tmux, tmp_path) -> None:
-    from sotd.terminal import wake
+    from sotd.terminal import attempt
 
     pane, log = start(tmux, tmp_path, "row-1", "--work", "0.2")
-    assert wake.complete_enter(tmux, pane, budget=0.3).result == wake.REFUSED
+    assert attempt.complete_enter(tmux, pane, budget=0.3).result == attempt.REFUSED
     tmux.send_text(pane, WAKE_LINE + "x")
     wait_for(lambda: line_alone_in_box(screen(tmux, pane), WAKE_LINE + "x"))
-    assert wake.complete_enter(tmux, pane, budget=0.3) == wake.Outcome(
-        wake.REFUSED, "typed text not in main's input box", "─" * 100
+    assert attempt.complete_enter(tmux, pane, budget=0.3) == attempt.Outcome(
+        attempt.REFUSED, "typed text not in main's input box", "─" * 100
     )
     tmux.run(["tmux", "-S", tmux.socket_path, "send-keys", "-t", pane, "BSpace"])
-    assert wake.complete_enter(tmux, pane).result == wake.ENTERED
+    assert attempt.complete_enter(tmux, pane).result == attempt.ENTERED
     wait_for(lambda: [e["text"] for e in events(log) if e["event"] == "line"] == [WAKE_LINE])
 
 
 def test_wake_attempt_on_a_missing_pane_is_an_error(tmux, tmp_path) -> None:
-    from sotd.terminal import wake
+    from sotd.terminal import attempt
 
     start(tmux, tmp_path, "row-1")
-    assert wake.wake(tmux, "%999", "claude", hold=0.1).result == wake.ERROR
+    assert attempt.wake(tmux, "%999", "claude", hold=0.1).result == attempt.ERROR

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from sotd.cli import install
+from sotd.cli.install import scripts
+from sotd.cli.install import settings as install
 from sotd.formats import cursor, holder, lockmanager
 from tests.conftest import SOTD, VENV_BIN, Comm, Session
 from tests.newcomer.daemons import daemon, kill_daemon
@@ -338,7 +339,7 @@ def test_wrappers_missing(box: Box) -> None:
 def test_wrappers_stale(box: Box) -> None:
     path = os.path.join(box.comm.layout.bin_dir, "comm-send.sh")
     with open(path, "w") as f:
-        f.write(install.wrapper_text("/gone/sotd", "comm-send.sh", "comm send"))
+        f.write(scripts.wrapper_text("/gone/sotd", "comm-send.sh", "comm send"))
     assert _only(box, "wrappers_stale")["fix"] == "sotd comm install"
     assert box.run("comm", "install").returncode == 0
     _healthy(box)

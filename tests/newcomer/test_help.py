@@ -15,7 +15,8 @@ import subprocess
 import pytest
 
 from sotd import cmdtable
-from sotd.cli import main, ocx, spawn
+from sotd.cli import main, ocx
+from sotd.cli.comm import spawn
 from tests.conftest import SOTD, Comm
 
 pytestmark = pytest.mark.transcripts
@@ -100,7 +101,7 @@ def test_the_table_and_the_parsers_agree() -> None:
     assert set(cmdtable.flags("comm spawn")) == set(spawn.OPTS) | set(spawn.OPTS_EXTRA)
     ocx_flags = {f for p in cmdtable.members("ocx") for f in cmdtable.flags(p)}
     assert ocx_flags == set(ocx._VALUED) | set(ocx._FLAGS)
-    from sotd.cli import join
+    from sotd.cli.comm import join
 
     for flag in cmdtable.flags("comm join"):
         join.parse([flag, "x"] if flag != "--repin" else [flag], "me")  # raises UsageError if unknown

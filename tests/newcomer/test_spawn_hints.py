@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from sotd.cli import hints
+from sotd.cli.comm import hints
 from tests.conftest import Comm, Session
 
 pytestmark = pytest.mark.transcripts

@@ -2,7 +2,7 @@
 ``sotd comm install --agent-settings`` its model runs ``comm-poll.sh`` and ``comm-send.sh`` by their bare
 names, though the session's ``PATH`` does not name sotd's ``bin/`` and Codex rebuilds the shell's
 environment from a login shell (which resets ``PATH``). What makes it work is the bash functions install
-adds under ``[shell_environment_policy.set]`` in ``config.toml`` (sotd.cli.codex_config).
+adds under ``[shell_environment_policy.set]`` in ``config.toml`` (sotd.cli.install.codex_config).
 
 The real Codex TUI at the pin, its real hooks and sandbox, real tmux and sotd; the model is the stand-in
 Responses API (the only stand-in). Without the functions (the code before this test) the first tool

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sotd.terminal import wake
+from sotd.terminal import attempt
 from sotd.terminal.prompt import WAKE_LINE, WORKING
 from sotd.terminal.tmux import parse_capture
 from tests.conftest import wait_for
@@ -122,7 +122,7 @@ def test_a_fresh_row_with_prompt_suggestions_on_is_woken_and_answers(box: kit.Bo
 def test_the_wake_types_into_the_real_try_placeholder_and_never_into_a_draft_moved_home(
     start_claude: Callable[..., kit.Claude], model: StandIn
 ) -> None:
-    """The wake itself (``terminal.wake.wake``: read, 1.5 s hold, type, confirm, Enter) on a real session
+    """The wake itself (``terminal.attempt.wake``: read, 1.5 s hold, type, confirm, Enter) on a real session
     showing the placeholder (a session with no start hook: nothing has spoken yet). A draft whose cursor
     was moved to its start (Home) is refused and kept; cleared, the placeholder is back and is woken: the
     model gets exactly the wake line (the example text is not sent with it). After a second turn the
@@ -136,14 +136,14 @@ def test_the_wake_types_into_the_real_try_placeholder_and_never_into_a_draft_mov
     c.panes.keys(c.pane, "Home")
     c.wait(lambda t: True, "the cursor moved home")
     assert parse_capture(c.raw())[1] == 2  # the cursor on the input's first cell, as with the placeholder
-    got = wake.wake(c.panes.tmux, c.pane, "claude")
-    assert got.result == wake.REFUSED and got.reason == "input not empty", got
+    got = attempt.wake(c.panes.tmux, c.pane, "claude")
+    assert got.result == attempt.REFUSED and got.reason == "input not empty", got
     assert f"\u276f\u00a0{draft}" in c.text().splitlines() and WAKE_LINE not in c.text()
     assert model.main_requests() == []
     c.panes.keys(c.pane, "End", "C-u")
     c.wait(lambda t: '\u276f\u00a0Try "' in t, "the placeholder back")
-    got = wake.wake(c.panes.tmux, c.pane, "claude")
-    assert got.result == wake.WOKEN, got
+    got = attempt.wake(c.panes.tmux, c.pane, "claude")
+    assert got.result == attempt.WOKEN, got
     prompt_text = model.wait_main(1, timeout=30)[-1].newest_user_text  # after the session's date reminder
     assert prompt_text.rstrip().splitlines()[-1] == WAKE_LINE and 'Try "' not in prompt_text, prompt_text
     # a second turn, then Claude Code's suggested next prompt in the placeholder's place: woken the same way
@@ -154,8 +154,8 @@ def test_the_wake_types_into_the_real_try_placeholder_and_never_into_a_draft_mov
     c.wait_idle()
     c.submit("and the tests?")
     c.wait(lambda t: "\u276f\u00a0run the linter" in t.splitlines(), "the suggested next prompt")
-    got = wake.wake(c.panes.tmux, c.pane, "claude")
-    assert got.result == wake.WOKEN, got
+    got = attempt.wake(c.panes.tmux, c.pane, "claude")
+    assert got.result == attempt.WOKEN, got
     wait_for(lambda: len(_wake_prompts(model)) == 2, timeout=30, what="the second wake at the model")
     woke = _wake_prompts(model)[-1].newest_user_text
     assert woke.strip() == WAKE_LINE, woke  # not "run the linter" with it

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sotd import handles
-from sotd.cli.common import Context
-from sotd.cli.poll import read_batch
+from sotd.cli.comm.common import Context
+from sotd.cli.comm.poll import read_batch
 from sotd.errors import FormatError, LockFailed, RegistryUnreadable
 from sotd.formats import cursor, holder, inbox, registry, selffile, showline
 from sotd.formats.layout import Layout

@@ -1,4 +1,4 @@
-"""``sotd.cli.codex_config``: the bash functions ``--agent-settings`` adds under Codex's
+"""``sotd.cli.install.codex_config``: the bash functions ``--agent-settings`` adds under Codex's
 ``[shell_environment_policy.set]`` (issue 12, a Codex session outside a row). Exact bytes in and out:
 the user's text is kept, a second run adds nothing, bad TOML and a form that cannot take our keys are
 refused with the sentence and the next step, and removal gives back exactly what was there."""
@@ -9,8 +9,10 @@ import tomllib
 
 import pytest
 
-from sotd.cli import codex_config as cc
+from sotd.cli.install import codex_config as cc
 from sotd.errors import SotdError
+
+pytestmark = pytest.mark.unit
 
 BIN = "/home/u/.sot-comm/bin"
 FUNCS = cc.shell_functions(BIN, ["comm-poll.sh", "comm-send.sh"])

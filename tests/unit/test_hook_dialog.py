@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sotd.cli.hooks import permission
+from sotd.cli.comm.hooks import permission
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sotd.cli.hooks import shared
+from sotd.cli.comm.hooks import shared
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from sotd.cli.hooks.stop import MAX_AUDITED, missing_paths, named_paths, sitrep, turn_started
+from sotd.cli.comm.hooks.stop import MAX_AUDITED, missing_paths, named_paths, sitrep, turn_started
+
+pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sotd.cli.hooks import shared, tool
+from sotd.cli.comm.hooks import shared, tool
 from sotd.formats.layout import Layout
 
 pytestmark = pytest.mark.unit

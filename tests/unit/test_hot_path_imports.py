@@ -40,9 +40,14 @@ FORBIDDEN = frozenset(
 
 # Modules a hot path does without (issue 17 target 1): ``math`` is a .so load, and each sotd module is
 # found, read and unmarshalled at every call. A verb that needs one of them for its own work lists it.
-UNNEEDED = frozenset(("math", "sotd.cli.hints", "sotd.cli.sessionstart", "sotd.cli.status", "sotd.cmdtable"))
-NEEDS = {"poll": {"sotd.cli.poll"}, "status-prompt": {"sotd.cli.status"}}  # the prompt hook is a status event
-STOP_HOOK_UNNEEDED = frozenset(("sotd.cli.poll", "sotd.formats.showline"))
+UNNEEDED = frozenset(
+    ("math", "sotd.cli.comm.hints", "sotd.cli.comm.sessionstart", "sotd.cli.comm.status", "sotd.cmdtable")
+)
+NEEDS = {
+    "poll": {"sotd.cli.comm.poll"},
+    "status-prompt": {"sotd.cli.comm.status"},
+}  # the prompt hook is a status event
+STOP_HOOK_UNNEEDED = frozenset(("sotd.cli.comm.poll", "sotd.formats.showline"))
 
 
 def unneeded(names: set[str], verb: str, *, stop_hook: bool = False) -> set[str]:
@@ -196,11 +201,27 @@ def test_chain_reader() -> None:
             "import time: self [us] | cumulative | imported package",
             "import time:        1 |          1 |     _weakref",
             "import time:        1 |          1 |       logging",
-            "import time:        1 |          2 |     sotd.daemonlink",
-            "import time:        1 |          3 |   sotd.cli.send",
+            "import time:        1 |          2 |     sotd.cli.comm.daemoncall",
+            "import time:        1 |          3 |   sotd.cli.comm.send",
             "import time:        1 |          4 | sotd.cli.main",
         ]
     )
     assert chains(imported(report)) == {
-        "logging": ["sotd.cli.main", "sotd.cli.send", "sotd.daemonlink", "logging"]
+        "logging": ["sotd.cli.main", "sotd.cli.comm.send", "sotd.cli.comm.daemoncall", "logging"]
     }
+
+
+@pytest.mark.parametrize("package", ["sotd.cli", "sotd.cli.comm", "sotd.client", "sotd.formats", "sotd.wire"])
+def test_a_hot_path_package_holds_no_code(package: str) -> None:
+    """A verb imports each package above its module: its ``__init__.py`` is a docstring and nothing else
+    (issue 29: the verbs moved into ``sotd.cli.comm``, which must cost one empty module and no more)."""
+    import ast
+    import importlib
+
+    path = importlib.import_module(package).__file__
+    assert path is not None
+    with open(path, encoding="utf-8") as f:
+        body = ast.parse(f.read()).body
+    assert len(body) <= 1 and all(
+        isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body
+    ), path

@@ -7,6 +7,8 @@ import pytest
 
 from sotd.jobs.runner import env_with_home
 
+pytestmark = pytest.mark.unit
+
 WS = "/srv/ocx/build-user/projects/proj/abc"
 
 

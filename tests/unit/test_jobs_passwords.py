@@ -12,6 +12,8 @@ from sotd.jobs.errors import Refused
 from sotd.jobs.steps import PasswordClaims, claim_password
 from tests.unit.test_jobs_spec import BASE, agent_run, build_run
 
+pytestmark = pytest.mark.unit
+
 R1, R2, R3 = "1" * 64, "2" * 64, "3" * 64
 
 

@@ -10,6 +10,8 @@ from sotd.jobs.steps import Target, steps_refusal
 from sotd.ocx.config import CloneConfig
 from sotd.ocxrun import node_logins
 
+pytestmark = pytest.mark.unit
+
 REPO = "/srv/b.fossil"
 URL = "http://127.0.0.1:8081/"
 SEED = ("directory", "password", "clone", "checkout")  # the seed's agent-session workspace

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sotd.cli import listing
+from sotd.cli.comm import listing
 
 pytestmark = pytest.mark.unit
 
@@ -92,7 +92,7 @@ def test_now_is_what_the_stamps_say() -> None:
 
 
 def test_frontend_lines() -> None:
-    from sotd.cli.listing import frontend_lines, up_text
+    from sotd.cli.comm.listing import frontend_lines, up_text
 
     none = "  (none attached, or no daemon answered)"
     assert frontend_lines(None) == ["attached frontend boxes (this daemon):", none]

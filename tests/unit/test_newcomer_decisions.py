@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sotd import topology
-from sotd.cli import autostart, hints
+from sotd.cli.comm import autostart, hints
 
 pytestmark = pytest.mark.unit
 

@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 import tomllib
 
+import pytest
+
 from sotd.demo import ocx_seed as seed
 from sotd.jobs import nodepolicy, spec
 from sotd.ocx.config import parse_config
+
+pytestmark = pytest.mark.unit
 
 CLONE = "c" * 40
 SESSION_ENV = {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$"}

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sotd.cli.poll import read_batch
+from sotd.cli.comm.poll import read_batch
 from sotd.formats import cursor, inbox, readhint
 from sotd.formats.layout import Layout
 

@@ -9,9 +9,11 @@ import os
 import pytest
 
 from sotd import ancestry, rowargv
-from sotd.cli import install, sessionstart
-from sotd.cli.hooks import shared
-from sotd.cli.hooks import stop as stop_hook
+from sotd.cli.comm import sessionstart
+from sotd.cli.comm.hooks import shared
+from sotd.cli.comm.hooks import stop as stop_hook
+from sotd.cli.install import settings as install
+from sotd.cli.install import skill
 
 pytestmark = pytest.mark.unit
 
@@ -194,10 +196,10 @@ def test_row_argv(monkeypatch: pytest.MonkeyPatch, argv: list[str], has_file: bo
 
 
 def test_the_skill_covers_join_send_poll_leave_recovery_and_the_conventions() -> None:
-    text = install.skill_text(BIN)
+    text = skill.skill_text(BIN)
     head, _, body = text.partition("\n---\n")
     assert head.startswith("---\nname: sot-session-start\ndescription: ")
-    assert install.SKILL_MARK in body
+    assert skill.SKILL_MARK in body
     for needed in (
         "comm-join.sh --name",
         'comm-send.sh @name "text"',

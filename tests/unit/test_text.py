@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sotd import text
-from sotd.cli import send
+from sotd.cli.comm import send
 from sotd.formats import inbox
 
 pytestmark = pytest.mark.unit

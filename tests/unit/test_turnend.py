@@ -1,10 +1,10 @@
-"""``sotd.cli.turnend.plan``: the work-state steps of a turn end, which the Stop hook writes in one go."""
+"""``sotd.cli.comm.turnend.plan``: the work-state steps of a turn end, which the Stop hook writes in one go."""
 
 from __future__ import annotations
 
 import pytest
 
-from sotd.cli.turnend import plan
+from sotd.cli.comm.turnend import plan
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sotd import cmdtable, errors
-from sotd.cli import context, despawn, hints, join, leave, poll, relay, send, spawn, status, unread
+from sotd.cli.comm import context, despawn, hints, join, leave, poll, relay, send, spawn, status, unread
 
 pytestmark = pytest.mark.unit
 

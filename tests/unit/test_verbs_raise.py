@@ -20,7 +20,7 @@ import sotd.cli
 pytestmark = pytest.mark.unit
 
 CLI = os.path.dirname(sotd.cli.__file__)
-NOT_HERE = {"hooks.py", "install.py", "ocx.py", "capsule.py", "main.py", "__init__.py"}
+NOT_HERE = {"ocx.py", "capsule.py", "main.py", "__init__.py"}
 ERROR_OPENINGS = ("ERROR", "FAILED", "usage:")
 WRITERS = ("err", "_note")  # the stderr writers of a verb: progress and warnings, never an error
 SOTD = os.path.dirname(CLI)
@@ -33,7 +33,13 @@ DAEMON = {
 
 
 def _verb_files() -> list[str]:
-    return sorted(f for f in os.listdir(CLI) if f.endswith(".py") and f not in NOT_HERE)
+    """The admin commands in ``cli/`` and the comm verbs and their helpers in ``cli/comm/``."""
+    return sorted(
+        os.path.join(d, f)
+        for d in ("", "comm")
+        for f in os.listdir(os.path.join(CLI, d))
+        if f.endswith(".py") and f not in NOT_HERE
+    )
 
 
 def _opening(node: ast.expr) -> str:

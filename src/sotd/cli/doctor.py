@@ -3,7 +3,7 @@
 Spec: issue 13 part 4 (the checks, ``--json``, exit 0 healthy / 1 a problem, read-only unless ``--fix``);
 every rule it applies is the rule's own function (``layout.is_open`` and ``tighten``, ``registry.read``,
 ``reglock.read_fresh`` and ``holder.judge``, ``inbox.torn_tail``/``cut_torn_tail``, ``cursor.offset``,
-``lockmanager.decide``, ``install.merge_claude_settings``, ``ancestry.check``), never a second copy.
+``lockmanager.decide``, ``install.settings.merge_claude_settings``, ``ancestry.check``), never a second copy.
 Guarantee: without ``--fix`` nothing under the comm folder or anywhere else is written; ``--fix`` applies
 only fixes that are safe by the contract (tightening modes as every command does; the registry lock's own
 reclaim, which removes a lock only when its holder is proven dead; removing reclaim markers whose holder
@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-from sotd.cli.common import out
+from sotd.cli.comm.common import out
 from sotd.errors import EXIT_FAILED, EXIT_OK, SotdError, UsageError
 from sotd.wire import payloads
 
@@ -526,7 +526,8 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
     settings (registered as ``sotd comm install --agent-settings`` registers them)."""
     import shutil
 
-    from sotd.cli import install
+    from sotd.cli.install import scripts
+    from sotd.cli.install import settings as hook_settings
 
     sample = os.path.join(lay.bin_dir, "comm-send.sh")
     if not os.path.exists(sample):
@@ -539,13 +540,13 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
             )
         )
         return
-    expected = install.wrapper_text(install.sotd_executable(), "comm-send.sh", "comm send")
+    expected = scripts.wrapper_text(scripts.sotd_executable(), "comm-send.sh", "comm send")
     with open(sample, encoding="utf-8", errors="replace") as f:
         if f.read() != expected:
             rep.add(
                 Finding(
                     "wrappers_stale",
-                    f"the wrappers in {lay.bin_dir} run another sotd than this one ({install.sotd_executable()})",
+                    f"the wrappers in {lay.bin_dir} run another sotd than this one ({scripts.sotd_executable()})",
                     "that sotd may be gone or older: agents would run it",
                     "sotd comm install",
                 )
@@ -563,12 +564,12 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
     home = env.get("HOME") or os.path.expanduser("~")
     claude = os.path.join(home, ".claude", "settings.json")
     settings: list[tuple[str, str, tuple[tuple[str, str | None, str], ...], str]] = [
-        (claude, "Claude Code", install.CLAUDE_EVENTS, f"sotd comm install --agent-settings={claude}")
+        (claude, "Claude Code", hook_settings.CLAUDE_EVENTS, f"sotd comm install --agent-settings={claude}")
     ]
     codex = os.path.join(home, ".codex")
     if os.path.isdir(codex):  # only where Codex is set up
         block = "sotd comm install --agent-settings (it merges Codex's hooks.json), then trust them in Codex: /hooks"
-        settings.append((os.path.join(codex, "hooks.json"), "Codex", install.CODEX_EVENTS, block))
+        settings.append((os.path.join(codex, "hooks.json"), "Codex", hook_settings.CODEX_EVENTS, block))
     for path, agent, events, how in settings:
         try:
             with open(path, "rb") as f:
@@ -586,8 +587,8 @@ def check_hooks(lay: Layout, env: dict[str, str], rep: Report) -> None:
             )
             continue
         try:
-            missing = not isinstance(doc, dict) or install.changed(
-                install.merge_claude_settings(doc, lay.bin_dir, events)
+            missing = not isinstance(doc, dict) or hook_settings.changed(
+                hook_settings.merge_claude_settings(doc, lay.bin_dir, events)
             )
         except SotdError as e:  # parses, but its "hooks" is not an object: install refuses it too
             rep.add(
@@ -627,7 +628,7 @@ def _context_fix(env: dict[str, str], e: SotdError) -> str:
 def check_ancestry(env: dict[str, str], rep: Report) -> None:
     """This session's own identity: the identity check, and a joined handle when it is a session."""
     from sotd import ancestry
-    from sotd.cli.common import Context
+    from sotd.cli.comm.common import Context
 
     status, why = ancestry.check(env)
     if status:

@@ -16,27 +16,27 @@ if TYPE_CHECKING:
 
 # verb -> module with a ``run(argv: list[str]) -> int`` (synopsis, options and help: ``sotd.cmdtable``)
 COMM_VERBS = {
-    "context": "sotd.cli.context",
-    "join": "sotd.cli.join",
-    "leave": "sotd.cli.leave",
-    "send": "sotd.cli.send",
-    "poll": "sotd.cli.poll",
-    "unread": "sotd.cli.unread",
-    "list": "sotd.cli.listing",
-    "status": "sotd.cli.status",
-    "spawn": "sotd.cli.spawn",
-    "despawn": "sotd.cli.despawn",
-    "install": "sotd.cli.install",
-    "uninstall": "sotd.cli.uninstall",
-    "hook": "sotd.cli.hooks",
-    "relay": "sotd.cli.relay",  # comm-relay.sh send (behaviour 1.4)
+    "context": "sotd.cli.comm.context",
+    "join": "sotd.cli.comm.join",
+    "leave": "sotd.cli.comm.leave",
+    "send": "sotd.cli.comm.send",
+    "poll": "sotd.cli.comm.poll",
+    "unread": "sotd.cli.comm.unread",
+    "list": "sotd.cli.comm.listing",
+    "status": "sotd.cli.comm.status",
+    "spawn": "sotd.cli.comm.spawn",
+    "despawn": "sotd.cli.comm.despawn",
+    "install": "sotd.cli.install.command",
+    "uninstall": "sotd.cli.install.uninstall",
+    "hook": "sotd.cli.comm.hooks",
+    "relay": "sotd.cli.comm.relay",  # comm-relay.sh send (behaviour 1.4)
 }
 
 # top-level command -> module with a ``run(argv: list[str]) -> int`` (``sotd <command> [args]``)
 COMMANDS = {
     "stdio-bridge": "sotd.cli.bridge",
     "daemon": "sotd.daemon.command",  # named by string: nothing imports the daemon until asked
-    "topology": "sotd.cli.topology",
+    "topology": "sotd.cli.topology_command",
     "ocx": "sotd.cli.ocx",
 }
 

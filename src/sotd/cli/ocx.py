@@ -305,7 +305,7 @@ def cmd_clone(argv: list[str]) -> int:
     if clash is not None:
         code = fossil.new_server_code(path)
     _out(
-        f"cloned {fossil._redact(url)} into {path}; server-code {code}"
+        f"cloned {fossil.redact_password(url)} into {path}; server-code {code}"
         + (f" (the clone's first server-code was the one of the clone {clash!r}: replaced)" if clash else "")
     )
     return 0

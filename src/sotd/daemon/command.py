@@ -132,7 +132,7 @@ def query(sock: str, environ: dict[str, str], deadline_s: float = 5.0) -> dict[s
 
 def _start(sock: str, environ: dict[str, str]) -> int:
     """Start one daemon for ``sock`` unless one answers there. Two starts at once (two commands that
-    each found no daemon: ``cli/autostart.py``) take turns on a lock file beside the socket, and the
+    each found no daemon: ``cli/comm/autostart.py``) take turns on a lock file beside the socket, and the
     second finds the first's daemon answering: one daemon per socket."""
     import fcntl
 

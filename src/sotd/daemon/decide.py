@@ -12,7 +12,7 @@ self-echoes would wake), or letting a shrunken inbox keep an old wake count (new
 Layer rule: this module may import only ``sotd.errors``, ``sotd._clock`` and the standard library (an
 import-linter contract holds it), so the inbox's cursor arithmetic comes in as a function (``scan``'s
 ``offset``). It sits in the daemon package because the daemon is its only user and it never touches a
-terminal; the hold and budget of one attempt on a pane are ``sotd.terminal.wake``'s.
+terminal; the hold and budget of one attempt on a pane are ``sotd.terminal.attempt``'s.
 """
 
 from __future__ import annotations

@@ -158,7 +158,6 @@ class Uplink:
         self.down_since = time.time()
         self.up_since = 0.0
         self.up = asyncio.Event()
-        self.attempts = 0
         self.last_exit: int | None = None  # the last child's own exit status; None when it was killed
 
     async def call(self, op: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -197,7 +196,6 @@ class Uplink:
         outage_start = time.monotonic()
         try:
             while not self.shutting_down.is_set():
-                self.attempts += 1
                 started: list[float] = []
                 keepalive: list[str] = []
                 try:

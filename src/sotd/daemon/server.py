@@ -51,8 +51,6 @@ from sotd.wire.hello import (
 from sotd.wire.serverconn import Accepted, Answer, Close, End, Resolve, ServerConnection, ServeRequest
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from sotd.wire.serverconn import Action
 
 log = logging.getLogger("sotd")
@@ -217,8 +215,6 @@ class Server:
         self.links_down: dict[str, tuple[float, str]] = {}
         self.started_wall = time.time()
         self._srv: asyncio.Server | None = None
-        self._closing = False
-        self.on_link_change: Callable[[], Awaitable[None]] | None = None
         self.idle_wait = _env_number("SOTD_TEST_IDLE_SECS", IDLE_WAIT_S)
         self.max_connections = int(_env_number("SOTD_TEST_MAX_CONNECTIONS", MAX_CONNECTIONS))
 
@@ -232,7 +228,6 @@ class Server:
         log.info("listening on %s", self.path)
 
     async def close(self) -> None:
-        self._closing = True
         if self._srv is not None:
             self._srv.close()
         for conn in list(self.conns):

@@ -2,7 +2,7 @@
 
 File: ``$XDG_CONFIG_HOME/systemd/user/sotd.service`` (``~/.config`` when unset), 0644, written whole
 through a temp file and a rename. Spec: issue 13 "Any order works" (the daemon runs from login on, where
-systemd runs for the user; elsewhere commands start it on demand, ``cli/autostart.py``).
+systemd runs for the user; elsewhere commands start it on demand, ``cli/comm/autostart.py``).
 Guarantee: the unit runs ``sotd daemon run`` with the interpreter and socket of the installing command and
 the environment that picks this user's comm folder (``SOT_COMM_HOME``, ``SOT_SELF_HOST``, ``SOT_BACKEND_LABEL``,
 ``SOT_HOSTS_TOML`` when set), so the daemon it starts is the one the commands dial; install and uninstall

@@ -1,7 +1,7 @@
 """The wake: the daemon types ``[sot-comm] you have mail: run comm-poll.sh`` into an idle Claude row.
 
 Spec: behaviour 3.1-3.3; seed 000 "Waking". The decisions are ``sotd.daemon.decide`` (pure), one attempt
-on a pane is ``sotd.terminal.wake`` (blocking); this module carries the memory between ticks and runs the
+on a pane is ``sotd.terminal.attempt`` (blocking); this module carries the memory between ticks and runs the
 checks: every 2 s tick for each Ready Claude row with a declared handle, and at once when a row's inbox
 file changes (inotify on ``inbox/``, through ctypes, read on the event loop with ``add_reader``).
 Guarantee: one wake line per batch of unread directed mail (again after ten minutes unread), an owed
@@ -28,7 +28,7 @@ from sotd import _clock
 from sotd.daemon import decide
 from sotd.errors import RegistryUnreadable, SotdError
 from sotd.formats import cursor, readhint, registry
-from sotd.terminal import wake as attempt
+from sotd.terminal import attempt
 
 if TYPE_CHECKING:
     from sotd.daemon.rows import DaemonRows

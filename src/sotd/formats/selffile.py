@@ -144,37 +144,16 @@ def write_guarded(path: str, handle: str, repo: str, root: str) -> None:
         if "\n" in v or "\r" in v:
             raise SelfFileError(f"could not write the self file '{path}': its {what} holds a line break")
     refuse_links(path)
-    data = format_record(handle, repo, root)
-    tmp = f"{path}.tmp.{os.urandom(3).hex()}"
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(tmp, flags, 0o600)
-    except OSError as e:
-        raise SelfFileError(f"could not write the self file '{path}': {e.strerror or e}") from e
-    renamed = False
-    try:
-        try:
-            fsprim.write_all(fd, data)
-            fsprim._fsync(fd)  # atomic's fault-test seams cover this write too
-        finally:
-            os.close(fd)
+
+    def claimed_since() -> None:
         refusal = guard(path, repo, root)
         if refusal:
             raise SlotClaimed(refusal)
-        fsprim._rename(tmp, path)
-        renamed = True
+
+    try:
+        fsprim.write_atomic(path, format_record(handle, repo, root), mode=0o600, before_rename=claimed_since)
     except OSError as e:
         raise SelfFileError(f"could not write the self file '{path}': {e.strerror or e}") from e
-    finally:
-        if not renamed:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-    try:
-        fsprim.fsync_dir(os.path.dirname(path) or ".")
-    except OSError:
-        pass
 
 
 def guard(path: str, repo: str, root: str, *, exempt: bool = False) -> str | None:

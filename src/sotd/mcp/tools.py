@@ -218,7 +218,7 @@ def refusal(tool: str, args: object) -> SotdError | None:
             bad = _typed(tool, args, key, want)
             if bad is not None:
                 return bad
-        from sotd.cli import send
+        from sotd.cli.comm import send
 
         broadcast = bool(args.get("broadcast"))
         target = _handle(args["to"]) if "to" in args else None
@@ -282,28 +282,28 @@ def _run_verb(tool: str, args: dict[str, Any]) -> int:
     """The verb's own function for a checked call (each imported on its own branch: a call loads only
     its verb)."""
     if tool == "send":
-        from sotd.cli import send
+        from sotd.cli.comm import send
 
         target = _handle(args["to"]) if "to" in args else None
         return send.send(bool(args.get("broadcast")), target, args["text"])
     argv = argv_of(tool, args)
     if tool == "join":
-        from sotd.cli import join
+        from sotd.cli.comm import join
 
         return join.run(argv)
     if tool == "poll":
-        from sotd.cli import poll
+        from sotd.cli.comm import poll
 
         return poll.run(argv)
     if tool == "unread":
-        from sotd.cli import unread
+        from sotd.cli.comm import unread
 
         return unread.run(argv)
     if tool == "list":
-        from sotd.cli import listing
+        from sotd.cli.comm import listing
 
         return listing.run(argv)
-    from sotd.cli import status
+    from sotd.cli.comm import status
 
     return status.run(argv)
 
@@ -350,7 +350,7 @@ def adopt_session_slot(environ: dict[str, str] | os._Environ[str]) -> None:
     sid = environ.get("CLAUDE_CODE_SESSION_ID", "")
     if not sid or environ.get("SOT_COMM_SELF_FILE"):
         return
-    from sotd.cli.hooks.shared import pin_note, private_slot
+    from sotd.cli.comm.hooks.shared import pin_note, private_slot
     from sotd.formats.layout import Layout
 
     lay = Layout.from_env(dict(environ))

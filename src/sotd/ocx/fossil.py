@@ -170,11 +170,12 @@ def _run(argv: list[str], args: list[str], timeout: float) -> subprocess.Complet
         ) from None
     if p.returncode != 0:
         said = " ".join((p.stderr.strip() or p.stdout.strip()).split())[-300:]
-        raise FossilFailed(f"ocx: fossil {' '.join(_redact(a) for a in args[:3])} failed: {said}")
+        raise FossilFailed(f"ocx: fossil {' '.join(redact_password(a) for a in args[:3])} failed: {said}")
     return p
 
 
-def _redact(arg: str) -> str:
+def redact_password(arg: str) -> str:
+    """``arg`` with a URL's password shown as ``***`` (what a log line or an error may carry)."""
     if "://" in arg and "@" in arg:
         u = urllib.parse.urlsplit(arg)
         if u.password:
@@ -415,12 +416,13 @@ def uv_sync(repo: str, url: str | None) -> str:
     if NO_REPLY in p.stderr:
         # fossil exits 0 when the far side never answered (an ssh link that failed): say what ssh said
         said = "; ".join(line.strip() for line in p.stderr.splitlines() if line.strip())[-300:]
-        shown = _redact(url) if url else "the remembered remote"
+        shown = redact_password(url) if url else "the remembered remote"
         raise FossilFailed(f"ocx: fossil uv sync {shown} failed: {said}")
     return p.stdout + p.stderr
 
 
-def _base(url: str) -> str:
+def bare_url(url: str) -> str:
+    """``url`` without its login, password, query and trailing slash: the remote as a person names it."""
     u = urllib.parse.urlsplit(url)
     host = u.hostname or ""
     if ":" in host:
@@ -440,7 +442,7 @@ def remote_listing(url: str, password: str | None = None) -> dict[str, tuple[str
         return ssh_listing(url)
     if not url.startswith(("http://", "https://")):
         return None
-    base = _base(url)
+    base = bare_url(url)
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
     user = urllib.parse.unquote(urllib.parse.urlsplit(url).username or "")
     try:
@@ -531,7 +533,7 @@ def ssh_listing(url: str) -> dict[str, tuple[str, str | None]]:
     r = SshRemote(url)
     remote = " ".join(shlex.quote(w) for w in (r.program, "test-http", r.path))
     argv = [*ssh_base(), "-T", *(["-p", str(r.port)] if r.port else []), "--", r.destination, remote]
-    where = f"{_redact(url)}/juvlist over ssh"
+    where = f"{redact_password(url)}/juvlist over ssh"
     try:
         p = subprocess.run(
             argv,

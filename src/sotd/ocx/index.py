@@ -306,12 +306,6 @@ class Index:
             (repo, h, login, addr, origin),
         )
 
-    def has_sender(self, repo: str, h: str) -> bool:
-        r = self.db.execute(
-            "SELECT 1 FROM provenance WHERE repo = ? AND hash = ? AND sender_login IS NOT NULL", (repo, h)
-        ).fetchone()
-        return r is not None
-
     def unconfirmed_senders(self, repo: str) -> list[str]:
         """Hashes of ``repo``'s messages whose sender a remote's listing may still give: none known yet, or
         only this node's own record of writing it (``local``), which the listing confirms or corrects."""

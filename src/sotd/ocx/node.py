@@ -113,7 +113,6 @@ class NodeClones:
         self.index = index if index is not None else Index(config.index)
         self._readers: dict[str, list[tuple[str, Callable[[Delivery], None]]]] = {}
         self._lock = threading.RLock()
-        self._codes: dict[str, str] | None = None
         self._cannot_restore: set[tuple[str, str]] = set()  # (clone, name) already logged as not put back
 
     def close(self) -> None:
@@ -125,7 +124,6 @@ class NodeClones:
         """Each clone's server-code, after checking every file is a Fossil repository and O12."""
         codes = {c.name: fossil.repo_info(c.repository).server_code for c in self.config.clones}
         check_server_codes(codes)
-        self._codes = codes
         return codes
 
     # --- readers -------------------------------------------------------------------------------------
@@ -417,13 +415,13 @@ class NodeClones:
         name = envelope.message_name(h)
         if fossil.is_ssh(clone.url):
             return "not_delivered", (
-                f"the remote {fossil._redact(clone.url)} does not list {name} after the push; "
+                f"the remote {fossil.redact_password(clone.url)} does not list {name} after the push; "
                 "the far side of the ssh link did not store it (does its fossil command grant write-"
                 "unversioned, y?)"
             )
         user = urllib.parse.unquote(urllib.parse.urlsplit(clone.url).username or "") or clone.login
         return "not_delivered", (
-            f"the remote {fossil._base(clone.url)} does not list {name} after the push; "
+            f"the remote {fossil.bare_url(clone.url)} does not list {name} after the push; "
             f"the login {user!r} may lack the write-unversioned capability (y)"
         )
 

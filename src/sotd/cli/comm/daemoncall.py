@@ -1,0 +1,154 @@
+"""How a ``sotd comm`` verb reaches a daemon: which endpoint, and one request with the 5 s verdict bound.
+
+Behaviour 2.2 (endpoints) and decision D6. The local daemon is ``$SOT_SOCKET`` or the default socket of
+this user's daemon; the relay endpoint (for a handle this folder does not list) is named explicitly or by
+``hosts.toml`` and is never replaced by the local daemon (on the hub, ``hosts.toml`` names the hub's own
+daemon as the relay: that daemon offers the handle to the linked boxes, D4).
+"""
+
+from __future__ import annotations
+
+import os
+
+from sotd.errors import SotdError
+from sotd.runtime import default_socket
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from sotd.cli.comm.common import Context
+
+VERDICT_S = 5.0
+
+
+def local_endpoint(environ: Mapping[str, str]) -> str | None:
+    """``unix:<path>`` of this box's daemon, or None when no socket is there to dial."""
+    path = environ.get("SOT_SOCKET") or default_socket(environ)
+    import stat
+
+    try:
+        if stat.S_ISSOCK(os.stat(path).st_mode):
+            return "unix:" + path
+    except OSError:
+        pass
+    return "unix:" + path if environ.get("SOT_SOCKET") else None
+
+
+def needed_endpoint(environ: Mapping[str, str]) -> tuple[str | None, str]:
+    """``(endpoint, "")`` of this box's daemon for a command that cannot go on without it, starting it
+    when no socket is there (``cli/comm/autostart.py``; not when ``SOT_DAEMON_AUTOSTART=off``); else
+    ``(None or the unstarted endpoint, why it was not started)``. The notice of a start is printed once."""
+    from sotd.cli.comm import autostart
+
+    path = environ.get("SOT_SOCKET") or default_socket(environ)
+    if autostart.is_socket(path):
+        return "unix:" + path, ""
+    unstarted = "unix:" + path if environ.get("SOT_SOCKET") else None
+    if not autostart.wanted(environ):
+        return unstarted, ""
+    started = autostart.start(environ, os.path.abspath(path))
+    if not started.ok:
+        return unstarted, started.why
+    if started.notice:
+        from sotd.cli.comm.common import err
+
+        err(started.notice)
+    return "unix:" + path, ""
+
+
+def chosen_relay_endpoint(environ: Mapping[str, str]) -> str | None:
+    """``$SOT_RELAY_ENDPOINT``, else ``$SOT_SPAWN_ENDPOINT``, else what ``sotd topology relay-endpoint``
+    prints (the hub named by this box's ``hosts.toml``; on the hub itself, its own daemon, where the
+    offer to the linked boxes happens). Without a ``hosts.toml`` there is none: the local daemon is never
+    a silent stand-in."""
+    from sotd.client import unix
+
+    for key in ("SOT_RELAY_ENDPOINT", "SOT_SPAWN_ENDPOINT"):
+        value = environ.get(key, "")
+        if not value:
+            continue
+        ep, discard = unix.parse_endpoint(value)
+        if discard:
+            from sotd.cli.comm.common import err
+
+            err(discard)
+            continue
+        if ep is not None:
+            return value
+    from sotd import runtime, topology  # only on a registry miss with no endpoint named
+
+    own = environ.get("SOT_SOCKET") or default_socket(environ)
+    named, _why = topology.relay_endpoint_or_reason(environ, runtime.self_host(environ), own)
+    if not named:
+        return None  # no hosts.toml, an unreadable one, or the hub's daemon is not there: "no daemon" text
+    ep, discard = unix.parse_endpoint(named)
+    if discard:
+        from sotd.cli.comm.common import err
+
+        err(discard)
+    return named if ep is not None else None
+
+
+def call(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """One request; the daemon's response payload. Raises ``DaemonUnreachable`` past the verdict bound."""
+    from sotd.client import unix
+    from sotd.wire import hello as wire_hello
+
+    ep, discard = unix.parse_endpoint(endpoint)
+    if ep is None:
+        raise SotdError(discard or f"ERROR: bad endpoint '{endpoint}'")
+    hello = wire_hello.hello_payload(
+        host=ctx.host,
+        os_user=wire_hello.os_user_for_uid(os.geteuid()),
+        role="agent" if ctx.environ.get("SOT_WORKSPACE") else "cli",
+        name=ctx.name,
+    )
+    if ep.kind == "ssh":
+        from sotd.client import ssh  # subprocess is paid for only when a send really dials ssh
+
+        return ssh.request(ep.target, ep.host, op, payload, hello, deadline_s=VERDICT_S, environ=ctx.environ)
+    return unix.request(ep.path, op, payload, hello, deadline_s=VERDICT_S)
+
+
+def daemon_info(ctx: Context, endpoint: str) -> tuple[object, str]:
+    """The ``daemon`` object of the ``version.query`` answer at ``endpoint`` (as sent) and the host it
+    declares (``""`` when it names none: spawn then assumes this box, despawn refuses). ``SotdError`` when
+    it does not answer."""
+    from sotd.wire import payloads
+
+    info = call(ctx, endpoint, payloads.VERSION_QUERY, payloads.version_query_payload()).get("daemon")
+    host = info.get("host") if isinstance(info, dict) else None
+    return info, host if isinstance(host, str) else ""
+
+
+def chosen_endpoint(named: str, environ: Mapping[str, str]) -> str | None:
+    """The daemon a spawn or despawn asks: ``named`` (``--endpoint``), else ``$SOT_SPAWN_ENDPOINT``, else
+    this box's (started when none runs). A named endpoint that does not parse is refused
+    (``EndpointRefused``), never replaced by the local daemon. None: no daemon could be found."""
+    from sotd.client import unix
+
+    for value in (named, environ.get("SOT_SPAWN_ENDPOINT", "")):
+        if value:
+            ep, discard = unix.parse_endpoint(value)
+            if ep is None:
+                from sotd.errors import EndpointRefused
+
+                raise EndpointRefused(
+                    f"comm-lib: refusing to substitute a local daemon for the endpoint you named: {value}",
+                    hint=discard,
+                )
+            return value
+    return needed_endpoint(environ)[0]  # starts this box's daemon when none runs
+
+
+def silent_hint(environ: Mapping[str, str], endpoint: str) -> str:
+    """The next step when the daemon at ``endpoint`` did not answer: none runs there (start it), or one
+    is there and silent (check it), or a far box's (check it there)."""
+    from sotd.cli.comm import autostart, hints
+
+    path = endpoint[5:] if endpoint.startswith("unix:") else ""
+    if path and not autostart.is_socket(path):
+        return hints.no_daemon(path, "no socket appeared there" if autostart.wanted(environ) else "")
+    return hints.endpoint_silent(endpoint)
