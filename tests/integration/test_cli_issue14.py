@@ -60,10 +60,37 @@ def test_6_6_hashed_cursor_one_past_the_end_says_cut_back(comm: Comm) -> None:
     p = a.run("poll")
     note = "note: the last line read from @alpha's inbox was cut back; reading from the line before it"
     assert (p.code, p.out, p.err) == (0, "No new messages.\n", note + "\n"), p
-    lines = _read(inbox).split(b"\n")[:-1]
-    assert _read(comm.layout.cursor("alpha")).decode() == cursor.encode(2, lines[1])
+    # the cursor stands as it is until a line follows (the reference writes only after a batch: issue 28)
+    assert _read(comm.layout.cursor("alpha")) == b"3 1-1"
     again = a.run("poll")
-    assert (again.out, again.err) == ("No new messages.\n", "")  # said once: the cursor is right now
+    assert (again.out, again.err) == ("No new messages.\n", note + "\n")
+    assert _read(comm.layout.cursor("alpha")) == b"3 1-1"
+    # the line written where the cut one was is shown (with the note: it steps back once more)
+    three = b'{"from":"b","to":"alpha","repo":"r","msg":"three","ts":"T3"}\n'
+    with open(inbox, "ab") as f:
+        f.write(three)
+    p = a.run("poll")
+    assert (p.code, p.out, p.err) == (0, "[T3] [b:r] three\n", note + "\n"), p
+    assert _read(comm.layout.cursor("alpha")).decode() == cursor.encode(3, three[:-1])
+    again = a.run("poll")
+    assert (again.out, again.err) == ("No new messages.\n", "")
+
+
+def test_6_6_a_cursor_one_past_the_end_hashed_as_the_last_line_stays_and_says_cut_back(comm: Comm) -> None:
+    """Issue 28 item 3: ``4 <hash of line 3>`` over three lines. The 0.6.6 reference reads it as the end,
+    prints its cut-back note and leaves the cursor as it is (it writes one only after a batch); sotd
+    once rewrote it to ``3 …`` and said nothing."""
+    a = comm.session("alpha")
+    assert a.run("join", "--name", "alpha").code == 0
+    lines = [b'{"from":"b","to":"alpha","repo":"r","msg":"m%d","ts":"T%d"}' % (i, i) for i in (1, 2, 3)]
+    _put(comm.layout.inbox("alpha"), b"".join(x + b"\n" for x in lines))
+    held = f"4 {cursor.line_hash(lines[2])}".encode()
+    _put(comm.layout.cursor("alpha"), held)
+    p = a.run("poll")
+    note = "note: the last line read from @alpha's inbox was cut back; reading from the line before it"
+    assert (p.code, p.out, p.err) == (0, "No new messages.\n", note + "\n"), p
+    assert _read(comm.layout.cursor("alpha")) == held
+    assert not os.path.exists(comm.layout.read_hint("alpha"))  # no hint for a cursor that did not move
 
 
 # Takes the registry lock as <host>, prints its record and waits to be killed inside it.
