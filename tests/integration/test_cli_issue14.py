@@ -176,7 +176,35 @@ def test_1_5_poll_shows_each_shape_as_the_reference_does(comm: Comm) -> None:
     assert p.out == (
         "[] [:] no from, repo or ts\n"
         "[] [:] nulls\n"
-        '[T] [{"b":1,"a":[1,"\\u007f"]}:r] {"k":null}\n'
+        '[T] [{\n  "b": 1,\n  "a": [\n    1,\n    "\\u007f"\n  ]\n}:r] {\n  "k": null\n}\n'
         "[-0] [12345678901234567000:1.7976931348623157e+308] 1\n"
         "[T] [bc:r] xy\n"
+    )
+
+
+def test_1_5_poll_shows_trailing_newlines_json_messages_and_1e400_as_the_reference_does(comm: Comm) -> None:
+    """Issue 28 item 2, through a real ``sotd comm poll``: the reference shows each field through a shell
+    command substitution of ``jq -r``, so a message's trailing newlines go (``] end`` and one newline), a
+    message that is a JSON object or array shows as jq's indented JSON, and a ``ts`` of ``1e400`` as the
+    largest double. What poll prints is then inert: an ESC the message holds shows as its escape."""
+    a = comm.session("alpha")
+    assert a.run("join", "--name", "alpha").code == 0
+    _put(
+        comm.layout.inbox("alpha"),
+        b'{"from":"b","to":"alpha","repo":"r","msg":"end\\n","ts":"T1"}\n'
+        b'{"from":"b","to":"alpha","repo":"r","msg":"two\\nlines\\n\\n","ts":"T2"}\n'
+        b'{"from":"b","to":"alpha","repo":"r","msg":{"k":"v","n":[1,2.0,{}]},"ts":"T3"}\n'
+        b'{"from":"b","to":"alpha","repo":"r","msg":["a",[]],"ts":"T4"}\n'
+        b'{"from":"b","to":"alpha","repo":"r","msg":"m","ts":1e400}\n'
+        b'{"from":"b","to":"alpha","repo":"r","msg":"\\u001b[31mred\\n","ts":"T6"}\n',
+    )
+    p = a.run("poll")
+    assert (p.code, p.err) == (0, ""), p
+    assert p.out == (
+        "[T1] [b:r] end\n"
+        "[T2] [b:r] two\nlines\n"
+        '[T3] [b:r] {\n  "k": "v",\n  "n": [\n    1,\n    2,\n    {}\n  ]\n}\n'
+        '[T4] [b:r] [\n  "a",\n  []\n]\n'
+        "[1.7976931348623157e+308] [b:r] m\n"
+        "[T6] [b:r] \\u001b[31mred\n"
     )
