@@ -158,6 +158,11 @@ TABLE: dict[str, Entry] = {
         ("--host", "<host>", "the host this end declares"),
     ),
     "topology": cmd("relay-endpoint|path", "what hosts.toml says: the relay endpoint, or the file's path"),
+    "session-socket-path": cmd(
+        "<label>",
+        "print the socket this box's daemon for this comm folder listens on with <label> ($SOT_SOCKET, "
+        "else the default): how a 0.6.6 client finds it",
+    ),
     "ocx": cmd("<command> [args]", "OCX v2 messages carried through Fossil"),
     "ocx post": cmd("FILE [options]", "post a message; prints its hash", _REPO, _JSON),
     "ocx answer": cmd(

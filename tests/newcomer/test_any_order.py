@@ -25,6 +25,7 @@ import shutil
 
 import pytest
 
+from sotd import runtime
 from sotd.formats import lockmanager
 from sotd.formats.layout import Layout
 from tests.conftest import Comm, Session
@@ -68,7 +69,7 @@ def test_a_send_with_no_daemon_starts_it_and_is_filed(tmp_path: object) -> None:
 def test_with_autostart_off_the_failed_line_names_sotd_daemon_start(tmp_path: object) -> None:
     comm, a, _b, sock = _no_record_box(tmp_path)
     r = a.run("send", "@beta", "hello", env={"SOT_SOCKET": "", "XDG_RUNTIME_DIR": os.path.dirname(sock)})
-    default = os.path.join(os.path.dirname(sock), "sotd-sot", "sotd.sock")
+    default = runtime.default_socket({**a.env, "XDG_RUNTIME_DIR": os.path.dirname(sock)})  # this folder's
     assert r.code == 1
     assert r.err_lines == [
         "FAILED -> @beta: this box cannot take the inbox lock itself, and no daemon is reachable to file it",
@@ -265,7 +266,7 @@ def test_a_broadcast_names_the_fix_once(tmp_path: object) -> None:
     assert comm.session("gamma").run("join", "--name", "gamma").code == 0
     runtime_dir = os.path.dirname(sock)
     r = a.run("send", "--broadcast", "hi", env={"SOT_SOCKET": "", "XDG_RUNTIME_DIR": runtime_dir})
-    default = os.path.join(runtime_dir, "sotd-sot", "sotd.sock")
+    default = runtime.default_socket({**a.env, "XDG_RUNTIME_DIR": runtime_dir})
     why = "this box cannot take the inbox lock itself, and no daemon is reachable to file it"
     assert (r.code, r.out) == (1, "Broadcast to 0 of 2 agent(s).\n")
     assert r.err_lines == [

@@ -90,7 +90,10 @@ SHOWN = [
     (b'{"msg":"end\\n\\u0000\\n","ts":"T\\n","repo":"r\\n\\n"}', "[T] [:r] end"),
     (b'{"msg":"\\nlead"}', "[] [:] \nlead"),
     # a message that is a JSON object or array: jq's indented JSON, over several lines
-    (b'{"from":"b","repo":"r","ts":"T","msg":{"k":"v","n":[1,{}]}}', '[T] [b:r] {\n  "k": "v",\n  "n": [\n    1,\n    {}\n  ]\n}'),
+    (
+        b'{"from":"b","repo":"r","ts":"T","msg":{"k":"v","n":[1,{}]}}',
+        '[T] [b:r] {\n  "k": "v",\n  "n": [\n    1,\n    {}\n  ]\n}',
+    ),
     (b'{"msg":{}}', "[] [:] {}"),
     (b'{"msg":[]}', "[] [:] []"),
     (b'{"text":[["x"]]}', '[] [:] [\n  [\n    "x"\n  ]\n]'),
@@ -208,6 +211,8 @@ _value = st.recursive(
 _line = st.dictionaries(
     st.sampled_from(["ts", "from", "repo", "msg", "message", "text", "to"]) | _text, _value, max_size=6
 )
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(_line, st.booleans()), min_size=1, max_size=25))
 def test_any_object_shows_as_jq_shows_it(lines: list[tuple[dict[str, object], bool]]) -> None:

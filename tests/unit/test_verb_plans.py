@@ -369,7 +369,9 @@ def test_poll_shown_lines(new: list[bytes], want: list[str]) -> None:
         ("3 h", "2026-01-01T00:00:09Z", 0, 3, 0, ""),  # a legacy stamp past every line
     ],
 )
-def test_poll_cursor_writes(new_text: str, old_text: str, base: int, total: int, batch: int, want: str) -> None:
+def test_poll_cursor_writes(
+    new_text: str, old_text: str, base: int, total: int, batch: int, want: str
+) -> None:
     assert poll.cursor_writes(new_text, old_text, base, total, batch) == want
 
 

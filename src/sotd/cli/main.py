@@ -37,6 +37,7 @@ COMMANDS = {
     "stdio-bridge": "sotd.cli.bridge",
     "daemon": "sotd.daemon.command",  # named by string: nothing imports the daemon until asked
     "topology": "sotd.cli.topology",
+    "session-socket-path": "sotd.cli.sessionsocket",  # behaviour 2.2: how a 0.6.6 client finds the daemon
     "ocx": "sotd.cli.ocx",
 }
 

@@ -358,8 +358,11 @@ def version_payload(
     link: dict[str, Any] | None = None,
     links: list[str] | None = None,
     topology_error: str = "",
+    comm_folder: str = "",
 ) -> dict[str, Any]:
     """``version.query``'s ``daemon``: who answers, and the front ends (``fe`` connections) attached now.
+    ``comm_folder`` (ours): the real path of the comm folder this daemon serves, so a command can tell
+    a daemon of another folder at its socket (issue 27 item 5).
     ``send_command`` (ours): the command this box's rows reply with, for a task mail spawned from another
     box (``Rows.send_command``). ``link`` (ours): this box's link to its hub (``endpoint``, ``up``,
     ``since``, ``error``), None when it holds none; ``links``: the boxes linked to this daemon now;
@@ -377,6 +380,7 @@ def version_payload(
         "link": link,
         "links": sorted(links or []),
         "topology_error": topology_error,
+        "comm_folder": comm_folder,
     }
 
 

@@ -120,6 +120,7 @@ class Daemon:
                 if self.hub.topology_error
                 else ""
             ),
+            comm_folder=os.path.realpath(self.layout.home),
         )
 
     async def serve(self) -> None:
