@@ -21,20 +21,25 @@ Opt = tuple[str, str, str]
 
 class Entry:
     """One command: its synopsis, one-line summary, options, and ``free``: the words after the first
-    positional one are text (a message), so option checking stops there."""
+    positional one are text (a message), so option checking stops there. ``pinned``: the spec pins what
+    this command says for an unknown option (behaviour 1.2 for join, 1.8 for leave), so ``sotd.cli.main``
+    leaves that refusal to the verb's own parser (``--help`` is still answered from here)."""
 
-    __slots__ = ("free", "options", "summary", "synopsis")
+    __slots__ = ("free", "options", "pinned", "summary", "synopsis")
 
-    def __init__(self, synopsis: str, summary: str, options: tuple[Opt, ...], free: bool) -> None:
+    def __init__(
+        self, synopsis: str, summary: str, options: tuple[Opt, ...], free: bool, pinned: bool = False
+    ) -> None:
         self.synopsis = synopsis
         self.summary = summary
         self.options = options
         self.free = free
+        self.pinned = pinned
 
 
-def cmd(synopsis: str, summary: str, *options: Opt, free: bool = False) -> Entry:
-    """A table entry: ``cmd(synopsis, summary, option, ..., free=...)``."""
-    return Entry(synopsis, summary, options, free)
+def cmd(synopsis: str, summary: str, *options: Opt, free: bool = False, pinned: bool = False) -> Entry:
+    """A table entry: ``cmd(synopsis, summary, option, ..., free=..., pinned=...)``."""
+    return Entry(synopsis, summary, options, free, pinned)
 
 
 _SOCKET: Opt = ("--socket", "PATH", "the daemon's socket (default: $SOT_SOCKET, else this user's default)")
@@ -61,11 +66,13 @@ TABLE: dict[str, Entry] = {
         ("--name", "NAME", "the handle to take"),
         ("--expertise", '"a, b"', "what this session knows, shown by list"),
         ("--repin", "", "pin this slot to the handle again"),
+        pinned=True,  # behaviour 1.2: `comm-join.sh: unknown option '-x' (a handle can't start …)`
     ),
     "comm leave": cmd(
         "[options]",
         "remove this session's row (never its inbox or cursor)",
         ("--name", "HANDLE", "remove another handle's row instead"),
+        pinned=True,  # behaviour 1.8: the one line `usage: comm-leave.sh [--name <handle>]`, exit 1
     ),
     "comm send": cmd(
         '@name "msg" | --broadcast "msg"',
@@ -156,6 +163,11 @@ TABLE: dict[str, Entry] = {
         "session that starts it",
     ),
     "topology": cmd("relay-endpoint|path", "what hosts.toml says: the relay endpoint, or the file's path"),
+    "session-socket-path": cmd(
+        "<label>",
+        "print the socket this box's daemon for this comm folder listens on with <label> ($SOT_SOCKET, "
+        "else the default): how a 0.6.6 client finds it",
+    ),
     "ocx": cmd("<command> [args]", "OCX v2 messages carried through Fossil"),
     "ocx post": cmd("FILE [options]", "post a message; prints its hash", _REPO, _JSON),
     "ocx answer": cmd(

@@ -358,6 +358,15 @@ class SocketFolderRefused(SotdError):
     )
 
 
+class DaemonOfAnotherFolder(SotdError):
+    """The daemon answering at this command's socket serves another comm folder (a ``$SOT_SOCKET`` shared
+    by two folders): it is not this folder's daemon, so nothing is started or asked of it (issue 27)."""
+
+    code = "daemon_of_another_folder"
+    sentence = "sotd daemon: the daemon at <socket> (pid <pid>) serves the comm folder <theirs>, not <ours>"
+    next_step = "unset SOT_SOCKET (the default socket follows the comm folder), or give this folder its own"
+
+
 class DaemonNotFound(SotdError):
     """No daemon endpoint could be named or started for a command that needs one."""
 

@@ -1,8 +1,11 @@
 """Where this user's daemon lives on this box: its socket, and the files beside it.
 
 A leaf module (stdlib only, no I/O at import) so the daemon and the CLI compute one path from one rule.
-Spec: behaviour 2.2 ("Local daemon endpoint", user isolation: the socket sits in a private folder).
+Spec: behaviour 2.2 ("Local daemon endpoint", user isolation: the socket sits in a private folder;
+``sotd session-socket-path <label>`` answers this rule, so a 0.6.6 client finds the same daemon).
 What would break it: a second place that spells the socket path, so ``sotd comm`` dials where no daemon is.
+The default socket follows the comm folder (``socket_leaf``; issue 27 item 5): one daemon per comm folder
+by default, the default folder keeping its earlier path.
 
 The socket's folder is checked before anything is written in it (issue 25, problem 3: without
 ``XDG_RUNTIME_DIR`` the default ``/tmp/sotd-<uid>/`` can be made first by another account, with links in
@@ -36,6 +39,7 @@ SOCKET_NAME = "sotd.sock"
 __all__ = [
     "REFUSAL_START",
     "SOCKET_NAME",
+    "comm_folders",
     "default_socket",
     "fallback_socket",
     "is_folder_refusal",
@@ -43,16 +47,42 @@ __all__ = [
     "log_path",
     "prepare_socket_folder",
     "self_host",
+    "socket_leaf",
     "socket_path",
     "status_path",
 ]
 
 
-def default_socket(environ: Mapping[str, str]) -> str:
-    """Where this user's daemon listens when ``$SOT_SOCKET`` is unset (a private 0700 folder)."""
-    label = environ.get("SOT_BACKEND_LABEL") or "sot"
+def socket_leaf(label: str, folder: str, default_folder: str) -> str:
+    """The default socket's folder name for ``label`` and a comm folder: ``sotd-<label>`` for the default
+    comm folder, ``sotd-<label>-<8 hex of SHA-256 of its real path>`` for any other (both real paths).
+    Pure. One daemon per comm folder by default (issue 27 item 5): a second ``SOT_COMM_HOME`` gets its own
+    socket, hence its own daemon; the default folder keeps the path every earlier install, systemd unit
+    (``--socket`` is written into it) and guide names."""
+    if folder == default_folder:
+        return f"sotd-{label}"
+    import hashlib  # only for a comm folder that is not the default
+
+    return f"sotd-{label}-{hashlib.sha256(os.fsencode(folder)).hexdigest()[:8]}"
+
+
+def comm_folders(environ: Mapping[str, str]) -> tuple[str, str]:
+    """The real paths of this environment's comm folder and of the default one (``$HOME/.sot-comm``)."""
+    from sotd.formats.layout import comm_home
+
+    env = dict(environ)
+    default = comm_home({k: v for k, v in env.items() if k != "SOT_COMM_HOME"})
+    return os.path.realpath(comm_home(env)), os.path.realpath(default)
+
+
+def default_socket(environ: Mapping[str, str], label: str | None = None) -> str:
+    """Where this user's daemon for this comm folder listens when ``$SOT_SOCKET`` is unset (a private 0700
+    folder): ``$XDG_RUNTIME_DIR`` (else ``/tmp/sotd-<uid>``) / ``socket_leaf`` / ``sotd.sock``. ``label``:
+    ``$SOT_BACKEND_LABEL`` (else ``sot``) unless given (``sotd session-socket-path <label>``)."""
+    label = label or environ.get("SOT_BACKEND_LABEL") or "sot"
     base = environ.get("XDG_RUNTIME_DIR") or f"/tmp/sotd-{os.geteuid()}"
-    return os.path.join(base, f"sotd-{label}", SOCKET_NAME)
+    folder, default = comm_folders(environ)
+    return os.path.join(base, socket_leaf(label, folder, default), SOCKET_NAME)
 
 
 def socket_path(environ: Mapping[str, str], explicit: str | None = None) -> str:

@@ -60,10 +60,37 @@ def test_6_6_hashed_cursor_one_past_the_end_says_cut_back(comm: Comm) -> None:
     p = a.run("poll")
     note = "note: the last line read from @alpha's inbox was cut back; reading from the line before it"
     assert (p.code, p.out, p.err) == (0, "No new messages.\n", note + "\n"), p
-    lines = _read(inbox).split(b"\n")[:-1]
-    assert _read(comm.layout.cursor("alpha")).decode() == cursor.encode(2, lines[1])
+    # the cursor stands as it is until a line follows (the reference writes only after a batch: issue 28)
+    assert _read(comm.layout.cursor("alpha")) == b"3 1-1"
     again = a.run("poll")
-    assert (again.out, again.err) == ("No new messages.\n", "")  # said once: the cursor is right now
+    assert (again.out, again.err) == ("No new messages.\n", note + "\n")
+    assert _read(comm.layout.cursor("alpha")) == b"3 1-1"
+    # the line written where the cut one was is shown (with the note: it steps back once more)
+    three = b'{"from":"b","to":"alpha","repo":"r","msg":"three","ts":"T3"}\n'
+    with open(inbox, "ab") as f:
+        f.write(three)
+    p = a.run("poll")
+    assert (p.code, p.out, p.err) == (0, "[T3] [b:r] three\n", note + "\n"), p
+    assert _read(comm.layout.cursor("alpha")).decode() == cursor.encode(3, three[:-1])
+    again = a.run("poll")
+    assert (again.out, again.err) == ("No new messages.\n", "")
+
+
+def test_6_6_a_cursor_one_past_the_end_hashed_as_the_last_line_stays_and_says_cut_back(comm: Comm) -> None:
+    """Issue 28 item 3: ``4 <hash of line 3>`` over three lines. The 0.6.6 reference reads it as the end,
+    prints its cut-back note and leaves the cursor as it is (it writes one only after a batch); sotd
+    once rewrote it to ``3 …`` and said nothing."""
+    a = comm.session("alpha")
+    assert a.run("join", "--name", "alpha").code == 0
+    lines = [b'{"from":"b","to":"alpha","repo":"r","msg":"m%d","ts":"T%d"}' % (i, i) for i in (1, 2, 3)]
+    _put(comm.layout.inbox("alpha"), b"".join(x + b"\n" for x in lines))
+    held = f"4 {cursor.line_hash(lines[2])}".encode()
+    _put(comm.layout.cursor("alpha"), held)
+    p = a.run("poll")
+    note = "note: the last line read from @alpha's inbox was cut back; reading from the line before it"
+    assert (p.code, p.out, p.err) == (0, "No new messages.\n", note + "\n"), p
+    assert _read(comm.layout.cursor("alpha")) == held
+    assert not os.path.exists(comm.layout.read_hint("alpha"))  # no hint for a cursor that did not move
 
 
 # Takes the registry lock as <host>, prints its record and waits to be killed inside it.
@@ -149,7 +176,35 @@ def test_1_5_poll_shows_each_shape_as_the_reference_does(comm: Comm) -> None:
     assert p.out == (
         "[] [:] no from, repo or ts\n"
         "[] [:] nulls\n"
-        '[T] [{"b":1,"a":[1,"\\u007f"]}:r] {"k":null}\n'
+        '[T] [{\n  "b": 1,\n  "a": [\n    1,\n    "\\u007f"\n  ]\n}:r] {\n  "k": null\n}\n'
         "[-0] [12345678901234567000:1.7976931348623157e+308] 1\n"
         "[T] [bc:r] xy\n"
+    )
+
+
+def test_1_5_poll_shows_trailing_newlines_json_messages_and_1e400_as_the_reference_does(comm: Comm) -> None:
+    """Issue 28 item 2, through a real ``sotd comm poll``: the reference shows each field through a shell
+    command substitution of ``jq -r``, so a message's trailing newlines go (``] end`` and one newline), a
+    message that is a JSON object or array shows as jq's indented JSON, and a ``ts`` of ``1e400`` as the
+    largest double. What poll prints is then inert: an ESC the message holds shows as its escape."""
+    a = comm.session("alpha")
+    assert a.run("join", "--name", "alpha").code == 0
+    _put(
+        comm.layout.inbox("alpha"),
+        b'{"from":"b","to":"alpha","repo":"r","msg":"end\\n","ts":"T1"}\n'
+        b'{"from":"b","to":"alpha","repo":"r","msg":"two\\nlines\\n\\n","ts":"T2"}\n'
+        b'{"from":"b","to":"alpha","repo":"r","msg":{"k":"v","n":[1,2.0,{}]},"ts":"T3"}\n'
+        b'{"from":"b","to":"alpha","repo":"r","msg":["a",[]],"ts":"T4"}\n'
+        b'{"from":"b","to":"alpha","repo":"r","msg":"m","ts":1e400}\n'
+        b'{"from":"b","to":"alpha","repo":"r","msg":"\\u001b[31mred\\n","ts":"T6"}\n',
+    )
+    p = a.run("poll")
+    assert (p.code, p.err) == (0, ""), p
+    assert p.out == (
+        "[T1] [b:r] end\n"
+        "[T2] [b:r] two\nlines\n"
+        '[T3] [b:r] {\n  "k": "v",\n  "n": [\n    1,\n    2,\n    {}\n  ]\n}\n'
+        '[T4] [b:r] [\n  "a",\n  []\n]\n'
+        "[1.7976931348623157e+308] [b:r] m\n"
+        "[T6] [b:r] \\u001b[31mred\n"
     )

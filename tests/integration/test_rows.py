@@ -702,3 +702,34 @@ def test_a_refusal_streak_is_logged_once_after_its_silent_time() -> None:
         assert [e for e in events(log) if e["event"] not in ("start", "at-start")] == []
     finally:
         b.close()
+
+
+def test_rows_follow_their_daemon_a_restart_gives_new_rows_its_environment(box: Box) -> None:
+    """Issue 27 item 5: the rows' tmux server outlives a daemon restart, and it used to keep the first
+    daemon's environment, so a variable set before the restart never reached a new row ("Missing
+    environment variable"). Now the restarted daemon syncs the server's environment at boot: a new row
+    gets the new daemon's variables and none it dropped; a row already running keeps its own
+    (docs/rows.md)."""
+    dump = "import json,os,sys,time; json.dump(dict(os.environ), open(sys.argv[1], 'w')); time.sleep(300)"
+
+    def row_env(name: str) -> dict[str, str]:
+        out = os.path.join(box.work, f"{name}.env.json")
+        plain_row(box, name, [sys.executable, "-c", dump, out])
+        wait_for(lambda: os.path.exists(out) and os.path.getsize(out) > 0, what=f"{name}'s environment")
+        time.sleep(0.2)  # json.dump has closed the file
+        with open(out) as f:
+            return dict(json.load(f))
+
+    box.restart({"SOTD_ROWS_T_KEY": "first", "SOTD_ROWS_T_GONE": "only-first"})
+    first = row_env("first")
+    assert (first.get("SOTD_ROWS_T_KEY"), first.get("SOTD_ROWS_T_GONE")) == ("first", "only-first")
+    box.restart({"SOTD_ROWS_T_KEY": "second", "SOTD_ROWS_T_NEW": "only-second"})
+    assert box.tmux.has_session()  # the server outlived the restart
+    second = row_env("second")
+    assert (second.get("SOTD_ROWS_T_KEY"), second.get("SOTD_ROWS_T_NEW")) == ("second", "only-second")
+    assert "SOTD_ROWS_T_GONE" not in second
+    assert "new rows get this daemon's environment" in box.logtext()
+    # the row's own variables still come from the daemon that started it (this one)
+    assert second["SOT_SOCKET"] == box.sock and second["SOT_COMM_HOME"] == box.home
+    with open(os.path.join(box.work, "first.env.json")) as f:
+        assert json.load(f)["SOTD_ROWS_T_GONE"] == "only-first"  # what the first row got, kept

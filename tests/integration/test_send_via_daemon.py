@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from sotd import runtime
 from tests.conftest import Comm, Session
 from tests.fakes.fake_daemon import FakeDaemon
 
@@ -32,7 +33,8 @@ def test_no_daemon_reachable(box: tuple[Comm, Session, Session]) -> None:
     runtime_dir = os.path.join(comm.work, "run")  # the default socket's folder, private to this test
     r = a.run("send", "@beta", "hi", env={"SOT_SOCKET": "", "XDG_RUNTIME_DIR": runtime_dir})
     assert r.code == 1
-    sock = os.path.join(runtime_dir, "sotd-sot", "sotd.sock")
+    sock = runtime.default_socket({**a.env, "XDG_RUNTIME_DIR": runtime_dir})  # this folder's (issue 27)
+    assert os.path.dirname(sock).startswith(os.path.join(runtime_dir, "sotd-sot-"))
     assert r.err == (
         "FAILED -> @beta: this box cannot take the inbox lock itself, and no daemon is reachable to file it\n"
         f"no daemon runs at {sock} (SOT_DAEMON_AUTOSTART is off); start it: sotd daemon start\n"

@@ -294,3 +294,54 @@ def test_wake_attempt_on_a_missing_pane_is_an_error(tmux, tmp_path) -> None:
 
     start(tmux, tmp_path, "row-1")
     assert attempt.wake(tmux, "%999", "claude", hold=0.1).result == attempt.ERROR
+
+
+def _pane_env(t: Tmux, tmp_path, name: str) -> dict[str, str]:
+    """The environment a new window's process gets (its own copy, dumped as JSON)."""
+    out = tmp_path / f"{name}.env.json"
+    code = "import json,os,sys; json.dump(dict(os.environ), open(sys.argv[1], 'w'))"
+    t.new_window(
+        name, str(tmp_path), {}, [sys.executable, "-c", code + "; import time; time.sleep(60)", str(out)]
+    )
+    wait_for(out.exists)
+    time.sleep(0.1)
+    return json.loads(out.read_text())
+
+
+def test_a_running_server_takes_a_new_client_s_environment_for_new_windows(tmux, tmp_path) -> None:
+    """Issue 27 item 5: the server keeps the environment of the client that started it; a later client
+    (a restarted daemon) syncs it, so its new windows get its variables, and lose those it no longer has.
+    A window started before keeps its own. Values tmux reads specially (a trailing ``;``, ``\\;``) and a
+    session's own copies of the first client's variables (``SSH_AUTH_SOCK``) are carried exactly."""
+    first = dict(
+        os.environ, SOTD_T_KEEP="k", SOTD_T_CHANGED="one", SOTD_T_GONE="x", SSH_AUTH_SOCK="/old/agent"
+    )
+    t1 = Tmux(tmux.socket_path, session=tmux.session, size=(100, 30), environ=first)
+    assert t1.sync_environment() is False  # no server yet: the first window starts one with this env
+    before = _pane_env(t1, tmp_path, "before")
+    assert (before["SOTD_T_CHANGED"], before["SOTD_T_GONE"], before["SSH_AUTH_SOCK"]) == (
+        "one",
+        "x",
+        "/old/agent",
+    )
+    second = {k: v for k, v in first.items() if k != "SOTD_T_GONE"}
+    second.update(SOTD_T_CHANGED="two", SOTD_T_NEW="a b;", SOTD_T_ESC="c\\;", SSH_AUTH_SOCK="/new/agent")
+    t2 = Tmux(tmux.socket_path, session=tmux.session, size=(100, 30), environ=second)
+    assert t2.sync_environment() is True
+    after = _pane_env(t2, tmp_path, "after")
+    assert {
+        k: after.get(k)
+        for k in ("SOTD_T_KEEP", "SOTD_T_CHANGED", "SOTD_T_NEW", "SOTD_T_ESC", "SSH_AUTH_SOCK")
+    } == {
+        "SOTD_T_KEEP": "k",
+        "SOTD_T_CHANGED": "two",
+        "SOTD_T_NEW": "a b;",
+        "SOTD_T_ESC": "c\\;",
+        "SSH_AUTH_SOCK": "/new/agent",
+    }
+    assert "SOTD_T_GONE" not in after
+    assert t2.sync_environment() is True  # a second sync has nothing left to change
+    again = _pane_env(t2, tmp_path, "again")
+    assert {k: again.get(k) for k in after if k.startswith("SOTD_T_")} == {
+        k: v for k, v in after.items() if k.startswith("SOTD_T_")
+    }

@@ -10,8 +10,9 @@
 - A hub daemon started before its comm folder exists. Before: the log said ``no comm folder …: every
   filing answers not_here``, no record was written, and every send then failed with ``no inbox lock
   record at <path>: restart this daemon to write it``. After: the hub makes the folder (0700, as the
-  commands make it) and writes its record at start; a record removed later is written again at the next
-  filing instead of that refusal.
+  commands make it) and writes its record at start. A record removed or changed later is refused in
+  behaviour 6.4's words, as the spec says (issue 28 item 6: rewriting it while the hub runs could leave
+  two boxes each believing it manages the folder's locks); a restart writes it again.
 - ``sotd daemon start`` says where its log is (before: only the socket path).
 - ``sotd comm unread`` outside a joined session. Before: ``usage: sotd comm unread <handle>``, exit 1.
   After: ``Not joined — run comm-join.sh first.`` (poll's sentence), exit 1.
@@ -24,6 +25,7 @@ import shutil
 
 import pytest
 
+from sotd import runtime
 from sotd.formats import lockmanager
 from sotd.formats.layout import Layout
 from tests.conftest import Comm, Session
@@ -67,7 +69,7 @@ def test_a_send_with_no_daemon_starts_it_and_is_filed(tmp_path: object) -> None:
 def test_with_autostart_off_the_failed_line_names_sotd_daemon_start(tmp_path: object) -> None:
     comm, a, _b, sock = _no_record_box(tmp_path)
     r = a.run("send", "@beta", "hello", env={"SOT_SOCKET": "", "XDG_RUNTIME_DIR": os.path.dirname(sock)})
-    default = os.path.join(os.path.dirname(sock), "sotd-sot", "sotd.sock")
+    default = runtime.default_socket({**a.env, "XDG_RUNTIME_DIR": os.path.dirname(sock)})  # this folder's
     assert r.code == 1
     assert r.err_lines == [
         "FAILED -> @beta: this box cannot take the inbox lock itself, and no daemon is reachable to file it",
@@ -97,11 +99,6 @@ def test_a_hub_started_before_its_folder_makes_it_and_records_it(tmp_path: objec
         assert b.run("join", "--name", "beta").code == 0
         r = a.run("send", "@beta", "hi")
         assert (r.code, r.out, r.err) == (0, "  filed -> @beta\n", ""), r
-        # the record goes away (a folder remade under a running hub): the next filing writes it again
-        os.unlink(lay.lock_manager)
-        r = a.run("send", "@beta", "hi", env={"SOT_SOCKET": sock})
-        assert (r.code, r.out, r.err) == (0, "filed -> @beta\n", ""), r
-        assert lockmanager.read_record(lay) is not None
         r = daemon(env, "start")  # already running: the log is named too
         assert r.stderr == f"sotd daemon: already running at {sock} (pid {pid}); its log is {sock}.log\n"
     finally:
@@ -126,10 +123,44 @@ def test_daemon_status_with_no_daemon_names_the_start(tmp_path: object) -> None:
     ]
 
 
+def test_a_record_deleted_while_the_hub_runs_is_refused_until_a_restart(tmp_path: object) -> None:
+    """Issue 28 item 6: the record goes away under a running hub (a folder remade under it). A sender that
+    cannot take the lock itself hands the line to the hub, which refuses in behaviour 6.4's words and
+    writes nothing; the restart the sentence asks for writes the record, and the next send is filed."""
+    comm = Comm(str(tmp_path), install=False)
+    lay = comm.layout
+    a, b = comm.session("alpha"), comm.session("beta")
+    assert a.run("join", "--name", "alpha").code == 0
+    assert b.run("join", "--name", "beta").code == 0
+    sock = os.path.join(comm.work, "run", "sotd.sock")
+    env = {**a.env, "SOT_SOCKET": sock}
+    try:
+        assert daemon(env, "start").returncode == 0
+        recorded = lockmanager.read_record(lay)
+        assert recorded is not None
+        os.unlink(lay.lock_manager)
+        r = a.run("send", "@beta", "hi", env={"SOT_SOCKET": sock})
+        assert (r.code, r.out, r.err_lines) == (
+            1,
+            "",
+            [f"FAILED -> @beta: no inbox lock record at {lay.lock_manager}: restart this daemon to write it"],
+        ), r
+        assert not os.path.exists(lay.lock_manager)  # refused, never written at filing time
+        assert comm.inbox_bytes("beta") == b""
+        stop_daemon(env, sock)
+        assert daemon(env, "start").returncode == 0
+        assert lockmanager.read_record(lay) == recorded
+        r = a.run("send", "@beta", "hi again", env={"SOT_SOCKET": sock})
+        assert (r.code, r.out, r.err) == (0, "  filed -> @beta\n", ""), r  # the record is ours again
+    finally:
+        stop_daemon(env, sock)
+
+
 @pytest.mark.parametrize("before", ["missing", "remounted"])
-def test_a_hub_records_at_filing_time_instead_of_asking_for_a_restart(tmp_path: object, before: str) -> None:
-    """Before: ``no inbox lock record at <path>: restart this daemon to write it`` (or ``…: restart this
-    daemon to re-record it after the remount``). After: the hub writes it by the start-up rules, and files."""
+def test_a_hub_refuses_a_missing_or_remounted_record_and_leaves_it(tmp_path: object, before: str) -> None:
+    """Behaviour 6.4's route, byte for byte: a hub whose record is missing, or was written by this machine
+    under another identity (a remount), refuses with the restart sentence and writes nothing; a guest
+    forwards. (Before issue 28 item 6 the hub rewrote the record at filing time.)"""
     from sotd.daemon import ops
 
     mid = lockmanager.machine_id_or_none()
@@ -138,15 +169,24 @@ def test_a_hub_records_at_filing_time_instead_of_asking_for_a_restart(tmp_path: 
     comm = Comm(str(tmp_path), record=False, install=False)
     lay = comm.layout
     own = lockmanager.lock_manager_of(lay.inbox_dir)
+    old = lockmanager.encode_record("nfs4 old:/export", mid)
     if before == "remounted":
         with open(lay.lock_manager, "wb") as f:
-            f.write(lockmanager.encode_record("nfs4 old:/export", mid))
-    guest = ops.route_now(lay, False, False, "testhost")  # a guest never writes it
+            f.write(old)
+    guest = ops.route_now(lay, False, False, "testhost")
     assert guest.where == lockmanager.FORWARD
-    assert (lockmanager.read_record(lay) is None) == (before == "missing")
     route = ops.route_now(lay, True, False, "testhost")
-    assert (route.where, route.text) == (lockmanager.LOCAL, "")
-    assert lockmanager.read_record(lay) == (own, mid)
+    if before == "missing":
+        want = f"no inbox lock record at {lay.lock_manager}: restart this daemon to write it"
+        assert not os.path.exists(lay.lock_manager)
+    else:
+        want = (
+            f"this hub's inbox lock is now {own} but its record says nfs4 old:/export: restart this daemon "
+            "to re-record it after the remount"
+        )
+        with open(lay.lock_manager, "rb") as f:
+            assert f.read() == old
+    assert (route.where, route.text) == (lockmanager.REFUSE, want)
 
 
 def test_a_spawn_with_no_daemon_starts_it(tmp_path: object) -> None:
@@ -226,7 +266,7 @@ def test_a_broadcast_names_the_fix_once(tmp_path: object) -> None:
     assert comm.session("gamma").run("join", "--name", "gamma").code == 0
     runtime_dir = os.path.dirname(sock)
     r = a.run("send", "--broadcast", "hi", env={"SOT_SOCKET": "", "XDG_RUNTIME_DIR": runtime_dir})
-    default = os.path.join(runtime_dir, "sotd-sot", "sotd.sock")
+    default = runtime.default_socket({**a.env, "XDG_RUNTIME_DIR": runtime_dir})
     why = "this box cannot take the inbox lock itself, and no daemon is reachable to file it"
     assert (r.code, r.out) == (1, "Broadcast to 0 of 2 agent(s).\n")
     assert r.err_lines == [

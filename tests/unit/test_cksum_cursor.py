@@ -115,7 +115,8 @@ OFFSET_RULES = [
     ("hashed count at the end", f"4 {H[3]}", L, 4, False),
     ("hash mismatch steps back one line", f"2 {H[0]}", L, 1, True),
     ("hash mismatch on the first line steps back to 0", "1 1-1", L, 0, True),
-    ("hashed count one past the end is the end", f"5 {H[3]}", L, 4, False),
+    # the reference notes it whatever the hash, the last line's own included (issue 28 item 3)
+    ("hashed count one past the end is the end, and a step back", f"5 {H[3]}", L, 4, True),
     ("hashed count one past the end whose hash does not match is a step back", "5 9-9", L, 4, True),
     ("bare count one past the end is 0", "5", L, 0, False),
     ("hashed count two past the end is 0", f"6 {H[3]}", L, 0, False),

@@ -151,16 +151,25 @@ def test_end_reason(rc: int, stderr: str, keepalive: str, want: str) -> None:
     assert links.end_reason(rc, stderr, keepalive) == want
 
 
-def test_offer_names_the_state_of_a_down_link_after_the_d4_sentence() -> None:
+def test_offer_names_the_state_of_a_down_link_in_a_hint_after_the_d4_sentence() -> None:
+    """D4's sentence ends at ``(no link from: <boxes>)`` byte for byte; the links' state is the answer's
+    hint, which the sender prints on the next line (issue 28 item 5)."""
     since = 1_800_000_000.0  # 2027-01-15T08:00:00Z
     got = hub.offer_outcome(
         "bob", [], ["boxb", "boxc"], [], 3.0, down={"boxb": (since, "the hub closed the link")}
     )
     assert got == {
-        "error": "no box knows that handle: bob (no link from: boxb, boxc); the link from boxb is down since "
-        "2027-01-15T08:00:00Z: the hub closed the link",
+        "error": "no box knows that handle: bob (no link from: boxb, boxc)",
         "code": "not_here",
+        "hint": "the link from boxb is down since 2027-01-15T08:00:00Z: the hub closed the link",
     }
+    both = hub.offer_outcome(
+        "bob", [], ["boxb", "boxc"], [], 3.0, down={"boxb": (since, "x"), "boxc": (since + 60, "y")}
+    )
+    assert both["hint"] == (
+        "the link from boxb is down since 2027-01-15T08:00:00Z: x; "
+        "the link from boxc is down since 2027-01-15T08:01:00Z: y"
+    )
 
 
 FRESH = _clock.stamp(1_000_000.0)

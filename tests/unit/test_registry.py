@@ -18,7 +18,7 @@ from sotd.formats.layout import Layout
 
 pytestmark = pytest.mark.unit
 
-SKELETON = b'{\n  "protocol_version": 1,\n  "agents": {}\n}\n'
+SKELETON = b'{"protocol_version": 1, "agents": {}}\n'  # behaviour 6.3, byte for byte (38 bytes)
 
 
 @pytest.fixture
@@ -212,6 +212,23 @@ def test_d12_encode_lone_surrogate_falls_back_to_ascii() -> None:
 
 def test_6_3_skeleton_bytes() -> None:
     assert registry.skeleton() == SKELETON
+    assert len(SKELETON) == 38  # the reference's size (issue 28 item 7)
+    assert registry.parse(SKELETON) == {"protocol_version": 1, "agents": {}}
+
+
+def test_6_3_the_first_write_after_the_skeleton_is_pretty(lay: Layout) -> None:
+    """The skeleton is the one line 6.3 gives; the next writer writes D12's pretty form over it."""
+    assert registry.ensure(lay) is True
+    assert registry.read_bytes(lay) == SKELETON
+
+    def add(doc: dict[str, object]) -> tuple[bool, None]:
+        registry.agents_of(doc)["a"] = {"host": "box"}
+        return True, None
+
+    registry.update(lay, "box", add, bound=1.0)
+    assert registry.read_bytes(lay) == (
+        b'{\n  "protocol_version": 1,\n  "agents": {\n    "a": {\n      "host": "box"\n    }\n  }\n}\n'
+    )
 
 
 json_leaf = (

@@ -83,3 +83,33 @@ def test_parse_windows() -> None:
         t.Window("sotd", "@1", "ws-1", "%1", 4242, False),
         t.Window("sotd", "@2", "ws-2", "%2", 4243, True),
     ]
+
+
+def test_parse_environment() -> None:
+    out = "A=1\n-B\nC=x=y\nD=\nthe rest of a value that held a newline\n-\n"
+    assert t.parse_environment(out) == {"A": "1", "B": None, "C": "x=y", "D": ""}
+
+
+def test_environment_sync_argv() -> None:
+    """Issue 27 item 5: set what differs, unset what the new environment lacks, clear the session's own
+    copies; a word ending in ``;`` is written with ``\\;`` (tmux would take the ``;`` for a separator)."""
+    argv = t.environment_sync_argv(
+        S,
+        "sotd",
+        {"A": "1", "B": "2", "GONE": "x", "MARKED": None},
+        {"SSH_AUTH_SOCK": "/old"},
+        {"A": "1", "B": "3;", "NEW": "a\\;"},
+    )
+    assert argv == [
+        "tmux", "-S", S,
+        "set-environment", "-g", "B", "3\\;", ";",
+        "set-environment", "-g", "NEW", "a\\\\;", ";",
+        "set-environment", "-g", "-u", "GONE", ";",
+        "set-environment", "-t", "=sotd", "-u", "SSH_AUTH_SOCK",
+    ]  # fmt: skip
+    assert t.environment_sync_argv(S, "sotd", {"A": "1", "M": None}, {}, {"A": "1"}) is None
+
+
+def test_show_environment_argv() -> None:
+    assert t.show_environment_argv(S) == ["tmux", "-S", S, "show-environment", "-g"]
+    assert t.show_environment_argv(S, "sotd") == ["tmux", "-S", S, "show-environment", "-t", "=sotd"]

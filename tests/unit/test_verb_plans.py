@@ -356,16 +356,23 @@ def test_poll_shown_lines(new: list[bytes], want: list[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("new_text", "old_text", "base", "total", "want"),
+    ("new_text", "old_text", "base", "total", "batch", "want"),
     [
-        ("3 h", "1 g", 0, 3, "cursor"),
-        ("3 h", "3 h", 0, 3, "hint"),
-        ("3 h", "3 h", 2, 3, ""),
-        ("0", "0", 0, 0, ""),
+        ("3 h", "1 g", 0, 3, 2, "cursor"),
+        ("3 h", "2 wrong", 0, 3, 1, "cursor"),  # a step back, then line 3 shown
+        ("3 h", "3 h", 0, 3, 0, "hint"),
+        ("3 h", "3 h", 2, 3, 0, ""),
+        ("0", "0", 0, 0, 0, ""),
+        # nothing past the cursor: it stands as it is (the reference writes only after a batch; issue 28)
+        ("3 h", "4 h", 0, 3, 0, ""),  # a hashed count one past the end
+        ("3 h", "3", 0, 3, 0, ""),  # a bare count
+        ("3 h", "2026-01-01T00:00:09Z", 0, 3, 0, ""),  # a legacy stamp past every line
     ],
 )
-def test_poll_cursor_writes(new_text: str, old_text: str, base: int, total: int, want: str) -> None:
-    assert poll.cursor_writes(new_text, old_text, base, total) == want
+def test_poll_cursor_writes(
+    new_text: str, old_text: str, base: int, total: int, batch: int, want: str
+) -> None:
+    assert poll.cursor_writes(new_text, old_text, base, total, batch) == want
 
 
 @pytest.mark.parametrize(

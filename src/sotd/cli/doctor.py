@@ -352,7 +352,8 @@ def check_lock_record(lay: Layout, host: str, env: dict[str, str], rep: Report) 
             "lock_record",
             what,
             "this box cannot append mail itself: every send needs a daemon to file it",
-            "sotd daemon start (the hub writes the record; a running one writes it at its next filing)"
+            "sotd daemon start (the hub writes the record at its start; a running one: sotd daemon stop; "
+            "sotd daemon start)"
             if decision in lockmanager.WRITES
             else f"see docs/daemon.md: the record is another lock manager's ({decision})",
         )

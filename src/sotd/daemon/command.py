@@ -158,12 +158,44 @@ def _open_beside(path: str, flags: int) -> int:
         ) from None
 
 
+def folder_mismatch(info: dict[str, Any], ours: str) -> str | None:
+    """The comm folder a daemon's ``version.query`` says it serves, when that is not ``ours`` (a real
+    path); None when it is, or when the daemon does not say (one older than this check). Pure."""
+    theirs = info.get("comm_folder")
+    if isinstance(theirs, str) and theirs and theirs != ours:
+        return theirs
+    return None
+
+
+def _check_folder(sock: str, info: dict[str, Any], environ: dict[str, str]) -> None:
+    """``DaemonOfAnotherFolder`` when the daemon at ``sock`` serves another comm folder than this
+    command's (issue 27 item 5: it used to be taken for this folder's, "already running")."""
+    from sotd.errors import DaemonOfAnotherFolder
+
+    ours = runtime.comm_folders(environ)[0]
+    theirs = folder_mismatch(info, ours)
+    if theirs is not None:
+        hint = (
+            "unset SOT_SOCKET (the default socket follows the comm folder), or set another one for this folder"
+            if environ.get("SOT_SOCKET")
+            else f"stop it first: sotd daemon stop --socket {sock}"
+        )
+        raise DaemonOfAnotherFolder(
+            f"sotd daemon: the daemon at {sock} (pid {info.get('pid')}) serves the comm folder {theirs}, "
+            f"not {ours}",
+            hint=hint,
+        )
+
+
 def _start_locked(sock: str, environ: dict[str, str]) -> int:
     import subprocess
 
     logfile = runtime.log_path(sock)
+    info: dict[str, Any] | None = None
     with contextlib.suppress(SotdError):
         info = query(sock, environ, 2.0)
+    if info is not None:
+        _check_folder(sock, info, environ)  # another folder's daemon is not this one "already running"
         _note(f"sotd daemon: already running at {sock} (pid {info.get('pid')}); its log is {logfile}\n")
         _out(sock + "\n")
         return EXIT_OK
@@ -239,6 +271,7 @@ def _status(sock: str, environ: dict[str, str]) -> int:
         raise NoDaemonAnswered(
             f"sotd daemon: no daemon answered at {sock}: {e.message}", hint="start it: sotd daemon start"
         ) from None
+    _check_folder(sock, info, environ)
     role = "hub" if info.get("hub") else "guest"
     _out(
         f"sotd daemon at {sock}: pid {info.get('pid')}, host {info.get('host')}, version {info.get('version')}, "

@@ -60,6 +60,9 @@ def wall_text(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+HINT = "hint"  # a refusal's next-step line (the sender prints it after its FAILED line)
+
+
 def link_down_text(box: str, since: float, why: str) -> str:
     """The state of a box's missing link: ``the link from <box> is down since <UTC time>: <last error>``."""
     return f"the link from {box} is down since {wall_text(since)}: {why}"
@@ -78,8 +81,11 @@ def offer_outcome(
 
     The first ok wins; else the first answer other than not_here (a box that lists the handle and refused);
     else the boxes that did not answer; else nobody lists it, naming the boxes that should hold a link and
-    hold none — the D4 sentence byte for byte, then, per such box named in ``down``, ``; `` and its link's
-    state (``link_down_text``), so the answer says which link is down rather than only that nobody knows.
+    hold none — the D4 sentence byte for byte, ending at ``(no link from: <boxes>)``; the state of each
+    such box's link named in ``down`` (``link_down_text``, ``; `` between them) goes in the answer's
+    ``hint``, which a sender prints on the line after its FAILED line (issue 28 item 5), so the answer says
+    which link is down rather than only that nobody knows, and a 0.6.6 client that reads only ``error``
+    still gets behaviour's sentence.
     """
     answers = list(answers)
     for _box, a in answers:
@@ -102,12 +108,14 @@ def offer_outcome(
         )
     missing = sorted(set(should_link) - set(linked))
     text = ops.not_here_text(handle)
+    states = []
     if missing:
         text += f" (no link from: {', '.join(missing)})"
-        for box in missing:
-            if down and box in down:
-                text += "; " + link_down_text(box, *down[box])
-    return wire_answers.refusal(wire_answers.NOT_HERE, text)
+        states = [link_down_text(box, *down[box]) for box in missing if down and box in down]
+    answer = wire_answers.refusal(wire_answers.NOT_HERE, text)
+    if states:  # the links' state: a hint line after the FAILED line, never inside D4's sentence
+        answer[HINT] = wire_answers.cut_text("; ".join(states))
+    return answer
 
 
 def frame_too_long(frame: dict[str, Any], what: str) -> str:

@@ -167,21 +167,15 @@ class Route:
 def route_now(layout: Layout, is_hub: bool, forwarded: bool, self_host: str) -> Route:
     """Step 3 (blocking: reads the record and the mount table).
 
-    A hub whose record is missing (the folder appeared, or was remade, after it started) or was written by
-    this machine under another lock_manager (a remount) writes it now, by the start-up rules of 6.4, rather
-    than refuse with "restart this daemon" for a record it can write itself (issue 13); the refusal text
-    stays for a write that fails."""
+    Only reads: the hub writes its record at its start (``hub.record_at_start``), never here. A record
+    deleted or changed while the hub runs is refused in 6.4's words (``no inbox lock record at <path>:
+    restart this daemon to write it``; ``this hub's inbox lock is now … restart this daemon to re-record it
+    after the remount``): rewriting it at a remount could leave two boxes each believing it manages the
+    folder's locks (issue 28 item 6)."""
     lock_manager = lockmanager.lock_manager_of(layout.inbox_dir)
     try:
         record = lockmanager.read_record(layout)
         mid = lockmanager.machine_id_or_none()
-        if lockmanager.decide(record, lock_manager, mid, is_hub) in lockmanager.WRITES:
-            try:
-                decision = lockmanager.write_for_hub(layout, lock_manager, mid)
-                log.info("inbox lock record %s written at filing time: %s", layout.lock_manager, decision)
-            except SotdError as e:
-                log.error("%s", e.message)
-            record = lockmanager.read_record(layout)
     except fsprim.LinkedPath:
         from sotd.formats.layout import link_refused
 
@@ -364,8 +358,11 @@ def version_payload(
     link: dict[str, Any] | None = None,
     links: list[str] | None = None,
     topology_error: str = "",
+    comm_folder: str = "",
 ) -> dict[str, Any]:
     """``version.query``'s ``daemon``: who answers, and the front ends (``fe`` connections) attached now.
+    ``comm_folder`` (ours): the real path of the comm folder this daemon serves, so a command can tell
+    a daemon of another folder at its socket (issue 27 item 5).
     ``send_command`` (ours): the command this box's rows reply with, for a task mail spawned from another
     box (``Rows.send_command``). ``link`` (ours): this box's link to its hub (``endpoint``, ``up``,
     ``since``, ``error``), None when it holds none; ``links``: the boxes linked to this daemon now;
@@ -383,6 +380,7 @@ def version_payload(
         "link": link,
         "links": sorted(links or []),
         "topology_error": topology_error,
+        "comm_folder": comm_folder,
     }
 
 

@@ -120,6 +120,7 @@ class Daemon:
                 if self.hub.topology_error
                 else ""
             ),
+            comm_folder=os.path.realpath(self.layout.home),
         )
 
     async def serve(self) -> None:
@@ -158,8 +159,8 @@ class Daemon:
                 log.error("%s", e.message)
         else:
             log.warning(
-                "no comm folder at %s: every filing answers not_here until it is made (the record is "
-                "written at the first filing after that)",
+                "no comm folder at %s: every filing answers not_here until it is made, and a hub then "
+                "refuses filings until it is restarted (it writes its inbox lock record at its start)",
                 self.layout.home,
             )
 
@@ -236,8 +237,8 @@ class Daemon:
         """A hub that finds no comm folder makes it, with the modes every command makes it with
         (``layout.ensure_home``, then the registry skeleton), so it can write its record (issue 13); the
         lock identity is computed again for the folder that now exists. None when it cannot be made (it
-        is logged; filings then answer not_here until a command makes it, and the first filing after
-        that writes the record: ``ops.route_now``)."""
+        is logged; filings then answer not_here until a command makes it, and are refused after that
+        until this daemon is restarted: behaviour 6.4, the record is written at a hub's start only)."""
         from sotd.formats import registry
 
         try:

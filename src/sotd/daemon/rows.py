@@ -252,7 +252,7 @@ class DaemonRows:
         self.publish = publish
         self.rows: dict[str, RowRecord] = {}
         tmux_dir = os.path.join(state, "tmux")
-        self.tmux = Tmux(os.path.join(tmux_dir, "tmux.sock"), session=SESSION)
+        self.tmux = Tmux(os.path.join(tmux_dir, "tmux.sock"), session=SESSION, environ=dict(environ))
         self.on_change: Callable[[str], None] | None = None  # row id whose handle or phase changed
 
     # ----------------------------------------------------------------------------------- persistence
@@ -298,8 +298,9 @@ class DaemonRows:
         return out
 
     def boot(self) -> None:
-        """Load the records, keep a duplicated handle on the registry's last joiner, and mark rows whose
-        window is gone as ended (blocking; at daemon start)."""
+        """Load the records, keep a duplicated handle on the registry's last joiner, give a tmux server
+        that outlived the last daemon this daemon's environment (``Tmux.sync_environment``), and mark rows
+        whose window is gone as ended (blocking; at daemon start)."""
         self._mkdirs()
         rows = self.load()
         last: dict[str, str] = {}
@@ -312,6 +313,11 @@ class DaemonRows:
             log.warning(
                 "row %s no longer declares @%s: another row holds it (the registry's last joiner)", rid, h
             )
+        try:  # the rows' tmux server outlived the last daemon: new rows get this daemon's environment
+            if self.tmux.sync_environment():
+                log.info("the rows' tmux server is running: new rows get this daemon's environment")
+        except SotdError as e:
+            log.warning("the rows' tmux server kept the environment it started with: %s", e.message)
         windows = self.windows()
         panes = {p for p, w in (windows or {}).items() if not w.dead}
         for r in rows:

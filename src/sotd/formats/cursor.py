@@ -6,7 +6,7 @@ Guarantee: a reader never skips a complete line. The count says how many lines w
 last shown line (POSIX cksum of its bytes without newlines and NULs) notices when that line was cut back by a
 failed append after an unlocked reader counted it, and the reader then steps back one line, so the next
 line written at that position is shown. A hashed count exactly one past the end is the end (the same cut-back
-seen from the other side); any other count past the end restarts at 0.
+seen from the other side, with the same note); any other count past the end restarts at 0.
 Never through a link (issue 25): the cursor (and ``read/``) is read with ``O_NOFOLLOW``; a link is
 ``LinkRefused``, so poll stops before it would replace it.
 What would break it: writing the hash of a re-read instead of the bytes the reader showed, writing the cursor
@@ -104,9 +104,10 @@ def offset(
         count = int(digits) if digits else 0
         if count > total:
             if count == total + 1 and hashed:
-                # The end. Unless the last line still hashes so, the line this reader was shown last was
-                # cut back after it was counted: a step back like any other, and the reader is told.
-                if note is not None and (not total or line_hash(lines[total - 1]) != hash_part):
+                # The end: the line this reader counted last was cut back after it was counted, a step
+                # back like any other, and the reader is told, as the 0.6.6 reference tells it whatever
+                # the hash (issue 28 item 3; poll then leaves the cursor as it is until a line follows).
+                if note is not None:
                     note(step_back_note(handle))
                 return total
             return 0

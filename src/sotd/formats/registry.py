@@ -159,7 +159,11 @@ def encode(doc: object) -> bytes:
 
 
 def skeleton() -> bytes:
-    return encode({"protocol_version": PROTOCOL_VERSION, "agents": {}})
+    """The bytes ``ensure`` creates ``registry.json`` with: behaviour 6.3's one line,
+    ``{"protocol_version": 1, "agents": {}}`` and a newline (38 bytes), as the 0.6.6 reference creates it,
+    so a folder either version made starts byte-equal (issue 28 item 7). Every later write is ``encode``'s
+    pretty form (D12); a reader parses both alike."""
+    return b'{"protocol_version": %d, "agents": {}}\n' % PROTOCOL_VERSION
 
 
 def _is_registry(data: bytes) -> bool:

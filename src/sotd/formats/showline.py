@@ -3,25 +3,32 @@
 File: the complete lines of ``inbox/<h>.jsonl`` (read only; this module never writes anything).
 Spec: behaviour 1.5 (the shape, msg = ``.msg`` else ``.message`` else ``.text`` else empty; a line that
 is not a JSON object is skipped); seed 000 "The read cursor" (the reference holds a line without its NUL
-bytes). The reference shows a line with jq 1.6, as if by
-``jq -r '"[\\(.ts // "")] [\\(.from // ""):\\(.repo // "")] \\(.msg // .message // .text // "")"'``
-over the line it holds in shell text; every rule below is that expression's, checked against
-``/usr/bin/jq`` in ``tests/unit/test_showline.py``:
+bytes). The reference (jq 1.6, Debian 12's) reads each of the four fields with its own ``jq -r`` run in a
+shell command substitution, ``$(… | jq -r '.ts // ""')`` and so on (msg: ``.msg // .message // .text //
+""``), and prints them with ``printf '[%s] [%s:%s] %s\\n'``; it reads ``from`` as an identifier, through a
+filter that drops every carriage return. Every rule below is that reading's, checked against
+``/usr/bin/jq`` run the same way in ``tests/unit/test_showline.py`` (issue 28 item 2):
 
-- ``//`` passes over a missing key, ``null`` and ``false``: such a ``ts``/``from``/``repo`` shows empty.
-- A string shows raw; anything else as jq's compact JSON (``tojson``): numbers are doubles printed the
-  way jq prints them (``1.0`` is ``1``, ``12345678901234567890`` is ``12345678901234567000``, ``1e400``
-  and ``Infinity`` are ``1.7976931348623157e+308``, ``NaN`` is ``null`` yet is not passed over), and
-  inside strings ``"``, ``\\``, ``\\b\\f\\n\\r\\t`` and every other C0 byte and DEL are escaped.
-- NUL bytes are removed from the line before it is parsed (shell text cannot hold them), and a NUL a
-  string decodes to (``\\u0000``) is not shown either.
+- ``//`` passes over a missing key, ``null`` and ``false``: such a field shows empty.
+- A string shows raw; anything else as ``jq -r`` prints it: an object or an array as jq's indented JSON
+  (two spaces a level, ``"key": value``, one member a line, ``{}`` and ``[]`` when empty), so a message
+  that is a JSON object shows over several lines; numbers are doubles printed the way jq prints them
+  (``1.0`` is ``1``, ``12345678901234567890`` is ``12345678901234567000``, ``1e400`` and ``Infinity``
+  are ``1.7976931348623157e+308``, ``NaN`` is ``null`` yet is not passed over), and inside strings ``"``,
+  ``\\``, ``\\b\\f\\n\\r\\t`` and every other C0 byte and DEL are escaped.
+- The command substitution drops every NUL byte and then every trailing newline of a field, so
+  ``"end\\n"`` shows as ``] end`` and one newline.
+- NUL bytes are removed from the line before it is parsed (shell text cannot hold them). A line left
+  empty is passed over; a line of JSON white space only (spaces, tabs, carriage returns) shows as
+  ``[] [:] ``: jq 1.6 finds no value there, and its ``-e`` check then exits 0 as for an object.
 - A line nested deeper than jq's parser takes (256 stack entries: an array 1, an object 2) is not shown.
 
 Guarantee: two clients sharing one comm folder show one line alike, whatever its fields hold.
 What would break it: showing Python's ``repr``/``json.dumps`` of a value (``None``, ``1.0``, ``Infinity``,
-an unescaped DEL), or parsing integers exactly where jq parses doubles.
+an unescaped DEL, ``", "`` separators), keeping a field's trailing newlines, or parsing integers exactly
+where jq parses doubles.
 Text UTF-8 cannot carry (bytes that are not UTF-8, lone surrogates) is read through ``sotd.text.loads``,
-the one printable-text rule (docs/contract.md).
+the one printable-text rule (docs/contract.md); poll then makes what it prints inert (``sotd.text.inert``).
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 DBL_MAX = 1.7976931348623157e308
+JQ_SPACE = b" \t\r"  # JSON white space a line can hold (its newline is the line's end)
+EMPTY_FIELDS = "[] [:] "
 JQ_MAX_DEPTH = 256  # jq 1.6's parser stack (see _too_deep)
 
 
@@ -39,8 +48,12 @@ def show_line(raw: bytes) -> str | None:
     from sotd import text as carried
 
     held = raw.replace(b"\0", b"")
-    if not held.strip():
-        return None
+    if not held:
+        return None  # an empty line is passed over
+    if not held.strip(JQ_SPACE):
+        # only JSON white space: jq 1.6 finds no value in it, and ``jq -e`` then exits 0, so the
+        # reference takes it for an object and shows four empty fields
+        return EMPTY_FIELDS
     try:
         # read through the carrying rule (docs/contract.md): bytes decoded as jq decodes them, a lone
         # surrogate escape read as U+FFFD, so what is shown always encodes
@@ -54,7 +67,8 @@ def show_line(raw: bytes) -> str | None:
         msg = obj.get(key)
         if _truthy(msg):
             break
-    return f"[{_field(obj.get('ts'))}] [{_field(obj.get('from'))}:{_field(obj.get('repo'))}] {_field(msg)}"
+    frm = _field(obj.get("from")).replace("\r", "")  # an identifier: the reference drops every CR
+    return f"[{_field(obj.get('ts'))}] [{frm}:{_field(obj.get('repo'))}] {_field(msg)}"
 
 
 def _constant(name: str) -> float:
@@ -67,12 +81,12 @@ def _truthy(v: object) -> bool:
 
 
 def _field(v: object) -> str:
-    """``\\(v // "")`` inside a jq string: empty for missing/null/false, a string raw, else ``tojson``."""
+    """``$(… | jq -r '.f // ""')``: empty for missing/null/false, a string raw, anything else as ``jq -r``
+    prints it (``_pretty``); then without NULs and without trailing newlines (the command substitution)."""
     if not _truthy(v):
         return ""
-    if isinstance(v, str):
-        return v.replace("\0", "")
-    return _tojson(v)
+    shown = v if isinstance(v, str) else _pretty(v, "")
+    return shown.replace("\0", "").rstrip("\n")
 
 
 def _too_deep(obj: Any) -> bool:
@@ -88,6 +102,23 @@ def _too_deep(obj: Any) -> bool:
         else:
             stack.extend((k, below + 1) for k in v if isinstance(k, (dict, list)))
     return False
+
+
+def _pretty(v: Any, indent: str) -> str:
+    """``v`` as ``jq -r`` (jq 1.6, no ``-c``) prints it, less its last newline: a scalar as ``_tojson``,
+    a container over lines, each member two spaces in from ``indent``."""
+    if isinstance(v, list):
+        if not v:
+            return "[]"
+        inner = indent + "  "
+        return "[\n" + ",\n".join(inner + _pretty(x, inner) for x in v) + "\n" + indent + "]"
+    if isinstance(v, dict):
+        if not v:
+            return "{}"
+        inner = indent + "  "
+        members = (f"{inner}{_jq_string(k)}: {_pretty(x, inner)}" for k, x in v.items())
+        return "{\n" + ",\n".join(members) + "\n" + indent + "}"
+    return _tojson(v)
 
 
 def _tojson(v: Any) -> str:

@@ -7,6 +7,11 @@ failures come out as ``TmuxError`` (no ``OSError`` or ``TimeoutExpired`` escapes
 What would break it: a command built without ``-S`` (it would talk to the default server, or to the one
 ``$TMUX`` names), or a single-word agent command handed to tmux unquoted (tmux runs a lone argument
 through ``sh -c``).
+
+A server keeps the environment of the client that started it and hands it to every new window; a later
+client (a restarted daemon) makes it its own with ``sync_environment`` (issue 27 item 5, docs/rows.md),
+so the windows it starts get its environment. What would break that: a word ending in ``;`` passed as it
+is in a command sequence (tmux takes that ``;`` for a separator: ``_arg`` escapes it).
 """
 
 from __future__ import annotations
@@ -169,6 +174,63 @@ def attach_argv(socket_path: str, target: str | None = None) -> list[str]:
     return argv
 
 
+def show_environment_argv(socket_path: str, session: str | None = None) -> list[str]:
+    """The server's global environment (``-g``), or ``session``'s own."""
+    target = ["-g"] if session is None else ["-t", f"={session}"]
+    return [*base(socket_path), "show-environment", *target]
+
+
+def parse_environment(out: str) -> dict[str, str | None]:
+    """``show-environment``'s lines: ``KEY=value`` set, ``-KEY`` marked removed (None). A line of neither
+    shape (the rest of a value that held a newline) names nothing."""
+    env: dict[str, str | None] = {}
+    for line in out.splitlines():
+        if line.startswith("-"):
+            if line[1:]:
+                env[line[1:]] = None
+            continue
+        key, eq, value = line.partition("=")
+        if eq and key:
+            env[key] = value
+    return env
+
+
+def _arg(word: str) -> str:
+    """One word of a tmux command sequence: a word ending in ``;`` would end the command there (tmux
+    takes that ``;`` for the separator), so its last ``;`` is written ``\\;``, which tmux reads as ``;``."""
+    return word[:-1] + "\\;" if word.endswith(";") else word
+
+
+def environment_sync_argv(
+    socket_path: str,
+    session: str,
+    have: dict[str, str | None],
+    session_env: dict[str, str | None],
+    want: dict[str, str],
+) -> list[str] | None:
+    """One tmux call that makes the server's global environment ``want`` (what a server started now by
+    this client would hold): each variable set that differs, each one ``want`` lacks unset, and every
+    variable of ``session``'s own environment unset (tmux copies some there from the first client, and
+    a session's value wins over the global one). None when there is nothing to change."""
+    cmds: list[list[str]] = []
+    for key in sorted(want):
+        if have.get(key) != want[key]:
+            cmds.append(["set-environment", "-g", key, want[key]])
+    for key in sorted(have):
+        if key not in want and have[key] is not None:
+            cmds.append(["set-environment", "-g", "-u", key])
+    for key in sorted(session_env):
+        cmds.append(["set-environment", "-t", f"={session}", "-u", key])
+    if not cmds:
+        return None
+    argv = base(socket_path)
+    for i, cmd in enumerate(cmds):
+        if i:
+            argv.append(";")
+        argv += [_arg(w) for w in cmd]
+    return argv
+
+
 def clean_environ(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a tmux client: ``TMUX`` and ``TMUX_PANE`` removed (never type into the caller's
     own session), and ``COLUMNS``/``LINES`` too: the server hands its environment to every pane, and a
@@ -215,18 +277,20 @@ class Tmux:
         config: str | None = "/dev/null",
         timeout: float = TIMEOUT_SECS,
         size: tuple[int, int] = DEFAULT_SIZE,
+        environ: dict[str, str] | None = None,
     ) -> None:
         self.socket_path = socket_path
         self.session = session
         self.config = config
         self.timeout = timeout
         self.size = size
+        self.environ = environ  # the tmux client's environment (None: this process's), cleaned
 
     def run(self, argv: list[str], *, check: bool = True) -> str:
         try:
             p = subprocess.run(
                 argv,
-                env=clean_environ(),
+                env=clean_environ(self.environ),
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 timeout=self.timeout,
@@ -241,6 +305,22 @@ class Tmux:
             why = p.stderr.decode("utf-8", "replace").strip() or f"exit {p.returncode}"
             raise TmuxError(f"tmux failed: {why}")
         return out
+
+    def sync_environment(self) -> bool:
+        """Give a running server this client's environment for the windows it starts from now on (a
+        server outlives the daemon that started it, and keeps that daemon's environment: issue 27 item
+        5). Windows already running keep their own. False when no server runs (the next one starts with
+        this environment anyway)."""
+        if not self.has_session():
+            return False
+        have = parse_environment(self.run(show_environment_argv(self.socket_path)))
+        session_env = parse_environment(self.run(show_environment_argv(self.socket_path, self.session)))
+        argv = environment_sync_argv(
+            self.socket_path, self.session, have, session_env, clean_environ(self.environ)
+        )
+        if argv is not None:
+            self.run(argv)
+        return True
 
     def has_session(self) -> bool:
         try:

@@ -1,7 +1,6 @@
 # Behaviour 1.2 and 6.8: options, derivation tiers, the slot guard.
 $ alpha join --bogus
-! comm-join.sh: unknown option '--bogus' (see: comm-join.sh --help)
-! usage: comm-join.sh [NAME] [--name NAME] [--expertise "a, b"] [--repin]
+! comm-join.sh: unknown option '--bogus' (a handle can't start with '-'; see --help)
 [exit 2]
 
 $ alpha join

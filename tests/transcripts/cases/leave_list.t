@@ -36,6 +36,11 @@ $ alpha leave extra
 ! usage: comm-leave.sh [--name <handle>]
 [exit 1]
 
+# an unknown option: the same one line (behaviour 1.8), not the command table's two (issue 28 item 4)
+$ alpha leave --bogus
+! usage: comm-leave.sh [--name <handle>]
+[exit 1]
+
 $ alpha leave
 Left sot-comm (@alpha removed).
 

@@ -25,13 +25,15 @@ def shown_lines(new: list[bytes], show: Callable[[bytes], str | None]) -> list[s
     return lines or ["No new messages."]
 
 
-def cursor_writes(new_text: str, old_text: str, base: int, total: int) -> str:
-    """What poll writes after showing a batch: "cursor" (the cursor moved; the read hint with it), "hint"
-    (the cursor stands, but a full scan of a non-empty box leaves a hint so the next read skips it), or ""
-    (nothing)."""
-    if new_text != old_text:
+def cursor_writes(new_text: str, old_text: str, base: int, total: int, batch: int) -> str:
+    """What poll writes after showing a batch of ``batch`` lines: "cursor" (the cursor moved; the read
+    hint with it), "hint" (the cursor stands, but a full scan of a non-empty box leaves a hint so the next
+    read skips it), or "" (nothing). With no line past the cursor the cursor stands as it is, as the
+    0.6.6 reference leaves it (it writes only after a batch): a bare count, a legacy stamp, or a hashed
+    count one past the end (behaviour 6.6; issue 28 item 3) is not rewritten to ``<total> <hash>``."""
+    if batch and new_text != old_text:
         return "cursor"
-    if base == 0 and total:
+    if base == 0 and total and new_text == old_text:
         return "hint"
     return ""
 
@@ -61,7 +63,9 @@ def run(argv: list[str]) -> int:
     for line in shown_lines(batch.new, show):
         out(line)
     new_text = cursor.encode(batch.total, batch.last_line)
-    write = cursor_writes(new_text, cursor.read(ctx.layout, name), batch.view.base, batch.total)
+    write = cursor_writes(
+        new_text, cursor.read(ctx.layout, name), batch.view.base, batch.total, len(batch.new)
+    )
     if write == "cursor":
         cursor.write(ctx.layout, name, batch.total, batch.last_line)
     if write:

@@ -183,5 +183,8 @@ class Sender:
             return None
         error = answers.refusal_text(answer)
         if error is not None:
+            hint = answer.get("hint")  # the hub's line after the sentence (the links' state), when any
+            if isinstance(hint, str) and hint:
+                self.hint = answers.cut_text(hint)
             return error
         return f"the daemon answered neither ok nor a refusal: {answer}"
