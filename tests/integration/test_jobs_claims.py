@@ -81,9 +81,8 @@ def test_a_run_found_dead_at_a_restart_drops_its_claim_and_a_live_one_keeps_it(n
     alive = jl.make_run(node, keep)
     dead = jl.make_run(node, {**keep, "objective": "dies"})
     assert alive.start() is not None and dead.start() is not None
-    assert dead.proc is not None
-    dead._kill()  # its processes die with the node; no wait() records the end
-    dead.proc.wait(timeout=5)
+    dead.launcher.kill()  # its processes die with the node; no wait() records the end
+    jl.child(dead).wait(timeout=5)
     assert set(claims(node)) == {alive.run_hash, dead.run_hash}
     lost = runner.adopt(node.state_dir, dead.run_hash, node)
     assert isinstance(lost, runner.Ended) and lost.outcome == "lost"
@@ -93,7 +92,7 @@ def test_a_run_found_dead_at_a_restart_drops_its_claim_and_a_live_one_keeps_it(n
     adopted.stop()
     assert adopted.wait(timeout=10).outcome == "stopped"
     assert claims(node) == {}
-    assert alive.proc is not None and alive.proc.wait(timeout=5) is not None
+    assert jl.child(alive).wait(timeout=5) is not None
 
 
 def test_keep_claims_drops_every_claim_but_the_runs_looked_at_again(tmp_path: str) -> None:

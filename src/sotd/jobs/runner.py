@@ -1,6 +1,6 @@
 """The run executor (ocx.md 1.7 and section 6): policy, steps, sandbox, limits, process, outcome.
 
-``Run(body, ...)``: ``start()`` parses, resolves, checks the policy, caps the limits, runs the workspace
+``JobRun(body, ...)``: ``start()`` parses, resolves, checks the policy, caps the limits, runs the workspace
 steps and starts the process under ``setpriv + bwrap`` in its own process group and cgroup, with its
 stdout/stderr going to log files in the run's state folder; it returns the ``started`` body, or ``None``
 when the run ended before starting (``refused``/``error``; ``result`` holds it). ``wait()`` supervises
@@ -38,23 +38,22 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from functools import partial
 
-from sotd import _clock, fsprim, sysprobe
+from sotd import _clock, fsprim
 from sotd.jobs import disk as dsk
+from sotd.jobs import launchers as la
 from sotd.jobs import limits as lim
 from sotd.jobs import nodepolicy, paths, placeholders, seccomp, spec
 from sotd.jobs import sandbox as sbx
 from sotd.jobs import steps as stp
-from sotd.jobs.errors import Refused, StepFailed
+from sotd.jobs.errors import LaunchFailed, Refused, StepFailed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterator, Mapping
+    from collections.abc import Callable, Collection, Iterator, Mapping
 
 POLL = 0.05
 DISK_POLL = 2.0  # seconds between two measures of the workspace's disk use (limits.disk)
@@ -214,14 +213,6 @@ def hash_file(path: str, top: str, hash_name: str, copy_to: str | None = None) -
         os.close(fd)
 
 
-def _starttime(pid: int) -> int | None:
-    """The start time of a live ``pid`` (``None`` when it is gone, or a zombie no one reaped yet: an
-    adopted run's bwrap is the child of whoever adopted the orphan, not ours)."""
-    got = sysprobe.stat_of(pid)
-    tick = None if got is None or not got[1] or got[1][0] in ("Z", "X") else sysprobe.tick_in(got[1])
-    return None if tick is None else int(tick)
-
-
 def env_with_home(env: Mapping[str, str], homes: tuple[str, ...], workspace: str) -> dict[str, str]:
     """The sandboxed process's whole environment (O7; docs/ocx.md "The HOME"): ``process.env`` as it is,
     plus ``HOME=<workspace>/home`` (where ``bring_homes`` copied them) when the run brings ``homes`` and
@@ -269,6 +260,7 @@ class JobRun:
         target: stp.Target,
         node: JobNode,
         hash_name: str = "sha3_256",
+        launcher: la.Launcher | None = None,
     ) -> None:
         self.body = body
         self.run_hash = run_hash
@@ -283,9 +275,7 @@ class JobRun:
         self.limits = spec.Limits()
         self.plan: lim.Plan | None = None
         self.cgroups: lim.Cgroups | None = None
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.pid: int | None = None
-        self.start_time: int | None = None
+        self.launcher: la.Launcher = la.Direct() if launcher is None else launcher
         self.started_at = 0.0
         self.deadline: float | None = None
         self._stop = threading.Event()
@@ -306,7 +296,9 @@ class JobRun:
         why = nodepolicy.check(resolved, self.node.policy, self.values)
         if why:
             raise Refused(why)
-        self._refuse_kind(resolved)
+        why = self.launcher.refuse(resolved, self.values)
+        if why:
+            raise Refused(why)
         self.limits = nodepolicy.cap_limits(resolved.limits, self.node.policy)
         facts = self.node.facts if self.node.facts is not None else lim.read_facts()
         self.plan = lim.plan(self.limits, facts, resolved.sandbox.uid)
@@ -318,17 +310,12 @@ class JobRun:
             self.plan = replace(self.plan, how=how)
         return resolved
 
-    def _refuse_kind(self, run: spec.RunSpec) -> None:
-        """After the policy allowed ``run``: ``Refused`` when this executor cannot run its kind."""
-        if run.process.session:
-            raise Refused("session runs are started by the daemon's terminal, not by the jobs executor")
-
     def _check_sources(self, run: spec.RunSpec, *, before_steps: bool) -> None:
         """Every bind source opened without following a symlink (``paths.open_nofollow``) and reachable
         by the sandbox uid. Before the steps, paths the steps make (below the workspace) wait; after them
         the descriptors are kept in ``bind_fds`` for bwrap's ``--bind-fd``/``--ro-bind-fd``."""
         sb = run.sandbox
-        links = self._usr_links()
+        links = self.usr_links()
         ws = self.values.get("workspace", "/")
         self._close_binds()
         for p in dict.fromkeys((*sb.read_only, *sb.read_write)):
@@ -374,7 +361,8 @@ class JobRun:
             os.close(fd)
         self.bind_fds = {}
 
-    def _usr_links(self) -> Mapping[str, str]:
+    def usr_links(self) -> Mapping[str, str]:
+        """The host's merged-/usr links (``sandbox.host_usr_links``), or the node's for a test."""
         return self.node.usr_links if self.node.usr_links is not None else sbx.host_usr_links()
 
     def _end_early(self, e: Ended) -> None:
@@ -416,6 +404,9 @@ class JobRun:
         except StepFailed as e:
             self._end_early(Ended("error", step=e.step, why=e.message))
             return None
+        except LaunchFailed as e:
+            self._end_early(Ended("error", why=e.message))
+            return None
         except BaseException:
             release_workspace(self.node.state_dir, self.run_hash)  # whatever failed, the claim ends here
             with contextlib.suppress(OSError):
@@ -428,65 +419,37 @@ class JobRun:
             started["checkins"] = list(self.checkins)
         return started
 
-    def _spawn(self, run: spec.RunSpec) -> None:
+    def prepared(self, run: spec.RunSpec) -> la.Prepared:
+        """The value every launcher starts from (``launchers.Prepared``), once checks, steps and homes
+        are done."""
         assert self.plan is not None
-        os.makedirs(self.dir, mode=0o700, exist_ok=False)
-        cg = lim.Cgroups(self.plan, "sotd-job-" + self.run_hash[:16])
-        cg.create(self.limits.processes, self.limits.memory)
-        self.cgroups = cg
-        fds: list[int] = []
-        try:
-            for c in run.sandbox.created_files:
-                fd = os.memfd_create("created", 0)
-                os.write(fd, c.content.encode())
-                os.lseek(fd, 0, os.SEEK_SET)
-                fds.append(fd)
-            filter_fd = None
-            if self.node.policy.seccomp and seccomp.available():
-                filter_fd = os.memfd_create("seccomp", 0)
-                os.write(filter_fd, seccomp.program())
-                os.lseek(filter_fd, 0, os.SEEK_SET)
-                fds.insert(len(run.sandbox.created_files), filter_fd)
-            status_fd = os.open(
-                os.path.join(self.dir, "status.json"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
-            )
-            fds.append(status_fd)
-            out = os.open(os.path.join(self.dir, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            err = os.open(os.path.join(self.dir, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            fds += [out, err]
-            argv = sbx.bwrap_argv(
-                run.sandbox, run.process, usr_links=self._usr_links(),
-                data_fds=fds[: len(run.sandbox.created_files)], status_fd=status_fd, bind_fds=self.bind_fds,
-                tmp_size=self.limits.tmp_size, seccomp_fd=filter_fd,
-                user_namespaces=self.node.policy.user_namespaces,
-            )  # fmt: skip
-            self.started_at = time.monotonic()
-            if self.limits.wall is not None:
-                self.deadline = self.started_at + self.limits.wall
-            try:
-                self.proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    pass_fds=(*fds[:-2], *self.bind_fds.values()),
-                    start_new_session=True,
-                    env={"PATH": "/usr/bin:/bin"},
-                    preexec_fn=partial(  # noqa: PLW1509 -- only os/resource calls; see limits.preexec
-                        lim.preexec, cg.procs_files(), lim.rlimits_for(self.limits, self.plan)
-                    ),
-                )
-            except (OSError, subprocess.SubprocessError) as e:
-                cg.remove()
-                raise Refused(f"this node could not start the sandbox: {e}") from None
-        finally:
-            for fd in fds:
-                os.close(fd)
-        self.pid = self.proc.pid
-        self.start_time = _starttime(self.pid)
-        self._save_state(run)
+        pol = self.node.policy
+        return la.Prepared(
+            run_hash=self.run_hash, dir=self.dir, run=run, values=dict(self.values), limits=self.limits,
+            plan=self.plan, bind_fds=dict(self.bind_fds), usr_links=self.usr_links(),
+            seccomp=pol.seccomp and seccomp.available(), user_namespaces=pol.user_namespaces,
+        )  # fmt: skip
 
-    def _save_state(self, run: spec.RunSpec) -> None:
+    def _spawn(self, run: spec.RunSpec) -> None:
+        """The state folder, the cgroups (``launchers.make_cgroups``), the wall clock, then the launcher;
+        the cgroups go again when the launcher cannot start."""
+        os.makedirs(self.dir, mode=0o700, exist_ok=False)
+        p = self.prepared(run)
+        self.cgroups = la.make_cgroups(p)
+        self.started_at = time.monotonic()
+        if self.limits.wall is not None:
+            self.deadline = self.started_at + self.limits.wall
+        try:
+            self.launcher.start(p, self.cgroups)
+        except BaseException:
+            self.cgroups.kill()
+            self.cgroups.remove()
+            raise
+        st = self.launcher.state()
+        if st is not None:
+            self._save_state(run, st)
+
+    def _save_state(self, run: spec.RunSpec, launched: Mapping[str, object]) -> None:
         assert self.plan is not None and self.cgroups is not None
         _write_json(
             os.path.join(self.dir, "state.json"),
@@ -496,8 +459,8 @@ class JobRun:
                 "repository_name": self.repository_name,
                 "values": self.values,
                 "hash_name": self.hash_name,
-                "pid": self.pid,
-                "start_time": self.start_time,
+                "pid": launched.get("pid"),
+                "start_time": launched.get("start_time"),
                 "started": _clock.now(),
                 "deadline": None if self.limits.wall is None else _clock.now() + self.limits.wall,
                 "cpu": self.limits.cpu,
@@ -520,53 +483,18 @@ class JobRun:
         """Ask the run to stop: the whole tree is killed and the run ends ``stopped``. Thread-safe."""
         self._stop.set()
 
-    def _alive(self) -> bool:
-        if self.proc is not None:
-            return self.proc.poll() is None
-        if self.pid is not None and self.start_time is not None and _starttime(self.pid) == self.start_time:
-            return True
-        return self.cgroups is not None and bool(self.cgroups.dirs) and not self.cgroups.empty()
-
-    def _kill(self) -> None:
-        if self.cgroups is not None and self.cgroups.dirs:
-            self.cgroups.kill()
-        if self.pid is not None and (self.proc is not None or _starttime(self.pid) == self.start_time):
-            lim.kill_tree(self.pid, self.pid)
-
     def wait(self, timeout: float | None = None) -> Ended:
         """Supervise until the run ends (or ``timeout`` passes: then ``TimeoutError``); the ``Ended``."""
         if self.result is not None:
             return self.result
         with self._lock:
             give_up = None if timeout is None else time.monotonic() + timeout
-            stopped = timed_out = cpu_over = disk_over = False
-            next_disk = time.monotonic() + DISK_POLL
-            measured = not self.own_fs()
-            while self._alive():
-                if self._stop.is_set():
-                    stopped = True
-                elif self.deadline is not None and time.monotonic() >= self.deadline:
-                    timed_out = True
-                elif self.cgroups is not None and lim.over_budget(
-                    self.cgroups.cpu_seconds(), self.limits.cpu
-                ):
-                    cpu_over = True
-                elif not measured or time.monotonic() >= next_disk:
-                    next_disk = time.monotonic() + DISK_POLL
-                    disk_over = self.disk_hit()
-                if stopped or timed_out or cpu_over or disk_over:
-                    self._kill()
-                    break
-                if give_up is not None and time.monotonic() >= give_up:
-                    raise TimeoutError(f"run {self.run_hash[:12]} still running")
-                time.sleep(POLL)
-            if self.proc is not None:
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    lim.kill_tree(self.proc.pid, self.proc.pid)
-                    self.proc.wait()
-            exit_status = self._exit_status()
+            met = supervise(self, stop=self._stop.is_set, poll=POLL, give_up=give_up)
+            stopped, timed_out, cpu_over, disk_over = (
+                met == m for m in ("stopped", "timed_out", "cpu", "disk")
+            )
+            self.launcher.reap()
+            exit_status = self.exit_status()
             pids_refused = self.cgroups.pids_refused() if self.cgroups else 0
             memory_hit = self.cgroups.memory_hit() if self.cgroups else False
             if not disk_over:
@@ -587,7 +515,7 @@ class JobRun:
                 memory_hit=memory_hit,
                 disk_over=disk_over,
             )
-            e = self._collect(Ended(outcome, exit=exit_status, limit=limit, why=self.disk_why(limit)))
+            e = self.collect(Ended(outcome, exit=exit_status, limit=limit, why=self.disk_why(limit)))
             e.limits_hit = limits_hit(
                 cpu_over=cpu_over or limit == "cpu",
                 pids_refused=pids_refused,
@@ -639,16 +567,13 @@ class JobRun:
         except (OSError, Refused):
             return 0
 
-    def _exit_status(self) -> int | None:
+    def exit_status(self) -> int | None:
+        """bwrap's ``exit-code`` (``status.json``), else what the launcher saw, else ``None``."""
         code = read_exit(os.path.join(self.dir, "status.json"))
-        if code is not None:
-            return code
-        if self.proc is not None and self.proc.returncode is not None:
-            rc = self.proc.returncode
-            return 128 - rc if rc < 0 else rc
-        return None
+        return code if code is not None else self.launcher.exit_status()
 
-    def _collect(self, e: Ended) -> Ended:
+    def collect(self, e: Ended) -> Ended:
+        """``e`` with the outputs hashed and copied into the state folder, and the logs hashed."""
         ws = self.values.get("workspace", "")
         outs = self.run.process.unversioned_files if self.run else ()
         copies = os.path.join(self.dir, "outputs")  # private: what is uploaded is what was hashed
@@ -676,6 +601,50 @@ class JobRun:
         """``start`` then ``wait``: ``(started body or None, ended)``."""
         started = self.start()
         return started, self.wait()
+
+
+def supervise(
+    r: JobRun,
+    *,
+    stop: Callable[[], bool],
+    poll: float,
+    sleep: Callable[[float], object] = time.sleep,
+    tick: Callable[[], None] | None = None,
+    give_up: float | None = None,
+    bounds_first: bool = False,
+) -> str | None:
+    """Watch ``r.launcher`` until its sandbox ends or a bound is met, first that holds: ``stopped``
+    (``stop()``), ``timed_out`` (the wall deadline), ``cpu`` (the cgroups' whole-run budget), ``disk``
+    (``r.disk_hit``: every poll on a workspace file system of its own, else every ``DISK_POLL``). A bound
+    met kills the sandbox (``launcher.kill``) and is returned; ``None`` when it ended by itself. Each
+    poll asks ``launcher.alive()`` before the bounds (a job's own end wins the poll it ends in), or after
+    them with ``bounds_first`` (a session: a stop met as its row ends still ends it ``stopped``).
+    ``tick`` runs at every poll (a session's deliveries); past ``give_up`` (monotonic) ``TimeoutError``.
+    The one loop of a job and of a session."""
+    next_disk = time.monotonic() + DISK_POLL
+    measured = not r.own_fs()
+    while bounds_first or r.launcher.alive():
+        met = None
+        if stop():
+            met = "stopped"
+        elif r.deadline is not None and time.monotonic() >= r.deadline:
+            met = "timed_out"
+        elif r.cgroups is not None and lim.over_budget(r.cgroups.cpu_seconds(), r.limits.cpu):
+            met = "cpu"
+        elif not measured or time.monotonic() >= next_disk:
+            next_disk = time.monotonic() + DISK_POLL
+            met = "disk" if r.disk_hit() else None
+        if met is not None:
+            r.launcher.kill()
+            return met
+        if bounds_first and not r.launcher.alive():
+            break
+        if give_up is not None and time.monotonic() >= give_up:
+            raise TimeoutError(f"run {r.run_hash[:12]} still running")
+        if tick is not None:
+            tick()
+        sleep(poll)
+    return None
 
 
 WORKSPACES = ".workspaces"  # STATE/.workspaces/<RUN-HASH>: the workspace each run's directory step names
@@ -779,7 +748,7 @@ def unfinished(state_dir: str) -> list[str]:
 
 
 def adopt(state_dir: str, run_hash: str, node: JobNode | None = None) -> JobRun | Ended:
-    """After a node restart: a ``Run`` to ``wait()`` on when the run's processes still live, else the
+    """After a node restart: a ``JobRun`` to ``wait()`` on when the run's processes still live, else the
     ``Ended`` (``lost``, now recorded). A run that already ended gives its recorded ``Ended``. A run
     found ended or dead drops its workspace claim (``release_workspace``); a live one keeps it."""
     got = _adopt(state_dir, run_hash, node)
@@ -832,14 +801,14 @@ def _adopt(state_dir: str, run_hash: str, node: JobNode | None) -> JobRun | Ende
     pl = st.get("plan") or {}
     r.plan = lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={}, how={})
     r.cgroups = lim.Cgroups.existing(st.get("cgroups") or {}, r.plan)
-    r.pid, r.start_time = st.get("pid"), st.get("start_time")
+    r.launcher = la.Adopted(st.get("pid"), st.get("start_time"), r.cgroups)
     if st.get("deadline") is not None:
         r.deadline = time.monotonic() + max(0.0, st["deadline"] - _clock.now())
-    if r._alive():
+    if r.launcher.alive():
         return r
     if r.cgroups.dirs:
         r.cgroups.remove()
-    lost = r._collect(Ended("lost", exit=r._exit_status()))
+    lost = r.collect(Ended("lost", exit=r.exit_status()))
     r.result = lost
     _write_json(os.path.join(d, "ended.json"), lost.to_json())
     r.disks.end(run_hash)
