@@ -7,7 +7,7 @@ looks again at runs a previous daemon left unfinished (adopted, or ended ``lost`
 ``interval`` seconds. ``stop(svc)`` asks the loop to end and waits for it (bounded); runs in progress are
 left as they are, to be adopted or ended ``lost`` by the next start.
 
-Sessions (O11): given the daemon's ``Rows`` and its event loop, ``RowSessions`` is the node's
+Sessions (O11): given the daemon's ``DaemonRows`` and its event loop, ``RowSessions`` is the node's
 ``SessionHost``: a session is one row (agent ``claude``, so the wake reads its screen) whose handle
 ``ocx-<RUN-HASH[:16]>`` is registered in the comm registry and declared on the row; deliveries are filed
 with the comm folder's normal filing (``ops.file_locally``: the registry checks, then ``inbox.append``), so

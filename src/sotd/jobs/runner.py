@@ -33,7 +33,6 @@ unset there would hand the process entries it cannot find.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -49,11 +48,12 @@ from sotd.jobs import limits as lim
 from sotd.jobs import nodepolicy, paths, placeholders, seccomp, spec
 from sotd.jobs import sandbox as sbx
 from sotd.jobs import steps as stp
+from sotd.jobs.claims import claim_workspace, release_workspace
 from sotd.jobs.errors import LaunchFailed, Refused, StepFailed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Iterator, Mapping
+    from collections.abc import Callable, Mapping
 
 POLL = 0.05
 DISK_POLL = 2.0  # seconds between two measures of the workspace's disk use (limits.disk)
@@ -490,48 +490,42 @@ class JobRun:
         with self._lock:
             give_up = None if timeout is None else time.monotonic() + timeout
             met = supervise(self, stop=self._stop.is_set, poll=POLL, give_up=give_up)
-            stopped, timed_out, cpu_over, disk_over = (
-                met == m for m in ("stopped", "timed_out", "cpu", "disk")
-            )
             self.launcher.reap()
-            exit_status = self.exit_status()
-            pids_refused = self.cgroups.pids_refused() if self.cgroups else 0
-            memory_hit = self.cgroups.memory_hit() if self.cgroups else False
-            if not disk_over:
-                disk_over = self.disk_hit()
-            if self.cgroups is not None and not cpu_over and self.limits.cpu is not None:
-                cpu_over = lim.over_budget(self.cgroups.cpu_seconds(), self.limits.cpu)
-            if self.cgroups is not None:
-                self.cgroups.kill()  # nothing outlives the run, whatever it left behind
-                self.cgroups.remove()
-            verdict = bool(self.run.process.verdict) if self.run else False
-            outcome, limit = classify(
-                exit_status=exit_status,
-                verdict=verdict,
-                stopped=stopped,
-                timed_out=timed_out,
-                cpu_over=cpu_over,
-                pids_refused=pids_refused,
-                memory_hit=memory_hit,
-                disk_over=disk_over,
-            )
-            e = self.collect(Ended(outcome, exit=exit_status, limit=limit, why=self.disk_why(limit)))
-            e.limits_hit = limits_hit(
-                cpu_over=cpu_over or limit == "cpu",
-                pids_refused=pids_refused,
-                memory_hit=memory_hit,
-                disk_over=disk_over,
-                file_size=self.limits.file_size,
-                sizes=[os.path.getsize(p) for p in (*e.files.values(), *e.log_files.values())],
-                killed_by_xfsz=limit == "file_size",
-                missing=bool(e.missing),
-            )
-            self.result = e
+            self.result = self._ended(met)
             self.node.passwords.release(self.run_hash)
             _write_json(os.path.join(self.dir, "ended.json"), self.result.to_json())
             release_workspace(self.node.state_dir, self.run_hash)
             self.disks.end(self.run_hash)  # then the retention (this run's outputs are copied already)
             return self.result
+
+    def _ended(self, met: str | None) -> Ended:
+        """The ``Ended`` of a run whose sandbox is gone, after ``supervise`` answered ``met``: the last
+        measures of its cgroups and disk, its outcome (``classify``), outputs and ``limits_hit``; its
+        cgroups are emptied and removed."""
+        stopped, timed_out, cpu_over, disk_over = (met == m for m in ("stopped", "timed_out", "cpu", "disk"))
+        exit_status = self.exit_status()
+        pids_refused = self.cgroups.pids_refused() if self.cgroups else 0
+        memory_hit = self.cgroups.memory_hit() if self.cgroups else False
+        if not disk_over:
+            disk_over = self.disk_hit()
+        if self.cgroups is not None and not cpu_over and self.limits.cpu is not None:
+            cpu_over = lim.over_budget(self.cgroups.cpu_seconds(), self.limits.cpu)
+        if self.cgroups is not None:
+            self.cgroups.kill()  # nothing outlives the run, whatever it left behind
+            self.cgroups.remove()
+        outcome, limit = classify(
+            exit_status=exit_status, verdict=bool(self.run.process.verdict) if self.run else False,
+            stopped=stopped, timed_out=timed_out, cpu_over=cpu_over, pids_refused=pids_refused,
+            memory_hit=memory_hit, disk_over=disk_over,
+        )  # fmt: skip
+        e = self.collect(Ended(outcome, exit=exit_status, limit=limit, why=self.disk_why(limit)))
+        e.limits_hit = limits_hit(
+            cpu_over=cpu_over or limit == "cpu", pids_refused=pids_refused, memory_hit=memory_hit,
+            disk_over=disk_over, file_size=self.limits.file_size,
+            sizes=[os.path.getsize(p) for p in (*e.files.values(), *e.log_files.values())],
+            killed_by_xfsz=limit == "file_size", missing=bool(e.missing),
+        )  # fmt: skip
+        return e
 
     def own_fs(self) -> bool:
         """Is this run's workspace a file system of its own (``disk.Disks.make``)? Read once."""
@@ -645,86 +639,6 @@ def supervise(
             tick()
         sleep(poll)
     return None
-
-
-WORKSPACES = ".workspaces"  # STATE/.workspaces/<RUN-HASH>: the workspace each run's directory step names
-CLAIMS_LOCK = ".lock"  # STATE/.workspaces/.lock: flock'd while a claim is decided, recorded or dropped
-
-
-def nested_in(at: str, others: Mapping[str, str]) -> tuple[str, str] | None:
-    """Pure: ``(run hash, workspace)`` of another run whose workspace holds ``at`` or lies inside it."""
-    for h, w in sorted(others.items()):
-        if placeholders.inside(at, w) or placeholders.inside(w, at):
-            return h, w
-    return None
-
-
-@contextlib.contextmanager
-def _claims_locked(state_dir: str) -> Iterator[str]:
-    """``STATE/.workspaces/``, held under an exclusive ``flock`` of its ``.lock`` (threads and processes
-    of one node each see a claim whole, and never two claims decided at once)."""
-    d = os.path.join(state_dir, WORKSPACES)
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    fd = os.open(os.path.join(d, CLAIMS_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield d
-    finally:
-        os.close(fd)
-
-
-def _claims(d: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name in os.listdir(d):
-        if name.startswith("."):
-            continue
-        try:
-            with open(os.path.join(d, name), encoding="utf-8") as f:
-                out[name] = f.read()
-        except OSError:
-            continue
-    return out
-
-
-def claim_workspace(state_dir: str, run_hash: str, at: str | None) -> None:
-    """``Refused`` when this run's workspace would lie inside another run's recorded one (or hold one),
-    whatever the uids and modes (a uid-0 sandbox owns its workspace as root); else record it in
-    ``STATE/.workspaces/<RUN-HASH>``. Decided and recorded under one lock, so of two runs racing for
-    nested workspaces the second sees the first; a refused run records nothing (issue 24). The claim
-    lasts until ``release_workspace``: the run refused after it, ended, or found dead at a restart."""
-    if not at:
-        return
-    with _claims_locked(state_dir) as d:
-        others = {h: w for h, w in _claims(d).items() if h != run_hash}
-        hit = nested_in(at, others)
-        if hit is not None:
-            raise Refused(
-                f"the workspace {at} would lie inside, or hold, run {hit[0][:12]}'s workspace {hit[1]}"
-            )
-        with open(os.path.join(d, run_hash), "w", encoding="utf-8") as f:
-            f.write(at)
-
-
-def release_workspace(state_dir: str, run_hash: str) -> None:
-    """Drop the workspace claim of ``run_hash`` (idempotent: a run with none is fine)."""
-    d = os.path.join(state_dir, WORKSPACES)
-    if not os.path.isdir(d):
-        return
-    with _claims_locked(state_dir) as d:
-        fsprim.unlink_quiet(os.path.join(d, run_hash))
-
-
-def keep_claims(state_dir: str, live: Collection[str]) -> list[str]:
-    """At a node's start: drop every workspace claim but those of ``live`` (the runs it is about to look
-    at again, which drop their own when they turn out dead); the RUN-HASHes dropped."""
-    d = os.path.join(state_dir, WORKSPACES)
-    if not os.path.isdir(d):
-        return []
-    with _claims_locked(state_dir) as d:
-        gone = sorted(h for h in _claims(d) if h not in live)
-        for h in gone:
-            fsprim.unlink_quiet(os.path.join(d, h))
-    return gone
 
 
 def end_disk(node: JobNode, run_hash: str) -> None:

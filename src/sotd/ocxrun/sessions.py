@@ -14,8 +14,9 @@ sessions end ``refused``. After a restart, a session whose row still lives is ad
 deliveries, outbox, stop and wall resume); one whose row is gone ends ``lost``.
 
 A ``Session`` talks to its ``Runs`` (``sotd.ocxrun.runs``), to the executor (``sotd.jobs``: it
-composes a ``JobRun``, subclasses nothing there) and to the ``Node`` through their public methods only (``answer``, ``record``, ``finish``, ``hold_password``, ``adopted``; ``Node.thread``,
-``Node.message_bytes``, ``Node.post``). What would break it: following a link the session put in its
+composes a ``JobRun`` and subclasses nothing there) and to the ``NodeClones`` (``sotd.ocx.node``) through
+their public methods only (``answer``, ``record``, ``finish``, ``hold_password``, ``adopted``;
+``NodeClones.thread``, ``.message_bytes``, ``.post``). What would break it: following a link the session put in its
 workspace (it owns its inbox and outbox; every open here refuses links), or delivering out of order.
 """
 
