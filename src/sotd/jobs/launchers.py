@@ -1,6 +1,6 @@
 """How a prepared run's sandbox is started and watched (ocx.md 1.7; issue 29): one value, one protocol.
 
-``Prepared`` is what the executor (``sotd.jobs.runner.JobRun``) decided before any process exists: the
+``PreparedRun`` is what the executor (``sotd.jobs.runner.JobRun``) decided before any process exists: the
 resolved run (its environment with ``HOME`` already set), the capped limits and their ``Plan``, the bind
 descriptors, the host's merged-/usr links and the policy's seccomp and user-namespace choices. From it
 there is one way to make the run's cgroups (``make_cgroups``) and one way to build its sandbox command
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Prepared:
+class PreparedRun:
     """A run after its checks, steps and homes, before its process: what every launcher starts from."""
 
     run_hash: str
@@ -61,7 +61,7 @@ class Prepared:
         return [p for p in dict.fromkeys(both) if not ("/usr" in both and p in self.usr_links)]
 
 
-def make_cgroups(p: Prepared) -> lim.Cgroups:
+def make_cgroups(p: PreparedRun) -> lim.Cgroups:
     """The run's cgroups (``sotd-job-<RUN-HASH[:16]>``), made with its ``pids.max`` and memory cap."""
     cg = lim.Cgroups(p.plan, "sotd-job-" + p.run_hash[:16])
     cg.create(p.limits.processes, p.limits.memory)
@@ -69,7 +69,7 @@ def make_cgroups(p: Prepared) -> lim.Cgroups:
 
 
 def sandbox_argv(
-    p: Prepared,
+    p: PreparedRun,
     *,
     bind_fds: Mapping[str, int],
     seccomp_fd: int | None,
@@ -110,7 +110,7 @@ class Launcher(Protocol):
         """After the policy allowed ``run``: why this launcher cannot start its kind, else ``None``."""
         ...
 
-    def start(self, p: Prepared, cgroups: lim.Cgroups) -> None:
+    def start(self, p: PreparedRun, cgroups: lim.Cgroups) -> None:
         """Start the sandbox inside ``cgroups``; ``Refused`` or ``LaunchFailed`` when it cannot."""
         ...
 
@@ -152,7 +152,7 @@ class Direct:
             return "session runs are started by the daemon's terminal, not by the jobs executor"
         return None
 
-    def start(self, p: Prepared, cgroups: lim.Cgroups) -> None:
+    def start(self, p: PreparedRun, cgroups: lim.Cgroups) -> None:
         self.cgroups = cgroups
         made = p.run.sandbox.created_files
         fds: list[int] = []
@@ -233,7 +233,7 @@ class Adopted:
     def refuse(self, run: spec.RunSpec, values: Mapping[str, str]) -> str | None:
         return "an adopted run is not started again"
 
-    def start(self, p: Prepared, cgroups: lim.Cgroups) -> None:
+    def start(self, p: PreparedRun, cgroups: lim.Cgroups) -> None:
         raise Refused("an adopted run is not started again")
 
     def same_process(self) -> bool:

@@ -419,12 +419,12 @@ class JobRun:
             started["checkins"] = list(self.checkins)
         return started
 
-    def prepared(self, run: spec.RunSpec) -> la.Prepared:
-        """The value every launcher starts from (``launchers.Prepared``), once checks, steps and homes
+    def prepared(self, run: spec.RunSpec) -> la.PreparedRun:
+        """The value every launcher starts from (``launchers.PreparedRun``), once checks, steps and homes
         are done."""
         assert self.plan is not None
         pol = self.node.policy
-        return la.Prepared(
+        return la.PreparedRun(
             run_hash=self.run_hash, dir=self.dir, run=run, values=dict(self.values), limits=self.limits,
             plan=self.plan, bind_fds=dict(self.bind_fds), usr_links=self.usr_links(),
             seccomp=pol.seccomp and seccomp.available(), user_namespaces=pol.user_namespaces,

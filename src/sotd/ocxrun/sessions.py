@@ -16,8 +16,9 @@ deliveries, outbox, stop and wall resume); one whose row is gone ends ``lost``.
 A ``Session`` talks to its ``Runs`` (``sotd.ocxrun.runs``), to the executor (``sotd.jobs``: it
 composes a ``JobRun`` and subclasses nothing there) and to the ``NodeClones`` (``sotd.ocx.node``) through
 their public methods only (``answer``, ``record``, ``finish``, ``hold_password``, ``adopted``;
-``NodeClones.thread``, ``.message_bytes``, ``.post``). What would break it: following a link the session put in its
-workspace (it owns its inbox and outbox; every open here refuses links), or delivering out of order.
+``NodeClones.thread``, ``.message_bytes``, ``.post``). What would break it: following a link the session
+put in its workspace (it owns its inbox and outbox; every open here refuses links), or delivering out of
+order.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ class RowLauncher:
             return "a session needs a directory step: its inbox and outbox live in $$workspace$$"
         return None
 
-    def start(self, p: la.Prepared, cgroups: lim.Cgroups) -> None:
+    def start(self, p: la.PreparedRun, cgroups: lim.Cgroups) -> None:
         assert self.host is not None
         ws = p.values["workspace"]
         make_mailboxes(ws, p.run.sandbox.uid, p.run.sandbox.gid)
@@ -187,7 +188,7 @@ def make_mailboxes(ws: str, uid: int, gid: int) -> None:
         raise Refused(f"this node could not prepare the session's inbox and outbox: {e}") from None
 
 
-def row_argv(p: la.Prepared) -> list[str]:
+def row_argv(p: la.PreparedRun) -> list[str]:
     """The row's command: ``prlimit`` with the run's rlimits, then ``sotd.jobs.launch`` on the launch
     spec written here (``STATE/<RUN-HASH>/launch.json``): the sandbox argv with a slot for each bind
     descriptor and the filter, which the row cannot inherit."""
