@@ -4,7 +4,8 @@
 resolved run (its environment with ``HOME`` already set), the capped limits and their ``Plan``, the bind
 descriptors, the host's merged-/usr links and the policy's seccomp and user-namespace choices. From it
 there is one way to make the run's cgroups (``make_cgroups``) and one way to build its sandbox command
-line (``sandbox_argv``: ``setpriv + bwrap`` through ``sandbox.bwrap_argv``).
+line (``sandbox_argv``: ``setpriv + bwrap`` through ``sandbox.bwrap_argv``); the filter is always
+``seccomp.memfd()`` (here, or in a session's row by ``sotd.jobs.launch``).
 
 A ``Launcher`` starts that sandbox and answers the supervisor (``runner.supervise``): ``start``,
 ``alive``, ``kill``, ``reap`` and ``exit_status``. Here: ``Direct`` (a child process, memfds and
@@ -86,14 +87,6 @@ def sandbox_argv(
     )  # fmt: skip
 
 
-def seccomp_memfd() -> int:
-    """The seccomp filter (``seccomp.program``) in a memfd, rewound, for bwrap's ``--seccomp``."""
-    fd = os.memfd_create("seccomp", 0)
-    os.write(fd, seccomp.program())
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
 def starttime(pid: int) -> int | None:
     """The start time of a live ``pid`` (``None`` when it is gone, or a zombie no one reaped yet: an
     adopted run's bwrap is the child of whoever adopted the orphan, not ours)."""
@@ -162,7 +155,7 @@ class Direct:
                 os.write(fd, c.content.encode())
                 os.lseek(fd, 0, os.SEEK_SET)
                 fds.append(fd)
-            filter_fd = seccomp_memfd() if p.seccomp else None
+            filter_fd = seccomp.memfd() if p.seccomp else None
             if filter_fd is not None:
                 fds.append(filter_fd)
             status_fd = os.open(
