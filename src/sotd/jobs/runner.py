@@ -1,12 +1,14 @@
 """The run executor (ocx.md 1.7 and section 6): policy, steps, sandbox, limits, process, outcome.
 
-``JobRun(body, ...)``: ``start()`` parses, resolves, checks the policy, caps the limits, runs the workspace
-steps and starts the process under ``setpriv + bwrap`` in its own process group and cgroup, with its
-stdout/stderr going to log files in the run's state folder; it returns the ``started`` body, or ``None``
-when the run ended before starting (``refused``/``error``; ``result`` holds it). ``wait()`` supervises
-(wall timer, whole-run CPU budget, stop requests) and returns the ``Ended``. ``stop()`` may be called
+``JobRun(body, ..., launcher=)``: ``start()`` parses, resolves, checks the policy, caps the limits, runs
+the workspace steps, makes the run's cgroups and hands the prepared run (``launchers.PreparedRun``) to its
+launcher: by default ``launchers.Direct``, the process under ``setpriv + bwrap`` in its own process group
+and cgroup with its stdout/stderr in log files of the run's state folder (a session's is
+``sotd.ocxrun.sessions.RowLauncher``). It returns the ``started`` body, or ``None`` when the run ended
+before starting (``refused``/``error``; ``result`` holds it). ``wait()`` supervises (``supervise``: wall
+timer, whole-run CPU budget, disk, stop requests) and returns the ``Ended``. ``stop()`` may be called
 from any thread. ``adopt(state_dir, run_hash)`` after a node restart: the run is supervised again if its
-processes live, else it ends ``lost``.
+processes live (``launchers.Adopted``), else it ends ``lost``.
 
 State folder ``STATE_DIR/<RUN-HASH>/``: ``state.json`` (written once the process started: what adopt
 needs), ``stdout``, ``stderr``, ``status.json`` (bwrap's ``--json-status-fd``: child pid, then
