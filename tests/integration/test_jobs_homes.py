@@ -172,6 +172,45 @@ def test_a_session_run_is_prepared_with_the_same_home(lab: tuple[runner.JobNode,
             r.cgroups.remove()
 
 
+class NoRows(OneRow):
+    """A ``SessionHost`` whose rows cannot open (the daemon's tmux refused, say)."""
+
+    def open(
+        self, *, run_hash: str, label: str, root: str, argv: list[str], handle: str, before: list[str]
+    ) -> str:
+        from sotd.errors import SotdError
+
+        raise SotdError("the rows manager is stopping")
+
+
+def test_a_session_whose_row_cannot_open_ends_error_and_keeps_nothing(
+    lab: tuple[runner.JobNode, str],
+) -> None:
+    """``RowLauncher.start`` fails (``LaunchFailed``): the run ends ``error`` with the exact sentence, its
+    cgroups are gone and its workspace claim is released."""
+    from dataclasses import replace
+
+    from sotd.jobs import claims
+    from sotd.ocxrun import sessions
+
+    node, entry = lab
+    node = replace(node, policy=replace(node.policy, sessions=True))
+    b = _body(
+        [entry], {"user": "build-user", "command": ["sh"], "env": {"PATH": "/usr/bin:/bin"}, "session": True}
+    )
+    h = hashlib.sha3_256(json.dumps({"ocx": 2, "to": "lab-user", "run": b}).encode()).hexdigest()
+    r = runner.JobRun(b, run_hash=h, repository_name="proj", target=Target("/nonexistent.fossil"), node=node,
+                      hash_name="sha3_256", launcher=sessions.RowLauncher(NoRows(), h))  # fmt: skip
+    assert r.start() is None
+    assert r.result is not None
+    assert r.result.body() == {
+        "outcome": "error", "why": "the session's row could not start: the rows manager is stopping",
+    }  # fmt: skip
+    assert r.cgroups is not None and r.cgroups.dirs
+    assert not any(os.path.exists(d) for d in r.cgroups.dirs.values())
+    assert not os.path.exists(os.path.join(node.state_dir, claims.WORKSPACES, h))
+
+
 class LinkCarrier(DirCarrier):
     """``export`` copies the source folder keeping its symlinks, as a check-in's tarball holds them."""
 
