@@ -471,11 +471,19 @@ class JobRun:
                 "workspace": self.values.get("workspace"),
                 "outputs": [[o.at, o.as_] for o in run.process.unversioned_files],
                 "cgroups": self.cgroups.dirs,
-                "plan": {"pids": self.plan.pids, "cpu": self.plan.cpu, "kill": self.plan.kill},
+                "plan": plan_record(self.plan),
             },
         )
 
     # -------------------------------------------------------------------------------------- supervision
+
+    def resolve_again(self) -> spec.RunSpec:
+        """The run resolved again from its body and its recorded ``values`` (after a node restart, or
+        ``restored``); ``Refused`` (or ``KeyError``) when they no longer resolve."""
+        keys = ("root", "repository_name", "run", "release")
+        base: dict[str, str] = {k: self.values[k] for k in keys if k in self.values}
+        run, _ = placeholders.resolve(spec.parse_run(self.body), base)
+        return run
 
     def how(self) -> Mapping[str, str]:
         """How each applied limit is enforced (for logs or an extended ``started``)."""
@@ -649,6 +657,38 @@ def end_disk(node: JobNode, run_hash: str) -> None:
     dsk.Disks(node.state_dir, node.policy.workspaces).end(run_hash)
 
 
+def plan_record(p: lim.Plan) -> dict[str, object]:
+    """What a run's record keeps of its ``Plan``: the mechanisms its supervision needs again."""
+    return {"pids": p.pids, "cpu": p.cpu, "kill": p.kill}
+
+
+def plan_from(rec: object) -> lim.Plan:
+    """The ``Plan`` a record kept (``plan_record``): enough to read and kill the run's cgroups."""
+    pl = rec if isinstance(rec, dict) else {}
+    return lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={}, how={})
+
+
+def restored(
+    rec: Mapping[str, object], *, run_hash: str, node: JobNode, launcher: la.Launcher | None = None
+) -> JobRun:
+    """A ``JobRun`` rebuilt from what a node recorded of it (``state.json``, a session's record): body,
+    values, hash, CPU and disk limits, and its deadline on this clock; ``KeyError``/``TypeError`` when a
+    field is missing or of the wrong type. The caller resolves it again and reopens its cgroups."""
+    values = rec["values"]
+    if not isinstance(values, dict):
+        raise TypeError("the record's values are not an object")
+    r = JobRun(rec["body"], run_hash=run_hash, repository_name=str(rec["repository_name"]), target=stp.Target(""),
+               node=node, hash_name=str(rec.get("hash_name") or "sha3_256"), launcher=launcher)  # fmt: skip
+    r.values = {str(k): str(v) for k, v in values.items()}
+    cpu, disk, deadline = rec.get("cpu"), rec.get("disk"), rec.get("deadline")
+    r.limits = spec.Limits(
+        cpu=cpu if isinstance(cpu, int) else None, disk=disk if isinstance(disk, int) else None
+    )
+    if isinstance(deadline, (int, float)):
+        r.deadline = time.monotonic() + max(0.0, float(deadline) - _clock.now())
+    return r
+
+
 def unfinished(state_dir: str) -> list[str]:
     """RUN-HASHes with a ``state.json`` and no ``ended.json``: runs a restart must adopt or end ``lost``."""
     try:
@@ -691,35 +731,14 @@ def _adopt(state_dir: str, run_hash: str, node: JobNode | None) -> JobRun | Ende
     n = node or JobNode(
         root="/", policy=nodepolicy.Policy(), carrier=stp.FossilCarrier(), state_dir=state_dir
     )
-    r = JobRun(
-        st["body"],
-        run_hash=run_hash,
-        repository_name=st["repository_name"],
-        target=stp.Target(""),
-        node=n,
-        hash_name=st["hash_name"],
-    )
-    r.values = dict(st["values"])
+    r = restored(st, run_hash=run_hash, node=n)
     try:
-        parsed, _ = placeholders.resolve(
-            spec.parse_run(st["body"]),
-            {
-                "root": r.values["root"],
-                "repository_name": st["repository_name"],
-                "run": run_hash,
-                **({"release": r.values["release"]} if "release" in r.values else {}),
-            },
-        )
-        r.run = parsed
+        r.run = r.resolve_again()
     except (Refused, KeyError):
         r.run = None
-    r.limits = spec.Limits(cpu=st.get("cpu"), disk=st.get("disk"))
-    pl = st.get("plan") or {}
-    r.plan = lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={}, how={})
+    r.plan = plan_from(st.get("plan"))
     r.cgroups = lim.Cgroups.existing(st.get("cgroups") or {}, r.plan)
     r.launcher = la.Adopted(st.get("pid"), st.get("start_time"), r.cgroups)
-    if st.get("deadline") is not None:
-        r.deadline = time.monotonic() + max(0.0, st["deadline"] - _clock.now())
     if r.launcher.alive():
         return r
     if r.cgroups.dirs:

@@ -36,8 +36,7 @@ from sotd import _clock
 from sotd.errors import SotdError
 from sotd.jobs import launchers as la
 from sotd.jobs import limits as lim
-from sotd.jobs import paths, placeholders, runner, spec
-from sotd.jobs import steps as stp
+from sotd.jobs import paths, runner, spec
 from sotd.jobs.errors import LaunchFailed, Refused
 from sotd.ocx import envelope
 from sotd.ocx.errors import InvalidMessage, OcxError
@@ -243,7 +242,7 @@ class Session:
             "repository_name": r.repository_name, "hash_name": r.hash_name, "values": r.values,
             "deadline": deadline, "started": self.started, "ready": self.ready, "cpu": r.limits.cpu, "disk": r.limits.disk,
             "cgroups": r.cgroups.dirs if r.cgroups else {},
-            "plan": None if r.plan is None else {"pids": r.plan.pids, "cpu": r.plan.cpu, "kill": r.plan.kill},
+            "plan": None if r.plan is None else runner.plan_record(r.plan),
         })  # fmt: skip
 
     def _see(self, hashes: list[str]) -> None:
@@ -267,25 +266,11 @@ class Session:
         r: runner.JobRun | None = None
         rows = RowLauncher(host, a.run_hash, row)
         try:
-            body, values = rec["body"], rec["values"]
-            assert isinstance(values, dict)
-            r = runner.JobRun(body, run_hash=a.run_hash, repository_name=str(rec["repository_name"]),
-                              target=stp.Target(""), node=runs.jobs,
-                              hash_name=str(rec.get("hash_name") or "sha3_256"), launcher=rows)  # fmt: skip
-            r.values = {str(k): str(v) for k, v in values.items()}
-            keys = ("root", "repository_name", "run", "release")
-            base: dict[str, str] = {k: r.values[k] for k in keys if k in r.values}
-            r.run, _ = placeholders.resolve(spec.parse_run(body), base)
-            dl = rec.get("deadline")
-            if isinstance(dl, (int, float)):
-                r.deadline = time.monotonic() + max(0.0, float(dl) - _clock.now())
-            cpu, pl, dirs = rec.get("cpu"), rec.get("plan"), rec.get("cgroups")
-            disk = rec.get("disk")
-            r.limits = spec.Limits(cpu=cpu if isinstance(cpu, int) else None,
-                                   disk=disk if isinstance(disk, int) else None)  # fmt: skip
+            r = runner.restored(rec, run_hash=a.run_hash, node=runs.jobs, launcher=rows)
+            r.run = r.resolve_again()
+            pl, dirs = rec.get("plan"), rec.get("cgroups")
             if isinstance(pl, dict) and isinstance(dirs, dict) and dirs:
-                r.plan = lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={},
-                                  how={})  # fmt: skip
+                r.plan = runner.plan_from(pl)
                 r.cgroups = lim.Cgroups.existing({str(k): str(v) for k, v in dirs.items()}, r.plan)
         except (KeyError, TypeError, AssertionError, Refused):
             r, why = None, "the node restarted during the session and its record cannot be adopted"
