@@ -84,15 +84,22 @@ def node() -> Iterator[runner.JobNode]:
         state_dir=os.path.join(top, "state"),
     )
     yield n
-    for d in os.listdir("/sys/fs/cgroup/pids"):  # teardown: nothing of ours survives a failed test
-        if d.startswith("sotd-job-"):
+    kill_own_cgroups(n.state_dir)
+    disk.release_below(top)  # the workspaces' own file systems
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def kill_own_cgroups(state_dir: str) -> None:
+    """Teardown: nothing of ours survives a failed test, and nothing of a test running beside this one is
+    touched (only the cgroups of this node's runs, ``STATE/<RUN-HASH>``)."""
+    mine = {"sotd-job-" + h[:16] for h in os.listdir(state_dir)} if os.path.isdir(state_dir) else set()
+    for d in os.listdir("/sys/fs/cgroup/pids"):
+        if d in mine:
             cg = lim.Cgroups.existing(
                 {"pids": f"/sys/fs/cgroup/pids/{d}"}, lim.plan(spec.Limits(), lim.CgroupFacts(), 0)
             )
             cg.kill()
             cg.remove()
-    disk.release_below(top)  # the workspaces' own file systems
-    shutil.rmtree(top, ignore_errors=True)
 
 
 def body(
