@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from sotd.jobs import claims as wsc
 from sotd.jobs import runner
 from tests.integration import test_jobs_limits as jl
 
@@ -34,7 +35,7 @@ def node() -> Iterator[runner.JobNode]:
 
 
 def claims(node: runner.JobNode) -> dict[str, str]:
-    d = os.path.join(node.state_dir, runner.WORKSPACES)
+    d = os.path.join(node.state_dir, wsc.WORKSPACES)
     out = {}
     for n in sorted(os.listdir(d)) if os.path.isdir(d) else []:
         if not n.startswith("."):
@@ -81,9 +82,8 @@ def test_a_run_found_dead_at_a_restart_drops_its_claim_and_a_live_one_keeps_it(n
     alive = jl.make_run(node, keep)
     dead = jl.make_run(node, {**keep, "objective": "dies"})
     assert alive.start() is not None and dead.start() is not None
-    assert dead.proc is not None
-    dead._kill()  # its processes die with the node; no wait() records the end
-    dead.proc.wait(timeout=5)
+    dead.launcher.kill()  # its processes die with the node; no wait() records the end
+    jl.child(dead).wait(timeout=5)
     assert set(claims(node)) == {alive.run_hash, dead.run_hash}
     lost = runner.adopt(node.state_dir, dead.run_hash, node)
     assert isinstance(lost, runner.Ended) and lost.outcome == "lost"
@@ -93,17 +93,17 @@ def test_a_run_found_dead_at_a_restart_drops_its_claim_and_a_live_one_keeps_it(n
     adopted.stop()
     assert adopted.wait(timeout=10).outcome == "stopped"
     assert claims(node) == {}
-    assert alive.proc is not None and alive.proc.wait(timeout=5) is not None
+    assert jl.child(alive).wait(timeout=5) is not None
 
 
 def test_keep_claims_drops_every_claim_but_the_runs_looked_at_again(tmp_path: str) -> None:
     state = str(tmp_path)
-    runner.claim_workspace(state, "a" * 64, "/srv/r/u/p/a")
-    runner.claim_workspace(state, "c" * 64, "/srv/r/u/q/c")
-    with open(os.path.join(state, runner.WORKSPACES, "b" * 64), "w") as f:
+    wsc.claim_workspace(state, "a" * 64, "/srv/r/u/p/a")
+    wsc.claim_workspace(state, "c" * 64, "/srv/r/u/q/c")
+    with open(os.path.join(state, wsc.WORKSPACES, "b" * 64), "w") as f:
         f.write("/srv/r/u/p")  # a claim an older node left for a refused run: it holds a's
-    assert runner.keep_claims(state, {"a" * 64}) == ["b" * 64, "c" * 64]
-    assert sorted(os.listdir(os.path.join(state, runner.WORKSPACES))) == [".lock", "a" * 64]
-    runner.release_workspace(state, "a" * 64)
-    runner.release_workspace(state, "a" * 64)  # idempotent
-    assert os.listdir(os.path.join(state, runner.WORKSPACES)) == [".lock"]
+    assert wsc.keep_claims(state, {"a" * 64}) == ["b" * 64, "c" * 64]
+    assert sorted(os.listdir(os.path.join(state, wsc.WORKSPACES))) == [".lock", "a" * 64]
+    wsc.release_workspace(state, "a" * 64)
+    wsc.release_workspace(state, "a" * 64)  # idempotent
+    assert os.listdir(os.path.join(state, wsc.WORKSPACES)) == [".lock"]

@@ -17,8 +17,7 @@ import pytest
 
 from sotd.demo.ocx_seed import BOARD_C, MAKEFILE
 from sotd.jobs import disk, nodepolicy, runner
-from tests.integration.test_jobs_limits import DirCarrier, body, make_run
-from tests.ocx.runkit import sandbox_cleanup
+from tests.integration.test_jobs_limits import DirCarrier, body, kill_own_cgroups, make_run
 
 pytestmark = [
     pytest.mark.integration,
@@ -65,7 +64,7 @@ def node() -> Iterator[runner.JobNode]:
                        state_dir=os.path.join(top, "state"))  # fmt: skip
     yield n
     _stop_all()
-    sandbox_cleanup()
+    kill_own_cgroups(n.state_dir)
     disk.release_below(top)
     shutil.rmtree(top, ignore_errors=True)
 

@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import shutil
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -109,10 +110,33 @@ def test_without_homes_the_environment_is_exactly_process_env(lab: tuple[runner.
     assert not os.path.exists(os.path.join(r.values["workspace"], "home"))
 
 
+class OneRow:
+    """A ``SessionHost`` that records the row it is asked to open and starts nothing: this test is about
+    the preparation (tests/integration/test_ocx_sessions.py runs real rows)."""
+
+    def __init__(self) -> None:
+        self.opened: list[dict[str, object]] = []
+        self.closed: list[str] = []
+
+    def open(
+        self, *, run_hash: str, label: str, root: str, argv: list[str], handle: str, before: list[str]
+    ) -> str:
+        self.opened.append({"argv": argv, "root": root, "handle": handle, "before": before})
+        return "row-1"
+
+    def phase(self, session_id: str) -> str:
+        return "ended"
+
+    def deliver(self, handle: str, sender: str, text: str) -> str | None:
+        return "no mail here"
+
+    def close(self, session_id: str) -> None:
+        self.closed.append(session_id)
+
+
 def test_a_session_run_is_prepared_with_the_same_home(lab: tuple[runner.JobNode, str]) -> None:
-    """A ``session: true`` run shares the preparation: its row's launch spec (what ``sotd.jobs.launch``
-    execs) sets HOME to the copies. The row itself is not started here (tests/integration/
-    test_ocx_sessions.py runs rows; their runs set HOME themselves)."""
+    """A ``session: true`` run shares the preparation: the row's command (``RowLauncher``) runs
+    ``sotd.jobs.launch`` on a launch spec whose argv sets HOME to the copies, inside the run's cgroups."""
     from dataclasses import replace
 
     from sotd.ocxrun import sessions
@@ -123,19 +147,68 @@ def test_a_session_run_is_prepared_with_the_same_home(lab: tuple[runner.JobNode,
         [entry], {"user": "build-user", "command": ["sh"], "env": {"PATH": "/usr/bin:/bin"}, "session": True}
     )
     raw = json.dumps({"ocx": 2, "to": "lab-user", "run": b}).encode()
-    r = sessions.SessionRun(b, run_hash=hashlib.sha3_256(raw).hexdigest(), repository_name="proj",
-                            target=Target("/nonexistent.fossil"), node=node, hash_name="sha3_256")  # fmt: skip
-    r.hosted = True
+    h = hashlib.sha3_256(raw).hexdigest()
+    host = OneRow()
+    r = runner.JobRun(b, run_hash=h, repository_name="proj", target=Target("/nonexistent.fossil"), node=node,
+                      hash_name="sha3_256", launcher=sessions.RowLauncher(host, h))  # fmt: skip
     try:
         assert r.start() is not None, r.result
-        with open(os.path.join(r.dir, sessions.LAUNCH_SPEC)) as f:
+        spec_path = os.path.join(r.dir, sessions.LAUNCH_SPEC)
+        (opened,) = host.opened
+        assert opened["argv"] == [sys.executable, "-I", "-m", "sotd.jobs.launch", spec_path]
+        assert opened["handle"] == sessions.session_handle(h)
+        assert r.cgroups is not None
+        assert opened["before"] == [sessions.SH, "-c", sessions.JOIN_CGROUPS, "sotd-join",
+                                    *r.cgroups.procs_files(), "--"]  # fmt: skip
+        with open(spec_path) as f:
             argv = json.load(f)["argv"]
         ws = r.values["workspace"]
         at = argv.index("HOME")
         assert argv[at - 1 : at + 2] == ["--setenv", "HOME", f"{ws}/home"], argv
+        r.launcher.kill()
+        assert host.closed == ["row-1"]
     finally:
         if r.cgroups is not None:
             r.cgroups.remove()
+
+
+class NoRows(OneRow):
+    """A ``SessionHost`` whose rows cannot open (the daemon's tmux refused, say)."""
+
+    def open(
+        self, *, run_hash: str, label: str, root: str, argv: list[str], handle: str, before: list[str]
+    ) -> str:
+        from sotd.errors import SotdError
+
+        raise SotdError("the rows manager is stopping")
+
+
+def test_a_session_whose_row_cannot_open_ends_error_and_keeps_nothing(
+    lab: tuple[runner.JobNode, str],
+) -> None:
+    """``RowLauncher.start`` fails (``LaunchFailed``): the run ends ``error`` with the exact sentence, its
+    cgroups are gone and its workspace claim is released."""
+    from dataclasses import replace
+
+    from sotd.jobs import claims
+    from sotd.ocxrun import sessions
+
+    node, entry = lab
+    node = replace(node, policy=replace(node.policy, sessions=True))
+    b = _body(
+        [entry], {"user": "build-user", "command": ["sh"], "env": {"PATH": "/usr/bin:/bin"}, "session": True}
+    )
+    h = hashlib.sha3_256(json.dumps({"ocx": 2, "to": "lab-user", "run": b}).encode()).hexdigest()
+    r = runner.JobRun(b, run_hash=h, repository_name="proj", target=Target("/nonexistent.fossil"), node=node,
+                      hash_name="sha3_256", launcher=sessions.RowLauncher(NoRows(), h))  # fmt: skip
+    assert r.start() is None
+    assert r.result is not None
+    assert r.result.body() == {
+        "outcome": "error", "why": "the session's row could not start: the rows manager is stopping",
+    }  # fmt: skip
+    assert r.cgroups is not None and r.cgroups.dirs
+    assert not any(os.path.exists(d) for d in r.cgroups.dirs.values())
+    assert not os.path.exists(os.path.join(node.state_dir, claims.WORKSPACES, h))
 
 
 class LinkCarrier(DirCarrier):

@@ -8,6 +8,7 @@ import os
 import secrets
 import shutil
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import pytest
 
 from sotd.demo.ocx_seed import BOARD_C, MAKEFILE  # the board project the demo builds too
 from sotd.jobs import disk, nodepolicy, runner, spec
+from sotd.jobs import launchers as la
 from sotd.jobs import limits as lim
 from sotd.jobs.nodepolicy import DEFAULT_MAXIMA
 from sotd.jobs.steps import Target
@@ -82,15 +84,22 @@ def node() -> Iterator[runner.JobNode]:
         state_dir=os.path.join(top, "state"),
     )
     yield n
-    for d in os.listdir("/sys/fs/cgroup/pids"):  # teardown: nothing of ours survives a failed test
-        if d.startswith("sotd-job-"):
+    kill_own_cgroups(n.state_dir)
+    disk.release_below(top)  # the workspaces' own file systems
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def kill_own_cgroups(state_dir: str) -> None:
+    """Teardown: nothing of ours survives a failed test, and nothing of a test running beside this one is
+    touched (only the cgroups of this node's runs, ``STATE/<RUN-HASH>``)."""
+    mine = {"sotd-job-" + h[:16] for h in os.listdir(state_dir)} if os.path.isdir(state_dir) else set()
+    for d in os.listdir("/sys/fs/cgroup/pids"):
+        if d in mine:
             cg = lim.Cgroups.existing(
                 {"pids": f"/sys/fs/cgroup/pids/{d}"}, lim.plan(spec.Limits(), lim.CgroupFacts(), 0)
             )
             cg.kill()
             cg.remove()
-    disk.release_below(top)  # the workspaces' own file systems
-    shutil.rmtree(top, ignore_errors=True)
 
 
 def body(
@@ -115,6 +124,12 @@ def body(
             "unversioned_files": [{"at": "$$workspace$$/tree/out/board.img", "as": "builds/board.img"}],
         },
     }  # fmt: skip
+
+
+def child(r: runner.JobRun) -> subprocess.Popen[bytes]:
+    """The sandbox's child process of a run this node started (``launchers.Direct``)."""
+    assert isinstance(r.launcher, la.Direct) and r.launcher.proc is not None
+    return r.launcher.proc
 
 
 def make_run(node: runner.JobNode, b: dict[str, Any], hash_name: str = "sha3_256") -> runner.JobRun:
@@ -266,13 +281,12 @@ def test_adopt_lost_when_processes_are_gone_and_adopted_when_alive(node: runner.
     adopted.stop()
     e = adopted.wait(timeout=5)
     assert e.outcome == "stopped"
-    assert r.proc is not None and r.proc.wait(timeout=5) is not None
+    assert child(r).wait(timeout=5) is not None
     # a second run whose processes are gone at restart: lost
     r2 = make_run(node, body(["sh", "-c", "sleep 30"], {"wall": 20}))
     assert r2.start() is not None
-    assert r2.proc is not None
-    r2._kill()  # the processes die with the node; no wait() ever records the end
-    r2.proc.wait(timeout=5)
+    r2.launcher.kill()  # the processes die with the node; no wait() ever records the end
+    child(r2).wait(timeout=5)
     assert not os.path.exists(os.path.join(r2.dir, "ended.json"))
     lost = runner.adopt(node.state_dir, r2.run_hash, node)
     assert isinstance(lost, runner.Ended) and lost.outcome == "lost"

@@ -115,7 +115,7 @@ def test_launch_binds_by_descriptor_with_the_filter_and_refuses_a_link(top: str)
 def test_claim_workspace_refuses_nesting_whatever_the_owner(top: str) -> None:
     """The node's record of workspaces refuses a workspace inside another run's, or holding one, even
     when that one is root-owned (a uid-0 sandbox's); a sibling is fine."""
-    from sotd.jobs.runner import claim_workspace
+    from sotd.jobs.claims import claim_workspace
 
     state = os.path.join(top, "state")
     claim_workspace(state, "a" * 64, "/srv/ocx/u/p/r/" + "a" * 64)

@@ -58,7 +58,7 @@ def lab() -> Iterator[rk.Lab]:
         if srv is not None:
             srv.terminate()
             srv.wait(timeout=10)
-        rk.sandbox_cleanup(top)
+        rk.sandbox_cleanup(top, [os.path.join(top, f"{who}-state") for who in rk.NODE_LOGIN])
         shutil.rmtree(top, ignore_errors=True)
 
 

@@ -122,7 +122,7 @@ def lab() -> Iterator[rk.Lab]:
     finally:
         if srv is not None:
             seed.stop(srv)
-        rk.sandbox_cleanup(top)
+        rk.sandbox_cleanup(top, [os.path.join(top, f"{who}-state") for who in rk.NODE_LOGIN])
         shutil.rmtree(top, ignore_errors=True)
 
 

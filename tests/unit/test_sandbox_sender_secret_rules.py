@@ -127,6 +127,6 @@ def test_secrets_moved_puts_the_url_in_a_private_args_file() -> None:
     ],
 )
 def test_nested_in(at: str, want: tuple[str, str] | None) -> None:
-    from sotd.jobs.runner import nested_in
+    from sotd.jobs.claims import nested_in
 
     assert nested_in(at, {"x": "/r/u/p/x", "y": "/r/u/q/y"}) == want

@@ -7,7 +7,7 @@ looks again at runs a previous daemon left unfinished (adopted, or ended ``lost`
 ``interval`` seconds. ``stop(svc)`` asks the loop to end and waits for it (bounded); runs in progress are
 left as they are, to be adopted or ended ``lost`` by the next start.
 
-Sessions (O11): given the daemon's ``Rows`` and its event loop, ``RowSessions`` is the node's
+Sessions (O11): given the daemon's ``DaemonRows`` and its event loop, ``RowSessions`` is the node's
 ``SessionHost``: a session is one row (agent ``claude``, so the wake reads its screen) whose handle
 ``ocx-<RUN-HASH[:16]>`` is registered in the comm registry and declared on the row; deliveries are filed
 with the comm folder's normal filing (``ops.file_locally``: the registry checks, then ``inbox.append``), so
@@ -130,8 +130,9 @@ class RowSessions:
         self.handles.pop(session_id, None)
 
 
-class OcxNode:
-    """The node, its readers, and the thread that runs them."""
+class OcxService:
+    """The daemon's OCX service: the node's clones (``NodeClones``), its readers (``Runs``), and the
+    thread that runs them."""
 
     def __init__(self, node: NodeClones, runs: Runs) -> None:
         self.node = node
@@ -159,7 +160,7 @@ class OcxNode:
 
 def start(
     environ: Mapping[str, str], rows: DaemonRows | None = None, loop: asyncio.AbstractEventLoop | None = None
-) -> OcxNode | None:
+) -> OcxService | None:
     """The running node when ``environ`` names an OCX configuration that exists, else ``None``. With
     ``rows`` and the daemon's ``loop``, the node runs sessions in those rows."""
     from sotd.ocx.config import config_path, load_config
@@ -175,7 +176,7 @@ def start(
         settings = load_settings(config, environ)
         node = NodeClones(config)
         host = RowSessions(rows, loop) if rows is not None and loop is not None else None
-        svc = OcxNode(node, Runs(node, settings, sessions=host).attach())
+        svc = OcxService(node, Runs(node, settings, sessions=host).attach())
     except (SotdError, OSError) as e:
         log.error("ocx: not serving the clones of %s: %s", path, getattr(e, "message", e))
         return None
@@ -189,7 +190,7 @@ def start(
     return svc
 
 
-def stop(svc: OcxNode | None) -> None:
+def stop(svc: OcxService | None) -> None:
     """Stop the node started by ``start`` (nothing when it returned ``None``)."""
     if svc is not None:
         svc.close()

@@ -1,7 +1,8 @@
 """The errors the jobs layer raises: each a ``SotdError`` with a stable code and one clear sentence.
 
 A ``Refused`` becomes ``ended {"outcome": "refused", "why": message}``; a ``StepFailed`` becomes
-``ended {"outcome": "error", "step": index}``. Nothing here prints.
+``ended {"outcome": "error", "step": index}``; a ``LaunchFailed`` ``ended {"outcome": "error", "why":
+message}``. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ class StepFailed(JobError):
         super().__init__(message)
         self.step = step
         self.kind = kind
+
+
+class LaunchFailed(JobError):
+    """The prepared run's launcher could not start its sandbox (a session's row did not open, say)."""
+
+    code = "job_launch_failed"
 
 
 class PolicyError(JobError):

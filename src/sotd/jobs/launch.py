@@ -33,9 +33,7 @@ def fill(spec: dict[str, object]) -> list[str]:
         argv[int(index)] = str(fd)
     at = spec.get("seccomp")
     if isinstance(at, int):
-        fd = os.memfd_create("seccomp", 0)
-        os.write(fd, seccomp.program())
-        os.lseek(fd, 0, os.SEEK_SET)
+        fd = seccomp.memfd()
         os.set_inheritable(fd, True)
         argv[at] = str(fd)
     return argv

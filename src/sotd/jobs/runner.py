@@ -1,12 +1,14 @@
 """The run executor (ocx.md 1.7 and section 6): policy, steps, sandbox, limits, process, outcome.
 
-``Run(body, ...)``: ``start()`` parses, resolves, checks the policy, caps the limits, runs the workspace
-steps and starts the process under ``setpriv + bwrap`` in its own process group and cgroup, with its
-stdout/stderr going to log files in the run's state folder; it returns the ``started`` body, or ``None``
-when the run ended before starting (``refused``/``error``; ``result`` holds it). ``wait()`` supervises
-(wall timer, whole-run CPU budget, stop requests) and returns the ``Ended``. ``stop()`` may be called
+``JobRun(body, ..., launcher=)``: ``start()`` parses, resolves, checks the policy, caps the limits, runs
+the workspace steps, makes the run's cgroups and hands the prepared run (``launchers.PreparedRun``) to its
+launcher: by default ``launchers.Direct``, the process under ``setpriv + bwrap`` in its own process group
+and cgroup with its stdout/stderr in log files of the run's state folder (a session's is
+``sotd.ocxrun.sessions.RowLauncher``). It returns the ``started`` body, or ``None`` when the run ended
+before starting (``refused``/``error``; ``result`` holds it). ``wait()`` supervises (``supervise``: wall
+timer, whole-run CPU budget, disk, stop requests) and returns the ``Ended``. ``stop()`` may be called
 from any thread. ``adopt(state_dir, run_hash)`` after a node restart: the run is supervised again if its
-processes live, else it ends ``lost``.
+processes live (``launchers.Adopted``), else it ends ``lost``.
 
 State folder ``STATE_DIR/<RUN-HASH>/``: ``state.json`` (written once the process started: what adopt
 needs), ``stdout``, ``stderr``, ``status.json`` (bwrap's ``--json-status-fd``: child pid, then
@@ -33,28 +35,27 @@ unset there would hand the process entries it cannot find.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import signal
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from functools import partial
 
-from sotd import _clock, fsprim, sysprobe
+from sotd import _clock, fsprim
 from sotd.jobs import disk as dsk
+from sotd.jobs import launchers as la
 from sotd.jobs import limits as lim
 from sotd.jobs import nodepolicy, paths, placeholders, seccomp, spec
 from sotd.jobs import sandbox as sbx
 from sotd.jobs import steps as stp
-from sotd.jobs.errors import Refused, StepFailed
+from sotd.jobs.claims import claim_workspace, release_workspace
+from sotd.jobs.errors import LaunchFailed, Refused, StepFailed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterator, Mapping
+    from collections.abc import Callable, Mapping
 
 POLL = 0.05
 DISK_POLL = 2.0  # seconds between two measures of the workspace's disk use (limits.disk)
@@ -214,14 +215,6 @@ def hash_file(path: str, top: str, hash_name: str, copy_to: str | None = None) -
         os.close(fd)
 
 
-def _starttime(pid: int) -> int | None:
-    """The start time of a live ``pid`` (``None`` when it is gone, or a zombie no one reaped yet: an
-    adopted run's bwrap is the child of whoever adopted the orphan, not ours)."""
-    got = sysprobe.stat_of(pid)
-    tick = None if got is None or not got[1] or got[1][0] in ("Z", "X") else sysprobe.tick_in(got[1])
-    return None if tick is None else int(tick)
-
-
 def env_with_home(env: Mapping[str, str], homes: tuple[str, ...], workspace: str) -> dict[str, str]:
     """The sandboxed process's whole environment (O7; docs/ocx.md "The HOME"): ``process.env`` as it is,
     plus ``HOME=<workspace>/home`` (where ``bring_homes`` copied them) when the run brings ``homes`` and
@@ -269,6 +262,7 @@ class JobRun:
         target: stp.Target,
         node: JobNode,
         hash_name: str = "sha3_256",
+        launcher: la.Launcher | None = None,
     ) -> None:
         self.body = body
         self.run_hash = run_hash
@@ -283,9 +277,7 @@ class JobRun:
         self.limits = spec.Limits()
         self.plan: lim.Plan | None = None
         self.cgroups: lim.Cgroups | None = None
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.pid: int | None = None
-        self.start_time: int | None = None
+        self.launcher: la.Launcher = la.Direct() if launcher is None else launcher
         self.started_at = 0.0
         self.deadline: float | None = None
         self._stop = threading.Event()
@@ -306,7 +298,9 @@ class JobRun:
         why = nodepolicy.check(resolved, self.node.policy, self.values)
         if why:
             raise Refused(why)
-        self._refuse_kind(resolved)
+        why = self.launcher.refuse(resolved, self.values)
+        if why:
+            raise Refused(why)
         self.limits = nodepolicy.cap_limits(resolved.limits, self.node.policy)
         facts = self.node.facts if self.node.facts is not None else lim.read_facts()
         self.plan = lim.plan(self.limits, facts, resolved.sandbox.uid)
@@ -318,17 +312,12 @@ class JobRun:
             self.plan = replace(self.plan, how=how)
         return resolved
 
-    def _refuse_kind(self, run: spec.RunSpec) -> None:
-        """After the policy allowed ``run``: ``Refused`` when this executor cannot run its kind."""
-        if run.process.session:
-            raise Refused("session runs are started by the daemon's terminal, not by the jobs executor")
-
     def _check_sources(self, run: spec.RunSpec, *, before_steps: bool) -> None:
         """Every bind source opened without following a symlink (``paths.open_nofollow``) and reachable
         by the sandbox uid. Before the steps, paths the steps make (below the workspace) wait; after them
         the descriptors are kept in ``bind_fds`` for bwrap's ``--bind-fd``/``--ro-bind-fd``."""
         sb = run.sandbox
-        links = self._usr_links()
+        links = self.usr_links()
         ws = self.values.get("workspace", "/")
         self._close_binds()
         for p in dict.fromkeys((*sb.read_only, *sb.read_write)):
@@ -374,7 +363,8 @@ class JobRun:
             os.close(fd)
         self.bind_fds = {}
 
-    def _usr_links(self) -> Mapping[str, str]:
+    def usr_links(self) -> Mapping[str, str]:
+        """The host's merged-/usr links (``sandbox.host_usr_links``), or the node's for a test."""
         return self.node.usr_links if self.node.usr_links is not None else sbx.host_usr_links()
 
     def _end_early(self, e: Ended) -> None:
@@ -416,6 +406,9 @@ class JobRun:
         except StepFailed as e:
             self._end_early(Ended("error", step=e.step, why=e.message))
             return None
+        except LaunchFailed as e:
+            self._end_early(Ended("error", why=e.message))
+            return None
         except BaseException:
             release_workspace(self.node.state_dir, self.run_hash)  # whatever failed, the claim ends here
             with contextlib.suppress(OSError):
@@ -428,65 +421,37 @@ class JobRun:
             started["checkins"] = list(self.checkins)
         return started
 
-    def _spawn(self, run: spec.RunSpec) -> None:
+    def prepared(self, run: spec.RunSpec) -> la.PreparedRun:
+        """The value every launcher starts from (``launchers.PreparedRun``), once checks, steps and homes
+        are done."""
         assert self.plan is not None
-        os.makedirs(self.dir, mode=0o700, exist_ok=False)
-        cg = lim.Cgroups(self.plan, "sotd-job-" + self.run_hash[:16])
-        cg.create(self.limits.processes, self.limits.memory)
-        self.cgroups = cg
-        fds: list[int] = []
-        try:
-            for c in run.sandbox.created_files:
-                fd = os.memfd_create("created", 0)
-                os.write(fd, c.content.encode())
-                os.lseek(fd, 0, os.SEEK_SET)
-                fds.append(fd)
-            filter_fd = None
-            if self.node.policy.seccomp and seccomp.available():
-                filter_fd = os.memfd_create("seccomp", 0)
-                os.write(filter_fd, seccomp.program())
-                os.lseek(filter_fd, 0, os.SEEK_SET)
-                fds.insert(len(run.sandbox.created_files), filter_fd)
-            status_fd = os.open(
-                os.path.join(self.dir, "status.json"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
-            )
-            fds.append(status_fd)
-            out = os.open(os.path.join(self.dir, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            err = os.open(os.path.join(self.dir, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            fds += [out, err]
-            argv = sbx.bwrap_argv(
-                run.sandbox, run.process, usr_links=self._usr_links(),
-                data_fds=fds[: len(run.sandbox.created_files)], status_fd=status_fd, bind_fds=self.bind_fds,
-                tmp_size=self.limits.tmp_size, seccomp_fd=filter_fd,
-                user_namespaces=self.node.policy.user_namespaces,
-            )  # fmt: skip
-            self.started_at = time.monotonic()
-            if self.limits.wall is not None:
-                self.deadline = self.started_at + self.limits.wall
-            try:
-                self.proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    pass_fds=(*fds[:-2], *self.bind_fds.values()),
-                    start_new_session=True,
-                    env={"PATH": "/usr/bin:/bin"},
-                    preexec_fn=partial(  # noqa: PLW1509 -- only os/resource calls; see limits.preexec
-                        lim.preexec, cg.procs_files(), lim.rlimits_for(self.limits, self.plan)
-                    ),
-                )
-            except (OSError, subprocess.SubprocessError) as e:
-                cg.remove()
-                raise Refused(f"this node could not start the sandbox: {e}") from None
-        finally:
-            for fd in fds:
-                os.close(fd)
-        self.pid = self.proc.pid
-        self.start_time = _starttime(self.pid)
-        self._save_state(run)
+        pol = self.node.policy
+        return la.PreparedRun(
+            run_hash=self.run_hash, dir=self.dir, run=run, values=dict(self.values), limits=self.limits,
+            plan=self.plan, bind_fds=dict(self.bind_fds), usr_links=self.usr_links(),
+            seccomp=pol.seccomp and seccomp.available(), user_namespaces=pol.user_namespaces,
+        )  # fmt: skip
 
-    def _save_state(self, run: spec.RunSpec) -> None:
+    def _spawn(self, run: spec.RunSpec) -> None:
+        """The state folder, the cgroups (``launchers.make_cgroups``), the wall clock, then the launcher;
+        the cgroups go again when the launcher cannot start."""
+        os.makedirs(self.dir, mode=0o700, exist_ok=False)
+        p = self.prepared(run)
+        self.cgroups = la.make_cgroups(p)
+        self.started_at = time.monotonic()
+        if self.limits.wall is not None:
+            self.deadline = self.started_at + self.limits.wall
+        try:
+            self.launcher.start(p, self.cgroups)
+        except BaseException:
+            self.cgroups.kill()
+            self.cgroups.remove()
+            raise
+        st = self.launcher.state()
+        if st is not None:
+            self._save_state(run, st)
+
+    def _save_state(self, run: spec.RunSpec, launched: Mapping[str, object]) -> None:
         assert self.plan is not None and self.cgroups is not None
         _write_json(
             os.path.join(self.dir, "state.json"),
@@ -496,8 +461,8 @@ class JobRun:
                 "repository_name": self.repository_name,
                 "values": self.values,
                 "hash_name": self.hash_name,
-                "pid": self.pid,
-                "start_time": self.start_time,
+                "pid": launched.get("pid"),
+                "start_time": launched.get("start_time"),
                 "started": _clock.now(),
                 "deadline": None if self.limits.wall is None else _clock.now() + self.limits.wall,
                 "cpu": self.limits.cpu,
@@ -506,11 +471,19 @@ class JobRun:
                 "workspace": self.values.get("workspace"),
                 "outputs": [[o.at, o.as_] for o in run.process.unversioned_files],
                 "cgroups": self.cgroups.dirs,
-                "plan": {"pids": self.plan.pids, "cpu": self.plan.cpu, "kill": self.plan.kill},
+                "plan": plan_record(self.plan),
             },
         )
 
     # -------------------------------------------------------------------------------------- supervision
+
+    def resolve_again(self) -> spec.RunSpec:
+        """The run resolved again from its body and its recorded ``values`` (after a node restart, or
+        ``restored``); ``Refused`` (or ``KeyError``) when they no longer resolve."""
+        keys = ("root", "repository_name", "run", "release")
+        base: dict[str, str] = {k: self.values[k] for k in keys if k in self.values}
+        run, _ = placeholders.resolve(spec.parse_run(self.body), base)
+        return run
 
     def how(self) -> Mapping[str, str]:
         """How each applied limit is enforced (for logs or an extended ``started``)."""
@@ -520,90 +493,49 @@ class JobRun:
         """Ask the run to stop: the whole tree is killed and the run ends ``stopped``. Thread-safe."""
         self._stop.set()
 
-    def _alive(self) -> bool:
-        if self.proc is not None:
-            return self.proc.poll() is None
-        if self.pid is not None and self.start_time is not None and _starttime(self.pid) == self.start_time:
-            return True
-        return self.cgroups is not None and bool(self.cgroups.dirs) and not self.cgroups.empty()
-
-    def _kill(self) -> None:
-        if self.cgroups is not None and self.cgroups.dirs:
-            self.cgroups.kill()
-        if self.pid is not None and (self.proc is not None or _starttime(self.pid) == self.start_time):
-            lim.kill_tree(self.pid, self.pid)
-
     def wait(self, timeout: float | None = None) -> Ended:
         """Supervise until the run ends (or ``timeout`` passes: then ``TimeoutError``); the ``Ended``."""
         if self.result is not None:
             return self.result
         with self._lock:
             give_up = None if timeout is None else time.monotonic() + timeout
-            stopped = timed_out = cpu_over = disk_over = False
-            next_disk = time.monotonic() + DISK_POLL
-            measured = not self.own_fs()
-            while self._alive():
-                if self._stop.is_set():
-                    stopped = True
-                elif self.deadline is not None and time.monotonic() >= self.deadline:
-                    timed_out = True
-                elif self.cgroups is not None and lim.over_budget(
-                    self.cgroups.cpu_seconds(), self.limits.cpu
-                ):
-                    cpu_over = True
-                elif not measured or time.monotonic() >= next_disk:
-                    next_disk = time.monotonic() + DISK_POLL
-                    disk_over = self.disk_hit()
-                if stopped or timed_out or cpu_over or disk_over:
-                    self._kill()
-                    break
-                if give_up is not None and time.monotonic() >= give_up:
-                    raise TimeoutError(f"run {self.run_hash[:12]} still running")
-                time.sleep(POLL)
-            if self.proc is not None:
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    lim.kill_tree(self.proc.pid, self.proc.pid)
-                    self.proc.wait()
-            exit_status = self._exit_status()
-            pids_refused = self.cgroups.pids_refused() if self.cgroups else 0
-            memory_hit = self.cgroups.memory_hit() if self.cgroups else False
-            if not disk_over:
-                disk_over = self.disk_hit()
-            if self.cgroups is not None and not cpu_over and self.limits.cpu is not None:
-                cpu_over = lim.over_budget(self.cgroups.cpu_seconds(), self.limits.cpu)
-            if self.cgroups is not None:
-                self.cgroups.kill()  # nothing outlives the run, whatever it left behind
-                self.cgroups.remove()
-            verdict = bool(self.run.process.verdict) if self.run else False
-            outcome, limit = classify(
-                exit_status=exit_status,
-                verdict=verdict,
-                stopped=stopped,
-                timed_out=timed_out,
-                cpu_over=cpu_over,
-                pids_refused=pids_refused,
-                memory_hit=memory_hit,
-                disk_over=disk_over,
-            )
-            e = self._collect(Ended(outcome, exit=exit_status, limit=limit, why=self.disk_why(limit)))
-            e.limits_hit = limits_hit(
-                cpu_over=cpu_over or limit == "cpu",
-                pids_refused=pids_refused,
-                memory_hit=memory_hit,
-                disk_over=disk_over,
-                file_size=self.limits.file_size,
-                sizes=[os.path.getsize(p) for p in (*e.files.values(), *e.log_files.values())],
-                killed_by_xfsz=limit == "file_size",
-                missing=bool(e.missing),
-            )
-            self.result = e
+            met = supervise(self, stop=self._stop.is_set, poll=POLL, give_up=give_up)
+            self.launcher.reap()
+            self.result = self._ended(met)
             self.node.passwords.release(self.run_hash)
             _write_json(os.path.join(self.dir, "ended.json"), self.result.to_json())
             release_workspace(self.node.state_dir, self.run_hash)
             self.disks.end(self.run_hash)  # then the retention (this run's outputs are copied already)
             return self.result
+
+    def _ended(self, met: str | None) -> Ended:
+        """The ``Ended`` of a run whose sandbox is gone, after ``supervise`` answered ``met``: the last
+        measures of its cgroups and disk, its outcome (``classify``), outputs and ``limits_hit``; its
+        cgroups are emptied and removed."""
+        stopped, timed_out, cpu_over, disk_over = (met == m for m in ("stopped", "timed_out", "cpu", "disk"))
+        exit_status = self.exit_status()
+        pids_refused = self.cgroups.pids_refused() if self.cgroups else 0
+        memory_hit = self.cgroups.memory_hit() if self.cgroups else False
+        if not disk_over:
+            disk_over = self.disk_hit()
+        if self.cgroups is not None and not cpu_over and self.limits.cpu is not None:
+            cpu_over = lim.over_budget(self.cgroups.cpu_seconds(), self.limits.cpu)
+        if self.cgroups is not None:
+            self.cgroups.kill()  # nothing outlives the run, whatever it left behind
+            self.cgroups.remove()
+        outcome, limit = classify(
+            exit_status=exit_status, verdict=bool(self.run.process.verdict) if self.run else False,
+            stopped=stopped, timed_out=timed_out, cpu_over=cpu_over, pids_refused=pids_refused,
+            memory_hit=memory_hit, disk_over=disk_over,
+        )  # fmt: skip
+        e = self.collect(Ended(outcome, exit=exit_status, limit=limit, why=self.disk_why(limit)))
+        e.limits_hit = limits_hit(
+            cpu_over=cpu_over or limit == "cpu", pids_refused=pids_refused, memory_hit=memory_hit,
+            disk_over=disk_over, file_size=self.limits.file_size,
+            sizes=[os.path.getsize(p) for p in (*e.files.values(), *e.log_files.values())],
+            killed_by_xfsz=limit == "file_size", missing=bool(e.missing),
+        )  # fmt: skip
+        return e
 
     def own_fs(self) -> bool:
         """Is this run's workspace a file system of its own (``disk.Disks.make``)? Read once."""
@@ -639,16 +571,13 @@ class JobRun:
         except (OSError, Refused):
             return 0
 
-    def _exit_status(self) -> int | None:
+    def exit_status(self) -> int | None:
+        """bwrap's ``exit-code`` (``status.json``), else what the launcher saw, else ``None``."""
         code = read_exit(os.path.join(self.dir, "status.json"))
-        if code is not None:
-            return code
-        if self.proc is not None and self.proc.returncode is not None:
-            rc = self.proc.returncode
-            return 128 - rc if rc < 0 else rc
-        return None
+        return code if code is not None else self.launcher.exit_status()
 
-    def _collect(self, e: Ended) -> Ended:
+    def collect(self, e: Ended) -> Ended:
+        """``e`` with the outputs hashed and copied into the state folder, and the logs hashed."""
         ws = self.values.get("workspace", "")
         outs = self.run.process.unversioned_files if self.run else ()
         copies = os.path.join(self.dir, "outputs")  # private: what is uploaded is what was hashed
@@ -678,90 +607,86 @@ class JobRun:
         return started, self.wait()
 
 
-WORKSPACES = ".workspaces"  # STATE/.workspaces/<RUN-HASH>: the workspace each run's directory step names
-CLAIMS_LOCK = ".lock"  # STATE/.workspaces/.lock: flock'd while a claim is decided, recorded or dropped
-
-
-def nested_in(at: str, others: Mapping[str, str]) -> tuple[str, str] | None:
-    """Pure: ``(run hash, workspace)`` of another run whose workspace holds ``at`` or lies inside it."""
-    for h, w in sorted(others.items()):
-        if placeholders.inside(at, w) or placeholders.inside(w, at):
-            return h, w
+def supervise(
+    r: JobRun,
+    *,
+    stop: Callable[[], bool],
+    poll: float,
+    sleep: Callable[[float], object] = time.sleep,
+    tick: Callable[[], None] | None = None,
+    give_up: float | None = None,
+    bounds_first: bool = False,
+) -> str | None:
+    """Watch ``r.launcher`` until its sandbox ends or a bound is met, first that holds: ``stopped``
+    (``stop()``), ``timed_out`` (the wall deadline), ``cpu`` (the cgroups' whole-run budget), ``disk``
+    (``r.disk_hit``: every poll on a workspace file system of its own, else every ``DISK_POLL``). A bound
+    met kills the sandbox (``launcher.kill``) and is returned; ``None`` when it ended by itself. Each
+    poll asks ``launcher.alive()`` before the bounds (a job's own end wins the poll it ends in), or after
+    them with ``bounds_first`` (a session: a stop met as its row ends still ends it ``stopped``).
+    ``tick`` runs at every poll (a session's deliveries); past ``give_up`` (monotonic) ``TimeoutError``.
+    The one loop of a job and of a session."""
+    next_disk = time.monotonic() + DISK_POLL
+    measured = not r.own_fs()
+    while bounds_first or r.launcher.alive():
+        met = None
+        if stop():
+            met = "stopped"
+        elif r.deadline is not None and time.monotonic() >= r.deadline:
+            met = "timed_out"
+        elif r.cgroups is not None and lim.over_budget(r.cgroups.cpu_seconds(), r.limits.cpu):
+            met = "cpu"
+        elif not measured or time.monotonic() >= next_disk:
+            next_disk = time.monotonic() + DISK_POLL
+            met = "disk" if r.disk_hit() else None
+        if met is not None:
+            r.launcher.kill()
+            return met
+        if bounds_first and not r.launcher.alive():
+            break
+        if give_up is not None and time.monotonic() >= give_up:
+            raise TimeoutError(f"run {r.run_hash[:12]} still running")
+        if tick is not None:
+            tick()
+        sleep(poll)
     return None
-
-
-@contextlib.contextmanager
-def _claims_locked(state_dir: str) -> Iterator[str]:
-    """``STATE/.workspaces/``, held under an exclusive ``flock`` of its ``.lock`` (threads and processes
-    of one node each see a claim whole, and never two claims decided at once)."""
-    d = os.path.join(state_dir, WORKSPACES)
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    fd = os.open(os.path.join(d, CLAIMS_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield d
-    finally:
-        os.close(fd)
-
-
-def _claims(d: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name in os.listdir(d):
-        if name.startswith("."):
-            continue
-        try:
-            with open(os.path.join(d, name), encoding="utf-8") as f:
-                out[name] = f.read()
-        except OSError:
-            continue
-    return out
-
-
-def claim_workspace(state_dir: str, run_hash: str, at: str | None) -> None:
-    """``Refused`` when this run's workspace would lie inside another run's recorded one (or hold one),
-    whatever the uids and modes (a uid-0 sandbox owns its workspace as root); else record it in
-    ``STATE/.workspaces/<RUN-HASH>``. Decided and recorded under one lock, so of two runs racing for
-    nested workspaces the second sees the first; a refused run records nothing (issue 24). The claim
-    lasts until ``release_workspace``: the run refused after it, ended, or found dead at a restart."""
-    if not at:
-        return
-    with _claims_locked(state_dir) as d:
-        others = {h: w for h, w in _claims(d).items() if h != run_hash}
-        hit = nested_in(at, others)
-        if hit is not None:
-            raise Refused(
-                f"the workspace {at} would lie inside, or hold, run {hit[0][:12]}'s workspace {hit[1]}"
-            )
-        with open(os.path.join(d, run_hash), "w", encoding="utf-8") as f:
-            f.write(at)
-
-
-def release_workspace(state_dir: str, run_hash: str) -> None:
-    """Drop the workspace claim of ``run_hash`` (idempotent: a run with none is fine)."""
-    d = os.path.join(state_dir, WORKSPACES)
-    if not os.path.isdir(d):
-        return
-    with _claims_locked(state_dir) as d:
-        fsprim.unlink_quiet(os.path.join(d, run_hash))
-
-
-def keep_claims(state_dir: str, live: Collection[str]) -> list[str]:
-    """At a node's start: drop every workspace claim but those of ``live`` (the runs it is about to look
-    at again, which drop their own when they turn out dead); the RUN-HASHes dropped."""
-    d = os.path.join(state_dir, WORKSPACES)
-    if not os.path.isdir(d):
-        return []
-    with _claims_locked(state_dir) as d:
-        gone = sorted(h for h in _claims(d) if h not in live)
-        for h in gone:
-            fsprim.unlink_quiet(os.path.join(d, h))
-    return gone
 
 
 def end_disk(node: JobNode, run_hash: str) -> None:
     """The run ended (however: a session, ``lost``, refused by the OCX layer): its workspace counts as
     finished for the node-wide bound and the retention (``disk.Disks.end``; idempotent)."""
     dsk.Disks(node.state_dir, node.policy.workspaces).end(run_hash)
+
+
+def plan_record(p: lim.Plan) -> dict[str, object]:
+    """What a run's record keeps of its ``Plan``: the mechanisms its supervision needs again."""
+    return {"pids": p.pids, "cpu": p.cpu, "kill": p.kill}
+
+
+def plan_from(rec: object) -> lim.Plan:
+    """The ``Plan`` a record kept (``plan_record``): enough to read and kill the run's cgroups."""
+    pl = rec if isinstance(rec, dict) else {}
+    return lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={}, how={})
+
+
+def restored(
+    rec: Mapping[str, object], *, run_hash: str, node: JobNode, launcher: la.Launcher | None = None
+) -> JobRun:
+    """A ``JobRun`` rebuilt from what a node recorded of it (``state.json``, a session's record): body,
+    values, hash, CPU and disk limits, and its deadline on this clock; ``KeyError``/``TypeError`` when a
+    field is missing or of the wrong type. The caller resolves it again and reopens its cgroups."""
+    values = rec["values"]
+    if not isinstance(values, dict):
+        raise TypeError("the record's values are not an object")
+    r = JobRun(rec["body"], run_hash=run_hash, repository_name=str(rec["repository_name"]), target=stp.Target(""),
+               node=node, hash_name=str(rec.get("hash_name") or "sha3_256"), launcher=launcher)  # fmt: skip
+    r.values = {str(k): str(v) for k, v in values.items()}
+    cpu, disk, deadline = rec.get("cpu"), rec.get("disk"), rec.get("deadline")
+    r.limits = spec.Limits(
+        cpu=cpu if isinstance(cpu, int) else None, disk=disk if isinstance(disk, int) else None
+    )
+    if isinstance(deadline, (int, float)):
+        r.deadline = time.monotonic() + max(0.0, float(deadline) - _clock.now())
+    return r
 
 
 def unfinished(state_dir: str) -> list[str]:
@@ -779,7 +704,7 @@ def unfinished(state_dir: str) -> list[str]:
 
 
 def adopt(state_dir: str, run_hash: str, node: JobNode | None = None) -> JobRun | Ended:
-    """After a node restart: a ``Run`` to ``wait()`` on when the run's processes still live, else the
+    """After a node restart: a ``JobRun`` to ``wait()`` on when the run's processes still live, else the
     ``Ended`` (``lost``, now recorded). A run that already ended gives its recorded ``Ended``. A run
     found ended or dead drops its workspace claim (``release_workspace``); a live one keeps it."""
     got = _adopt(state_dir, run_hash, node)
@@ -806,40 +731,19 @@ def _adopt(state_dir: str, run_hash: str, node: JobNode | None) -> JobRun | Ende
     n = node or JobNode(
         root="/", policy=nodepolicy.Policy(), carrier=stp.FossilCarrier(), state_dir=state_dir
     )
-    r = JobRun(
-        st["body"],
-        run_hash=run_hash,
-        repository_name=st["repository_name"],
-        target=stp.Target(""),
-        node=n,
-        hash_name=st["hash_name"],
-    )
-    r.values = dict(st["values"])
+    r = restored(st, run_hash=run_hash, node=n)
     try:
-        parsed, _ = placeholders.resolve(
-            spec.parse_run(st["body"]),
-            {
-                "root": r.values["root"],
-                "repository_name": st["repository_name"],
-                "run": run_hash,
-                **({"release": r.values["release"]} if "release" in r.values else {}),
-            },
-        )
-        r.run = parsed
+        r.run = r.resolve_again()
     except (Refused, KeyError):
         r.run = None
-    r.limits = spec.Limits(cpu=st.get("cpu"), disk=st.get("disk"))
-    pl = st.get("plan") or {}
-    r.plan = lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={}, how={})
+    r.plan = plan_from(st.get("plan"))
     r.cgroups = lim.Cgroups.existing(st.get("cgroups") or {}, r.plan)
-    r.pid, r.start_time = st.get("pid"), st.get("start_time")
-    if st.get("deadline") is not None:
-        r.deadline = time.monotonic() + max(0.0, st["deadline"] - _clock.now())
-    if r._alive():
+    r.launcher = la.Adopted(st.get("pid"), st.get("start_time"), r.cgroups)
+    if r.launcher.alive():
         return r
     if r.cgroups.dirs:
         r.cgroups.remove()
-    lost = r._collect(Ended("lost", exit=r._exit_status()))
+    lost = r.collect(Ended("lost", exit=r.exit_status()))
     r.result = lost
     _write_json(os.path.join(d, "ended.json"), lost.to_json())
     r.disks.end(run_hash)

@@ -83,3 +83,12 @@ def program() -> bytes:
 def available() -> bool:
     """True on an x86_64 kernel, the only ABI the numbers above name."""
     return os.uname().machine == "x86_64"
+
+
+def memfd() -> int:
+    """``program()`` in a new memfd, rewound: the descriptor bwrap's ``--seccomp`` reads (every sandbox's
+    one copy: ``launchers.Direct`` and a session row's ``sotd.jobs.launch``). The caller closes it."""
+    fd = os.memfd_create("seccomp", 0)
+    os.write(fd, program())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd

@@ -33,9 +33,9 @@ from sotd.ocxrun.sessions import (
     SESSION_OUTBOX,
     SESSION_POLL_S,
     SESSION_RECORD,
+    RowLauncher,
     Session,
     SessionHost,
-    SessionRun,
     session_handle,
 )
 from sotd.ocxrun.settings import (
@@ -61,11 +61,11 @@ __all__ = [
     "SESSION_POLL_S",
     "SESSION_RECORD",
     "Active",
+    "RowLauncher",
     "RunSettings",
     "Runs",
     "Session",
     "SessionHost",
-    "SessionRun",
     "has_login",
     "load_settings",
     "log_name",

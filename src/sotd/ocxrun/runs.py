@@ -1,13 +1,13 @@
 """OCX layer 3 on a node: the ``run`` and ``stop`` readers between ``sotd.ocx`` and ``sotd.jobs``.
 
-``Runs(node, settings)`` registers two readers on an ``sotd.ocx.node.Node``:
+``Runs(node, settings)`` registers two readers on an ``sotd.ocx.node.NodeClones``:
 
 - **run**: a ``run`` whose ``clone`` is the server-code of the clone it arrived in (read fresh from the
   repository) is this node's. Any other clone passes it by and writes nothing. For a run that is this
   node's: ``to`` must be a login of the clone's user table that the configuration acts as, else it ends
-  ``refused``. The run then goes to ``sotd.jobs.runner.Run`` in a thread of its own: node policy, steps,
-  sandbox, limits, process. Its answers go where the run is, with ``Node.answer``: one ``started`` (when
-  the process started), then one ``ended`` (O9). Only after ``ended`` is written are the
+  ``refused``. The run then goes to ``sotd.jobs.runner.JobRun`` in a thread of its own: node policy,
+  steps, sandbox, limits, process. Its answers go where the run is, with ``NodeClones.answer``: one
+  ``started`` (when the process started), then one ``ended`` (O9). Only after ``ended`` is written are the
   ``unversioned_files`` stored below the run's own prefix (``ocx/out/<RUN-HASH>/<as>``; an ``as`` under
   ``ocx/`` is refused) and the logs as ``ocx/logs/<RUN-HASH>/stdout`` and ``…/stderr``, and the clone
   synced, so a reader checks what arrives against the hashes on record. Only senders the policy lists
@@ -38,13 +38,13 @@ from functools import partial
 from urllib.parse import unquote
 
 from sotd.errors import SotdError
-from sotd.jobs import nodepolicy, runner, spec
+from sotd.jobs import claims, nodepolicy, runner, spec
 from sotd.jobs import steps as stp
 from sotd.jobs.errors import Refused
 from sotd.ocx import envelope, fossil
 from sotd.ocx.errors import OcxError
 from sotd.ocxrun.records import read_json, write_json
-from sotd.ocxrun.sessions import SESSION_RECORD, Session, SessionRun, asks_session
+from sotd.ocxrun.sessions import SESSION_RECORD, RowLauncher, Session, asks_session
 from sotd.ocxrun.settings import sender_refusal
 
 TYPE_CHECKING = False
@@ -248,8 +248,7 @@ class Runs:
     def _new_run(self, a: Active, body: object) -> runner.JobRun:
         clone = self.node.config.clone(a.repo)
         info = fossil.repo_info(clone.repository)
-        kind = SessionRun if asks_session(body) else runner.JobRun
-        return kind(
+        return runner.JobRun(
             body,
             run_hash=a.run_hash,
             repository_name=clone.name,
@@ -264,6 +263,7 @@ class Runs:
             ),
             node=self.jobs,
             hash_name=_hash_name(info.hash_policy),
+            launcher=RowLauncher(self.sessions, a.run_hash) if asks_session(body) else None,
         )
 
     def answer(self, a: Active, kind: str, body: object) -> None:
@@ -285,8 +285,6 @@ class Runs:
             a.run = r
             if a.stop_asked:
                 r.stop()
-        if isinstance(r, SessionRun):
-            r.hosted = self.sessions is not None
         try:
             started = r.start()
         except SotdError as e:  # the executor names what it could not do
@@ -296,9 +294,8 @@ class Runs:
             assert r.result is not None
             self.finish(a, r.result, "accepted")
             return
-        if isinstance(r, SessionRun):
-            assert self.sessions is not None
-            Session(self, a, r, self.sessions, started).drive()
+        if isinstance(r.launcher, RowLauncher):
+            Session(self, a, r, r.launcher, started).drive()
             return
         self.answer(a, "started", started)
         self.record(a, "started")
@@ -323,7 +320,7 @@ class Runs:
         """Write ``ended`` (unless already written), then store the outputs and logs, then sync. The run's
         password and workspace claims end here, whatever ended it."""
         self.jobs.passwords.release(a.run_hash)
-        runner.release_workspace(self.jobs_dir, a.run_hash)
+        claims.release_workspace(self.jobs_dir, a.run_hash)
         runner.end_disk(self.jobs, a.run_hash)  # idempotent: a session, a lost or refused run ends here too
         if PHASES.index(phase) < PHASES.index("ended"):
             self.answer(a, "ended", ended.body())
@@ -380,7 +377,7 @@ class Runs:
             recs.append(rec)
         # the workspace claims of runs that ended, or never got this far, go now; the runs looked at
         # again below keep theirs until they turn out dead (issue 24: a claim outlived its run)
-        for h in runner.keep_claims(self.jobs_dir, {str(r.get("run")) for r in recs}):
+        for h in claims.keep_claims(self.jobs_dir, {str(r.get("run")) for r in recs}):
             log.info("ocx: run %s: its workspace claim outlived it; dropped", h[:12])
         out = []
         for rec in recs:

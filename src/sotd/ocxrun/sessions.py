@@ -1,9 +1,11 @@
 """Session runs of OCX layer 3 (O11): a ``session: true`` run as one terminal row of the daemon.
 
-The executor prepares it like any run (policy, steps, homes, sandbox argv: ``SessionRun``), then a
-``SessionHost`` (the daemon's rows, ``sotd.daemon.ocxnode``) runs ``prlimit … python -I -m
-sotd.jobs.launch SPEC`` in one row (which opens the binds and the seccomp filter, then execs ``setpriv …
-bwrap … COMMAND``). Posts from a ``hears`` login answering the run (or an answer of it) are filed as
+The executor (``sotd.jobs.runner.JobRun``) prepares it like any run (policy, steps, homes, cgroups,
+sandbox argv) and starts it through a ``RowLauncher``: a ``SessionHost`` (the daemon's rows,
+``sotd.daemon.ocxnode.RowSessions``) runs ``prlimit … python -I -m sotd.jobs.launch SPEC`` in one row
+(which opens the binds and the seccomp filter, then execs ``setpriv … bwrap … COMMAND``); a ``Session``
+then supervises it with ``runner.supervise``, the loop a job has too. Posts from a ``hears`` login
+answering the run (or an answer of it) are filed as
 sot-comm mail to the session's handle ``ocx-<RUN-HASH[:16]>`` (so the wake wakes it) and mirrored into
 ``$$workspace$$/inbox.jsonl``; ``deliveries`` is ``start``, ``new`` or ``none``. Files the session writes
 into ``$$workspace$$/outbox/`` are posted as OCX messages answering the run. A permitted ``stop`` despawns
@@ -11,10 +13,12 @@ the row (``ended stopped``); the wall limit too (``timed_out``). Without a host 
 sessions end ``refused``. After a restart, a session whose row still lives is adopted (``Session.adopt``:
 deliveries, outbox, stop and wall resume); one whose row is gone ends ``lost``.
 
-A ``Session`` talks to its ``Runs`` (``sotd.ocxrun.runs``) and to the ``Node`` through their public
-methods only (``answer``, ``record``, ``finish``, ``hold_password``, ``adopted``; ``Node.thread``,
-``Node.message_bytes``, ``Node.post``). What would break it: following a link the session put in its
-workspace (it owns its inbox and outbox; every open here refuses links), or delivering out of order.
+A ``Session`` talks to its ``Runs`` (``sotd.ocxrun.runs``), to the executor (``sotd.jobs``: it
+composes a ``JobRun`` and subclasses nothing there) and to the ``NodeClones`` (``sotd.ocx.node``) through
+their public methods only (``answer``, ``record``, ``finish``, ``hold_password``, ``adopted``;
+``NodeClones.thread``, ``.message_bytes``, ``.post``). What would break it: following a link the session
+put in its workspace (it owns its inbox and outbox; every open here refuses links), or delivering out of
+order.
 """
 
 from __future__ import annotations
@@ -30,11 +34,10 @@ from typing import Protocol
 
 from sotd import _clock
 from sotd.errors import SotdError
+from sotd.jobs import launchers as la
 from sotd.jobs import limits as lim
-from sotd.jobs import paths, placeholders, runner, seccomp, spec
-from sotd.jobs import sandbox as sbx
-from sotd.jobs import steps as stp
-from sotd.jobs.errors import Refused
+from sotd.jobs import paths, runner, spec
+from sotd.jobs.errors import LaunchFailed, Refused
 from sotd.ocx import envelope
 from sotd.ocx.errors import InvalidMessage, OcxError
 from sotd.ocxrun.records import write_json
@@ -108,88 +111,116 @@ def _plain_folder(path: str) -> bool:
     return True
 
 
-class SessionRun(runner.JobRun):
-    """The executor's preparation of a ``session: true`` run (policy, steps, homes, sandbox), without its
-    process: ``argv`` is what the session's row runs. ``hosted`` is False on a node without terminal rows
-    (``sotd ocx node``): the run is refused after the policy says it may run."""
+class RowLauncher:
+    """A ``session: true`` run's launcher (``sotd.jobs.launchers.Launcher``): the prepared sandbox started
+    in one terminal row of ``host``. ``start`` makes the session's inbox and outbox, writes the launch
+    spec (``sotd.jobs.launch`` opens the binds and the filter when the row starts) and opens the row
+    running ``prlimit … python -I -m sotd.jobs.launch SPEC`` after joining the run's cgroups. Without a
+    host (``sotd ocx node``) the run is refused after the policy says it may run."""
 
-    hosted = False
+    def __init__(self, host: SessionHost | None, run_hash: str, row: str = "") -> None:
+        self.host = host
+        self.run_hash = run_hash
+        self.row = row
+        self.phase = "starting"  # the row's phase as ``alive`` last read it
+        self.closed = False
 
-    def _refuse_kind(self, run: spec.RunSpec) -> None:
-        if not self.hosted:
-            raise Refused(
-                "this node runs sessions only inside the daemon (sotd daemon run), in its terminal rows"
-            )
+    def refuse(self, run: spec.RunSpec, values: Mapping[str, str]) -> str | None:
+        if self.host is None:
+            return "this node runs sessions only inside the daemon (sotd daemon run), in its terminal rows"
         if run.sandbox.created_files:
-            raise Refused("this node does not create files in a session's sandbox")
-        if "workspace" not in self.values:
-            raise Refused("a session needs a directory step: its inbox and outbox live in $$workspace$$")
+            return "this node does not create files in a session's sandbox"
+        if "workspace" not in values:
+            return "a session needs a directory step: its inbox and outbox live in $$workspace$$"
+        return None
 
-    def _spawn(self, run: spec.RunSpec) -> None:
-        """Prepare the session's folders, its cgroups and its argv (the row starts it; see ``Session``)."""
-        os.makedirs(self.dir, mode=0o700, exist_ok=False)
-        ws = self.values["workspace"]
-        uid, gid = run.sandbox.uid, run.sandbox.gid
-        try:  # new entries in the held workspace, set through their own descriptors (no link followed)
-            wfd = paths.open_dir(ws, "the workspace")
-            try:
-                os.close(paths.make_file_at(wfd, SESSION_INBOX, 0o600, uid, gid))
-                os.close(paths.make_dir_at(wfd, SESSION_OUTBOX, 0o700, uid, gid))
-            finally:
-                os.close(wfd)
-        except OSError as e:
-            raise Refused(f"this node could not prepare the session's inbox and outbox: {e}") from None
-        assert self.plan is not None
-        names = {resource.RLIMIT_CPU: "cpu", resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NPROC: "nproc",
-                 resource.RLIMIT_AS: "as"}  # fmt: skip
-        rl = [f"--{names[res]}={soft}:{hard}" for res, soft, hard in lim.rlimits_for(self.limits, self.plan)]
-        pre = [PRLIMIT, *rl, "--"] if rl else []
-        # the row cannot inherit descriptors: sotd.jobs.launch opens the binds (no link followed) and
-        # the seccomp filter when the row starts, and fills them into the bwrap argv's slots
-        slots: list[tuple[int, str]] = []
-        links = self._usr_links()
-        binds = {p: -1 for p in (*run.sandbox.read_only, *run.sandbox.read_write)
-                 if not ("/usr" in (*run.sandbox.read_only, *run.sandbox.read_write) and p in links)}  # fmt: skip
-        pol = self.node.policy
-        box = sbx.bwrap_argv(run.sandbox, run.process, usr_links=links, tmp_size=self.limits.tmp_size,
-                             bind_fds=binds, seccomp_fd=-1 if pol.seccomp and seccomp.available() else None,
-                             slots=slots, user_namespaces=pol.user_namespaces)  # fmt: skip
-        spec = {
-            "argv": box,
-            "binds": [[i, p] for i, p in slots if p],
-            "seccomp": next((i for i, p in slots if not p), None),
-        }
-        spec_path = os.path.join(self.dir, LAUNCH_SPEC)
-        write_json(spec_path, spec)
-        argv = [*pre, sys.executable, "-I", "-m", "sotd.jobs.launch", spec_path]
-        if not all(argv):  # a row's command is a list of non-empty words
-            raise Refused("a session's command line cannot carry an empty word (an empty env value?)")
-        cg = lim.Cgroups(self.plan, "sotd-job-" + self.run_hash[:16])
-        cg.create(self.limits.processes, self.limits.memory)
-        self.cgroups = cg
-        procs = cg.procs_files()
-        self.argv = argv
-        self.before = [SH, "-c", JOIN_CGROUPS, "sotd-join", *procs, "--"] if procs else []
-        self.started_at = time.monotonic()
-        if self.limits.wall is not None:
-            self.deadline = self.started_at + self.limits.wall
+    def start(self, p: la.PreparedRun, cgroups: lim.Cgroups) -> None:
+        assert self.host is not None
+        ws = p.values["workspace"]
+        make_mailboxes(ws, p.run.sandbox.uid, p.run.sandbox.gid)
+        argv = row_argv(p)
+        procs = cgroups.procs_files()
+        before = [SH, "-c", JOIN_CGROUPS, "sotd-join", *procs, "--"] if procs else []
+        cwd = p.run.process.cwd if p.run.process.cwd and _plain_folder(p.run.process.cwd) else ws
+        try:
+            self.row = self.host.open(run_hash=p.run_hash, label=f"ocx-{p.run_hash[:12]}", root=cwd, argv=argv,
+                                      handle=session_handle(p.run_hash), before=before)  # fmt: skip
+        except Exception as e:
+            what = e.message if isinstance(e, SotdError) else f"{type(e).__name__}: {e}"
+            raise LaunchFailed(f"the session's row could not start: {what}") from None
 
-    def disk_used(self) -> int:
-        """Bytes the session's workspace holds now (the executor's measure of the ``disk`` limit)."""
-        return self._disk_used()
+    def alive(self) -> bool:
+        assert self.host is not None
+        self.phase = self.host.phase(self.row)
+        return self.phase != "ended"
 
-    argv: list[str]
-    before: list[str]
+    def kill(self) -> None:
+        """Despawn the row (once; a failure is logged: the cgroups' kill follows in any case)."""
+        if self.closed or self.host is None or not self.row:
+            return
+        self.closed = True
+        try:
+            self.host.close(self.row)
+        except Exception as e:
+            log.warning("ocx: run %s: row %s not despawned: %s", self.run_hash[:12], self.row, e)
+
+    def reap(self) -> None:
+        return None
+
+    def exit_status(self) -> int | None:
+        return None  # the row does not say how its command exited
+
+    def state(self) -> dict[str, object] | None:
+        return None  # the session keeps its own record (``SESSION_RECORD``)
+
+
+def make_mailboxes(ws: str, uid: int, gid: int) -> None:
+    """``inbox.jsonl`` and ``outbox/`` in the held workspace, set through their own descriptors."""
+    try:
+        wfd = paths.open_dir(ws, "the workspace")
+        try:
+            os.close(paths.make_file_at(wfd, SESSION_INBOX, 0o600, uid, gid))
+            os.close(paths.make_dir_at(wfd, SESSION_OUTBOX, 0o700, uid, gid))
+        finally:
+            os.close(wfd)
+    except OSError as e:
+        raise Refused(f"this node could not prepare the session's inbox and outbox: {e}") from None
+
+
+def row_argv(p: la.PreparedRun) -> list[str]:
+    """The row's command: ``prlimit`` with the run's rlimits, then ``sotd.jobs.launch`` on the launch
+    spec written here (``STATE/<RUN-HASH>/launch.json``): the sandbox argv with a slot for each bind
+    descriptor and the filter, which the row cannot inherit."""
+    names = {resource.RLIMIT_CPU: "cpu", resource.RLIMIT_FSIZE: "fsize", resource.RLIMIT_NPROC: "nproc",
+             resource.RLIMIT_AS: "as"}  # fmt: skip
+    rl = [f"--{names[res]}={soft}:{hard}" for res, soft, hard in lim.rlimits_for(p.limits, p.plan)]
+    pre = [PRLIMIT, *rl, "--"] if rl else []
+    slots: list[tuple[int, str]] = []
+    box = la.sandbox_argv(p, bind_fds=dict.fromkeys(p.binds(), -1), seccomp_fd=-1 if p.seccomp else None,
+                          slots=slots)  # fmt: skip
+    launch = {
+        "argv": box,
+        "binds": [[i, x] for i, x in slots if x],
+        "seccomp": next((i for i, x in slots if not x), None),
+    }
+    spec_path = os.path.join(p.dir, LAUNCH_SPEC)
+    write_json(spec_path, launch)
+    argv = [*pre, sys.executable, "-I", "-m", "sotd.jobs.launch", spec_path]
+    if not all(argv):  # a row's command is a list of non-empty words
+        raise Refused("a session's command line cannot carry an empty word (an empty env value?)")
+    return argv
 
 
 class Session:
     """One session run after its preparation: its row, deliveries, outbox, stop and wall (O11)."""
 
-    def __init__(self, runs: Runs, a: Active, r: SessionRun, host: SessionHost, started: object) -> None:
+    def __init__(self, runs: Runs, a: Active, r: runner.JobRun, rows: RowLauncher, started: object) -> None:
         self.runs = runs
         self.a = a
         self.r = r
-        self.host = host
+        self.rows = rows
+        assert rows.host is not None
+        self.host = rows.host
         self.started = started
         assert r.run is not None
         self.proc = r.run.process
@@ -199,7 +230,6 @@ class Session:
         self.record = os.path.join(r.dir, SESSION_RECORD)
         self.seen_path = os.path.join(r.dir, SESSION_SEEN)
         self.seen: set[str] = set()  # thread messages looked at (delivered, passed by, or skipped by `new`)
-        self.row = ""
         self.ready = False
         self.hit: str | None = None  # the limit a "limit" outcome names, when not cpu
 
@@ -208,11 +238,11 @@ class Session:
         r = self.r
         deadline = None if r.deadline is None else _clock.now() + (r.deadline - time.monotonic())
         write_json(self.record, {
-            "run": self.a.run_hash, "session_id": self.row, "handle": self.handle, "body": r.body,
+            "run": self.a.run_hash, "session_id": self.rows.row, "handle": self.handle, "body": r.body,
             "repository_name": r.repository_name, "hash_name": r.hash_name, "values": r.values,
             "deadline": deadline, "started": self.started, "ready": self.ready, "cpu": r.limits.cpu, "disk": r.limits.disk,
             "cgroups": r.cgroups.dirs if r.cgroups else {},
-            "plan": None if r.plan is None else {"pids": r.plan.pids, "cpu": r.plan.cpu, "kill": r.plan.kill},
+            "plan": None if r.plan is None else runner.plan_record(r.plan),
         })  # fmt: skip
 
     def _see(self, hashes: list[str]) -> None:
@@ -233,27 +263,14 @@ class Session:
         row = rec.get("session_id")
         row = row if isinstance(row, str) else ""
         why = "the session's row was gone after the node restarted"
-        r: SessionRun | None = None
+        r: runner.JobRun | None = None
+        rows = RowLauncher(host, a.run_hash, row)
         try:
-            body, values = rec["body"], rec["values"]
-            assert isinstance(values, dict)
-            r = SessionRun(body, run_hash=a.run_hash, repository_name=str(rec["repository_name"]),
-                           target=stp.Target(""), node=runs.jobs,
-                           hash_name=str(rec.get("hash_name") or "sha3_256"))  # fmt: skip
-            r.values = {str(k): str(v) for k, v in values.items()}
-            keys = ("root", "repository_name", "run", "release")
-            base: dict[str, str] = {k: r.values[k] for k in keys if k in r.values}
-            r.run, _ = placeholders.resolve(spec.parse_run(body), base)
-            dl = rec.get("deadline")
-            if isinstance(dl, (int, float)):
-                r.deadline = time.monotonic() + max(0.0, float(dl) - _clock.now())
-            cpu, pl, dirs = rec.get("cpu"), rec.get("plan"), rec.get("cgroups")
-            disk = rec.get("disk")
-            r.limits = spec.Limits(cpu=cpu if isinstance(cpu, int) else None,
-                                   disk=disk if isinstance(disk, int) else None)  # fmt: skip
+            r = runner.restored(rec, run_hash=a.run_hash, node=runs.jobs, launcher=rows)
+            r.run = r.resolve_again()
+            pl, dirs = rec.get("plan"), rec.get("cgroups")
             if isinstance(pl, dict) and isinstance(dirs, dict) and dirs:
-                r.plan = lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={},
-                                  how={})  # fmt: skip
+                r.plan = runner.plan_from(pl)
                 r.cgroups = lim.Cgroups.existing({str(k): str(v) for k, v in dirs.items()}, r.plan)
         except (KeyError, TypeError, AssertionError, Refused):
             r, why = None, "the node restarted during the session and its record cannot be adopted"
@@ -268,8 +285,7 @@ class Session:
                 r.cgroups.remove()
             runs.finish(a, runner.Ended("lost", why=why), phase)
             return
-        s = cls(runs, a, r, host, rec.get("started"))
-        s.row = row
+        s = cls(runs, a, r, rows, rec.get("started"))
         s.ready = rec.get("ready") is True
         try:
             with open(s.seen_path, encoding="utf-8") as f:
@@ -285,24 +301,10 @@ class Session:
         s._supervise()
 
     def drive(self) -> None:
-        a, r = self.a, self.r
-        cwd = self.proc.cwd if self.proc.cwd and _plain_folder(self.proc.cwd) else self.ws
-        try:
-            self.row = self.host.open(
-                run_hash=a.run_hash, label=f"ocx-{a.run_hash[:12]}", root=cwd, argv=r.argv, handle=self.handle,
-                before=r.before,
-            )  # fmt: skip
-        except Exception as e:
-            what = e.message if isinstance(e, SotdError) else f"{type(e).__name__}: {e}"
-            if r.cgroups is not None:
-                r.cgroups.kill()
-                r.cgroups.remove()
-            self.runs.finish(
-                a, runner.Ended("error", why=f"the session's row could not start: {what}"), "accepted"
-            )
-            return
+        """The row is open (``RowLauncher.start``): record it, answer ``started``, supervise."""
+        a = self.a
         self._save()
-        log.info("ocx: run %s: session @%s in row %s", a.run_hash[:12], self.handle, self.row)
+        log.info("ocx: run %s: session @%s in row %s", a.run_hash[:12], self.handle, self.rows.row)
         self.runs.answer(a, "started", self.started)
         self.runs.record(a, "started")
         self._supervise()
@@ -310,10 +312,7 @@ class Session:
     def _supervise(self) -> None:
         a = self.a
         outcome, why = self._loop()
-        try:
-            self.host.close(self.row)
-        except Exception as e:
-            log.warning("ocx: run %s: row %s not despawned: %s", a.run_hash[:12], self.row, e)
+        self.rows.kill()  # the row is despawned, whatever ended the session
         cg, limit = self.r.cgroups, None
         if cg is not None:
             if outcome == "exited" and lim.over_budget(cg.cpu_seconds(), self.r.limits.cpu):
@@ -326,33 +325,28 @@ class Session:
         self.runs.finish(a, runner.Ended(outcome, limit=limit, why=why), "started")
 
     def _loop(self) -> tuple[str, str | None]:
-        next_disk = time.monotonic() + runner.DISK_POLL
-        while True:
-            if self.a.stop_asked:
-                return "stopped", None
-            if self.r.deadline is not None and time.monotonic() >= self.r.deadline:
-                return "timed_out", None
-            if self.r.own_fs() or time.monotonic() >= next_disk:  # its own file system: a cheap statvfs
-                next_disk = time.monotonic() + runner.DISK_POLL
-                if self.r.disk_hit():
-                    self.hit = "disk"
-                    return "limit", self.r.disk_why("disk")  # the workspace's disk bound
-            if self.r.cgroups is not None and lim.over_budget(
-                self.r.cgroups.cpu_seconds(), self.r.limits.cpu
-            ):
-                return "limit", None  # the whole session's CPU budget
-            phase = self.host.phase(self.row)
-            if phase == "ended":
-                return "exited", "the session's process ended"
-            if phase == "ready" and not self.ready:
-                self.ready = True
-                if self.proc.deliveries == "new":
-                    self._see(list(self._thread()))  # only what arrives from now on
-                self._save()
-            if self.ready:
-                self._deliver()
-            self._post_outbox()
-            self.a.stopped.wait(SESSION_POLL_S)
+        """``runner.supervise`` over the row, with the deliveries and the outbox at every poll:
+        ``(outcome, why)``."""
+        met = runner.supervise(self.r, stop=lambda: self.a.stop_asked, poll=SESSION_POLL_S,
+                               sleep=self.a.stopped.wait, tick=self._tick, bounds_first=True)  # fmt: skip
+        if met is None:
+            return "exited", "the session's process ended"
+        if met == "disk":
+            self.hit = "disk"
+            return "limit", self.r.disk_why("disk")  # the workspace's disk bound
+        if met == "cpu":
+            return "limit", None  # the whole session's CPU budget
+        return met, None
+
+    def _tick(self) -> None:
+        if self.rows.phase == "ready" and not self.ready:
+            self.ready = True
+            if self.proc.deliveries == "new":
+                self._see(list(self._thread()))  # only what arrives from now on
+            self._save()
+        if self.ready:
+            self._deliver()
+        self._post_outbox()
 
     # -------------------------------------------------------------------------------------- deliveries
 
