@@ -469,13 +469,71 @@ def check_topology(lay: Layout, env: dict[str, str], host: str, rep: Report) -> 
                     "box_unreachable",
                     f"the daemon of {box} does not answer over {route} ({e.message})",
                     "mail between this box and that one is not carried",
-                    f"on {box}: sotd daemon start (and check the route: sotd doctor on {box})",
+                    link_fix(
+                        f"{e.message} {e.hint or ''}",
+                        box,
+                        host,
+                        route,
+                        env.get("SOT_SSH_CONFIG", ""),
+                        dials=bool(ep),
+                    ),
                 )
             )
         else:
             rep.ok.append(
                 f"{box}: answers over {route}; {_folder_words(lay, mine, answer.get('comm_folder'))}"
             )
+
+
+def link_fix(err: str, box: str, here: str, route: str, ssh_config: str, *, dials: bool = True) -> str:
+    """The next step for a box whose daemon does not answer over ``route``: for an ``ssh:`` route by ssh's
+    (or the far bridge's) own words in ``err`` — a refused key, an untrusted host key, no sshd, no name, no
+    network, no ``sotd``, no daemon — each naming the box its commands run on (issue 27). ``dials``: this
+    box's daemon holds its link over the route (a guest asking its hub), so a reload redials it now; the
+    hub's route to a guest is only its reverse ssh (spawn, doctor). Pure."""
+    generic = f"on {box}: sotd daemon start (and check the route: sotd doctor on {box})"
+    if not route.startswith("ssh:"):
+        return generic
+    target = route[4:].split("/", 1)[0]
+    ssh = f"ssh -F {ssh_config}" if ssh_config else "ssh"
+    retry = (
+        f"then on {here}: sotd daemon reload (the link dials at once) and sotd doctor"
+        if dials
+        else f"then on {here}: sotd doctor"
+    )
+    if "Permission denied" in err or "Too many authentication failures" in err:
+        return (
+            f"ssh refused this box's key (it will not fix itself): on {here}: cat ~/.ssh/id_ed25519.pub; "
+            f"on {box}: append that line to ~/.ssh/authorized_keys of the user the route logs in as; "
+            f"check on {here}: {ssh} {target} true; {retry}"
+        )
+    if "Host key verification failed" in err or "HOST IDENTIFICATION HAS CHANGED" in err:
+        return (
+            f"ssh does not trust {box}'s host key (changed or never accepted): on {box}: "
+            f"ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub (its fingerprint); on {here}: "
+            f"ssh-keygen -R $({ssh} -G {target} | awk '/^hostname /{{print $2}}'), then {ssh} {target} true "
+            f"and accept the key only if ssh shows that fingerprint; {retry}"
+        )
+    if "Connection refused" in err:
+        return f"nothing listens for ssh on {box}: on {box}: systemctl start ssh (or start its sshd); {retry}"
+    if "Could not resolve hostname" in err:
+        return (
+            f"on {here}: {target} is no host name ssh knows: fix [boxes.{box}] ssh in hosts.toml or a Host "
+            f"entry in ~/.ssh/config; then: sotd daemon reload"
+        )
+    if "timed out" in err or "No route to host" in err or "Network is unreachable" in err:
+        return (
+            f"the network between {here} and {box} does not carry ssh: on {here}: {ssh} -v {target} true "
+            f"shows where it stops (a firewall, a route, the box down); {retry}"
+        )
+    if "not found" in err and "sotd" in err:
+        return (
+            f"on {box}: sotd is not on the PATH of a non-login ssh command (docs/deploy.md, step 1); check "
+            f"on {here}: {ssh} {target} sotd --version"
+        )
+    if "no daemon socket" in err:
+        return f"on {box}: sotd daemon start (its daemon is down); {retry}"
+    return generic
 
 
 def _folder_words(lay: Layout, mine: str, theirs: object) -> str:

@@ -352,6 +352,8 @@ class Daemon:
         changes = topology.describe_changes(old, topo)
         if old_error:
             changes.append("hosts.toml can be read again")
+        if self.uplink is not None:
+            self.uplink.dial_now.set()  # a fixed key or host key is dialled now, not after the wait
         if not changes:
             log.info("hosts.toml read again (%s): no change", why)
             return []
