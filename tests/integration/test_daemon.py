@@ -397,7 +397,8 @@ def test_send_verdict_5s_when_the_daemon_never_answers(tmp_path: Any) -> None:
         took = time.monotonic() - t0
     assert (r.code, r.out) == (1, "")
     assert r.err_lines[0] == f"FAILED -> @alpha: the daemon did not answer at unix:{path}"
-    assert 4.9 <= took < 8.0
+    # the bound counts from the command's start, less the way back (issue 27): never past 5 s of it
+    assert 4.0 <= took < 5.5, took
     assert inbox_lines(comm.layout, "alpha") == []
 
 
@@ -434,8 +435,9 @@ def test_hub_offer_reaches_the_guest_and_relay_send(tmp_path: Any, daemons: list
     assert inbox_lines(hub_comm.layout, "gamma") == []
     # nobody lists it: boxc is in the topology and holds no link
     assert hub.file("zed") == {
-        "error": f"no box knows that handle: zed (no link from: boxc); {never_linked('boxc', hub)}",
+        "error": "no box knows that handle: zed (no link from: boxc)",
         "code": "not_here",
+        "hint": never_linked("boxc", hub),
     }
     # a session on the hub, no endpoint named: its relay is the hub's own daemon (hosts.toml), whose offer
     # files gamma on the guest with one answer; a handle no box lists gets the offer's refusal
@@ -449,7 +451,7 @@ def test_hub_offer_reaches_the_guest_and_relay_send(tmp_path: Any, daemons: list
     assert (r.code, r.out, r.err) == (
         1,
         "",
-        f"FAILED -> @zed: no box knows that handle: zed (no link from: boxc); {never_linked('boxc', hub)}\n",
+        f"FAILED -> @zed: no box knows that handle: zed (no link from: boxc)\n{never_linked('boxc', hub)}\n",
     )
     p = subprocess.run(
         [SOTD, "topology", "relay-endpoint"],
@@ -500,9 +502,8 @@ def test_sighup_reads_hosts_toml_again_and_a_unix_guest_keeps_its_link(
             what="reload",
         )
     answer = hub.file("zed")
-    assert answer["error"].startswith(
-        "no box knows that handle: zed (no link from: boxz); the link from boxz is down"
-    )
+    assert answer["error"] == "no box knows that handle: zed (no link from: boxz)"
+    assert answer["hint"].startswith("the link from boxz is down")
     assert guest.logtext().count("is up") == 1  # the guest's link was kept
     assert hub.logtext().count("link from boxb (") == 1
 
@@ -540,8 +541,9 @@ def test_offer_no_answer_and_no_links(tmp_path: Any, daemons: list[Daemon]) -> N
     put_agents(hub_lay, alpha=live("boxa"))
     hub = start(daemons, work, "hub", hub_lay.home, "boxa", env={"SOT_INBOX_LOCK_WAIT_SECS": "1"})
     assert hub.file("zed") == {
-        "error": f"no box knows that handle: zed (no link from: boxb); {never_linked('boxb', hub)}",
+        "error": "no box knows that handle: zed (no link from: boxb)",
         "code": "not_here",
+        "hint": never_linked("boxb", hub),
     }
     # a linked box that never answers: after lock wait + 1 s
     with raw(hub.sock) as s:  # the fake link

@@ -219,8 +219,8 @@ def test_stopped_guest_daemon_is_named_as_holding_no_link(world: World) -> None:
         if "no link from" in r.err or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    # the D4 sentence, then the link's state (issue 20): when and why boxc's link ended
-    state = r"; the link from boxc is down since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: its connection ended\n"
+    # the D4 sentence, then the link's state on the hint line (issues 20, 27): when and why boxc's link ended
+    state = r"\nthe link from boxc is down since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: its connection ended\n"
     assert r.code == 1 and re.fullmatch(
         r"FAILED -> @nobody: no box knows that handle: nobody \(no link from: boxc\)" + state, r.err
     ), r

@@ -102,12 +102,11 @@ def offer_outcome(
         )
     missing = sorted(set(should_link) - set(linked))
     text = ops.not_here_text(handle)
-    if missing:
-        text += f" (no link from: {', '.join(missing)})"
-        for box in missing:
-            if down and box in down:
-                text += "; " + link_down_text(box, *down[box])
-    return wire_answers.refusal(wire_answers.NOT_HERE, text)
+    if not missing:
+        return wire_answers.refusal(wire_answers.NOT_HERE, text)
+    text += f" (no link from: {', '.join(missing)})"
+    states = [link_down_text(box, *down[box]) for box in missing if down and box in down]
+    return wire_answers.with_hint(wire_answers.refusal(wire_answers.NOT_HERE, text), "; ".join(states))
 
 
 def frame_too_long(frame: dict[str, Any], what: str) -> str:
