@@ -87,3 +87,21 @@ def test_the_hub_asking_a_guest_does_not_reload_a_link_it_does_not_hold() -> Non
     assert doctor.link_fix(err, "boxb", "boxa", "ssh:boxb/boxb", "", dials=False) == (
         "on boxb: sotd daemon start (its daemon is down); then on boxa: sotd doctor"
     )
+
+
+@pytest.mark.parametrize(
+    ("far", "want"),
+    [
+        ({"topology_hub": "boxa"}, ""),
+        ({"host": "boxb"}, ""),  # an older sotd does not say: nothing is claimed
+        (None, ""),
+        ({"topology_hub": "boxc"}, "boxb's hosts.toml names boxc as the hub; this box's names boxa"),
+        ({"topology_hub": ""}, "boxb's hosts.toml names no hub (it has none); this box's names boxa"),
+        (
+            {"topology_hub": "", "topology_error": "line 1: bad"},
+            "boxb's hosts.toml cannot be read (line 1: bad); this box's names boxa as the hub",
+        ),
+    ],
+)
+def test_hub_disagreement_table(far: object, want: str) -> None:
+    assert doctor.hub_disagreement("boxa", "boxb", far) == want

@@ -480,9 +480,35 @@ def check_topology(lay: Layout, env: dict[str, str], host: str, rep: Report) -> 
                 )
             )
         else:
+            disagrees = hub_disagreement(topo.hub, box, answer.get("daemon"))
+            if disagrees:
+                rep.add(
+                    Finding(
+                        "topology_disagrees",
+                        disagrees,
+                        "boxes that name different hubs do not carry each other's mail: their sends say "
+                        "no box knows that handle",
+                        f"the same hosts.toml on every box (moving the hub: docs/deploy.md, section 8): on "
+                        f"{box}: sotd topology path names its file; after the edit: sotd daemon reload there",
+                    )
+                )
             rep.ok.append(
                 f"{box}: answers over {route}; {_folder_words(lay, mine, answer.get('comm_folder'))}"
             )
+
+
+def hub_disagreement(my_hub: str, box: str, far: object) -> str:
+    """``""`` when the far daemon's ``hosts.toml`` names the hub this box's names (or it is an older sotd
+    that does not say); else the sentence saying which hub each names (issue 27 part 3). Pure."""
+    if not isinstance(far, dict) or not isinstance(far.get("topology_hub"), str):
+        return ""
+    theirs = far["topology_hub"]
+    if theirs == my_hub:
+        return ""
+    if far.get("topology_error"):
+        return f"{box}'s hosts.toml cannot be read ({far['topology_error']}); this box's names {my_hub} as the hub"
+    named = f"names {theirs} as the hub" if theirs else "names no hub (it has none)"
+    return f"{box}'s hosts.toml {named}; this box's names {my_hub}"
 
 
 def link_fix(err: str, box: str, here: str, route: str, ssh_config: str, *, dials: bool = True) -> str:

@@ -364,12 +364,15 @@ def version_payload(
     link: dict[str, Any] | None = None,
     links: list[str] | None = None,
     topology_error: str = "",
+    topology_hub: str = "",
 ) -> dict[str, Any]:
     """``version.query``'s ``daemon``: who answers, and the front ends (``fe`` connections) attached now.
     ``send_command`` (ours): the command this box's rows reply with, for a task mail spawned from another
     box (``Rows.send_command``). ``link`` (ours): this box's link to its hub (``endpoint``, ``up``,
     ``since``, ``error``), None when it holds none; ``links``: the boxes linked to this daemon now;
-    ``topology_error`` (ours): why ``hosts.toml`` cannot be read and what the daemon goes on with, or ``""``."""
+    ``topology_error`` (ours): why ``hosts.toml`` cannot be read and what the daemon goes on with, or ``""``;
+    ``topology_hub`` (ours): the hub its ``hosts.toml`` names, ``""`` for none (``sotd doctor`` checks that
+    every box names the same one, issue 27)."""
     return {
         "host": host,
         "version": __version__,
@@ -383,6 +386,7 @@ def version_payload(
         "link": link,
         "links": sorted(links or []),
         "topology_error": topology_error,
+        "topology_hub": topology_hub,
     }
 
 
