@@ -19,9 +19,9 @@ RETRY = "then on boxa: sotd daemon reload (the link dials at once) and sotd doct
             "the daemon did not answer at ssh:boxb/boxb: root@boxb: Permission denied (publickey). timed out",
             "ssh:boxb/boxb",
             "",
-            "ssh refused this box's key (it will not fix itself): on boxa: cat ~/.ssh/id_ed25519.pub; on boxb: "
-            "append that line to ~/.ssh/authorized_keys of the user the route logs in as; check on boxa: "
-            f"ssh boxb true; {RETRY}",
+            "ssh refused this box's key (it will not fix itself): on boxa: ssh -G boxb | grep -i '^identityfile' "
+            "names the keys ssh offers; on boxb: append the .pub line of one of them to ~/.ssh/authorized_keys "
+            f"of the user the route logs in as; check on boxa: ssh boxb true; {RETRY}",
         ),
         (
             "the daemon did not answer at ssh:boxb/boxb: Host key verification failed. timed out",

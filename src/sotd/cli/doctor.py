@@ -529,9 +529,10 @@ def link_fix(err: str, box: str, here: str, route: str, ssh_config: str, *, dial
     )
     if "Permission denied" in err or "Too many authentication failures" in err:
         return (
-            f"ssh refused this box's key (it will not fix itself): on {here}: cat ~/.ssh/id_ed25519.pub; "
-            f"on {box}: append that line to ~/.ssh/authorized_keys of the user the route logs in as; "
-            f"check on {here}: {ssh} {target} true; {retry}"
+            f"ssh refused this box's key (it will not fix itself): on {here}: {ssh} -G {target} | grep -i "
+            f"'^identityfile' names the keys ssh offers; on {box}: append the .pub line of one of them to "
+            f"~/.ssh/authorized_keys of the user the route logs in as; check on {here}: {ssh} {target} true; "
+            f"{retry}"
         )
     if "Host key verification failed" in err or "HOST IDENTIFICATION HAS CHANGED" in err:
         return (

@@ -130,11 +130,14 @@ def redial_text(endpoint: str, err: str, kind: str, delay_s: float) -> str:
     next dial is; a refused login says it will not fix itself and what to do."""
     line = f"link to the hub at {endpoint}: {err}; dialling again in {delay_s:.1f}s"
     if kind == LOGIN_REFUSED:
-        line += (
-            " (ssh refused the login or the host key: this will not fix itself; fix the key on this box,"
-            " then sotd daemon reload dials at once)"
-        )
+        line += REFUSED_NOTE
     return line
+
+
+REFUSED_NOTE = (
+    " (ssh refused the login or the host key: this will not fix itself; fix the key on this box,"
+    " then sotd daemon reload dials at once)"
+)
 
 
 def end_reason(returncode: int | None, last_stderr: str, keepalive: str) -> str:
@@ -263,9 +266,9 @@ class Uplink:
                 except Exception as e:  # a bug or a bad endpoint must not take the daemon down: log, redial
                     log.exception("link to the hub at %s", self.endpoint)
                     err = f"{type(e).__name__}: {e}"
-                self.last_error = err
                 self.down_since = time.time()
                 if self.shutting_down.is_set():
+                    self.last_error = err
                     break
                 now = time.monotonic()
                 if started and now - started[0] >= STABLE_S:
@@ -274,6 +277,8 @@ class Uplink:
                 if master_suspect(self.last_exit, bool(keepalive)):
                     await self._close_master()  # a new dial must not ride a dead connection's master
                 kind = failure_kind(err, bool(started))
+                # the link's state (``sotd daemon status``, a send's hint) says a refused login will not heal
+                self.last_error = err + REFUSED_NOTE if kind == LOGIN_REFUSED else err
                 base = next_delay(base, now - outage_start, kind)
                 delay = jittered(base, random.random())
                 self.failure = kind
