@@ -107,7 +107,14 @@ def test_next_delay_table(prev: float, outage: float, kind: str, want: float) ->
 
 @pytest.mark.parametrize(
     ("base", "spread", "want"),
-    [(1.0, 0.0, 0.5), (1.0, 0.5, 1.0), (1.0, 0.999, 1.499), (30.0, 0.0, 15.0), (1.0, 7.0, 1.5), (1.0, -1.0, 0.5)],
+    [
+        (1.0, 0.0, 0.5),
+        (1.0, 0.5, 1.0),
+        (1.0, 0.999, 1.499),
+        (30.0, 0.0, 15.0),
+        (1.0, 7.0, 1.5),
+        (1.0, -1.0, 0.5),
+    ],
 )
 def test_jittered_table(base: float, spread: float, want: float) -> None:
     assert links.jittered(base, spread) == pytest.approx(want)
@@ -155,13 +162,21 @@ def test_a_hub_that_stays_down_is_backed_off() -> None:
 @pytest.mark.parametrize(
     ("err", "was_up", "want"),
     [
-        ("the link closed before the hub answered hello: root@10.77.0.1: Permission denied (publickey).", False, R),
+        (
+            "the link closed before the hub answered hello: root@10.77.0.1: Permission denied (publickey).",
+            False,
+            R,
+        ),
         ("the link closed before the hub answered hello: Host key verification failed.", False, R),
         ("the link's child exited 255: @ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @", True, R),
         ("exited 255: ssh: connect to host 10.77.0.1 port 22: Connection timed out", False, U),
         ("ssh: connect to host boxa port 22: Connection refused", False, U),
         ("the link's child exited 255: ssh: connect to host boxa port 22: Connection refused", True, F),
-        ("the link closed before the hub answered hello: sotd stdio-bridge: no daemon socket at /r/s", False, F),
+        (
+            "the link closed before the hub answered hello: sotd stdio-bridge: no daemon socket at /r/s",
+            False,
+            F,
+        ),
         ("the hub closed the link", True, F),
     ],
 )

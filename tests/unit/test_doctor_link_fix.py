@@ -75,7 +75,12 @@ RETRY = "then on boxa: sotd daemon reload (the link dials at once) and sotd doct
             "",
             "on boxb: sotd daemon start (and check the route: sotd doctor on boxb)",
         ),
-        ("hello refused: protocol_mismatch", "ssh:boxb/boxb", "", "on boxb: sotd daemon start (and check the route: sotd doctor on boxb)"),
+        (
+            "hello refused: protocol_mismatch",
+            "ssh:boxb/boxb",
+            "",
+            "on boxb: sotd daemon start (and check the route: sotd doctor on boxb)",
+        ),
     ],
 )
 def test_link_fix_table(err: str, route: str, config: str, want: str) -> None:
@@ -105,3 +110,33 @@ def test_the_hub_asking_a_guest_does_not_reload_a_link_it_does_not_hold() -> Non
 )
 def test_hub_disagreement_table(far: object, want: str) -> None:
     assert doctor.hub_disagreement("boxa", "boxb", far) == want
+
+
+@pytest.mark.parametrize(
+    ("holder_host", "verdict", "age", "want_what", "want_fix"),
+    [
+        (
+            "boxb",
+            "UNPROVABLE",
+            3 * 3600 + 5 * 60,
+            "the registry lock /c/registry.lock has been held for 3h05m by boxb pid 42 (it is on another machine)",
+            "on boxb: ps -p 42 -o pid,etime,args; if it is gone there: sotd doctor --fix on boxb (that box can "
+            "prove its death; this one cannot)",
+        ),
+        (
+            "boxa",
+            "ALIVE",
+            75.0,
+            "the registry lock /c/registry.lock has been held for 75s by boxa pid 42 (it is on another machine)",
+            "on this box: ps -p 42 -o pid,etime,args (a stuck sot-comm command: kill 42)",
+        ),
+    ],
+)
+def test_a_registry_lock_held_long_is_a_problem(
+    holder_host: str, verdict: str, age: float, want_what: str, want_fix: str
+) -> None:
+    """Issue 27: a lock held for hours by a holder on another machine was reported ok."""
+    f = doctor.held_long_finding(
+        "/c/registry.lock", holder_host, 42, "it is on another machine", age, verdict, "boxa"
+    )
+    assert (f.code, f.what, f.fix) == ("registry_lock_held_long", want_what, want_fix)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 from sotd.cli.common import out
 from sotd.errors import EXIT_FAILED, EXIT_OK, SotdError, UsageError
@@ -144,6 +145,43 @@ def check_registry(lay: Layout, rep: Report) -> dict[str, object]:
     return agents
 
 
+LOCK_HELD_LONG_S = 60.0  # a join, leave or send holds the registry lock for milliseconds
+
+
+def _age_s(path: str) -> float | None:
+    try:
+        return time.time() - os.lstat(path).st_mtime
+    except OSError:
+        return None
+
+
+def held_long_finding(
+    path: str, holder_host: str, pid: int, why: str, age_s: float, verdict: str, here: str
+) -> Finding:
+    """The registry lock held past ``LOCK_HELD_LONG_S`` by a holder this box cannot prove dead (on another
+    machine, or alive and stuck): a problem, never ``ok`` (issue 27), with the next step on the holder's
+    own box, where its death can be proven. Pure."""
+    from sotd.formats import holder
+
+    held = (
+        f"for {int(age_s // 3600)}h{int(age_s % 3600 // 60):02d}m" if age_s >= 3600 else f"for {int(age_s)}s"
+    )
+    where = "this box" if holder_host == here else holder_host
+    if verdict == holder.ALIVE:
+        fix = f"on {where}: ps -p {pid} -o pid,etime,args (a stuck sot-comm command: kill {pid})"
+    else:
+        fix = (
+            f"on {where}: ps -p {pid} -o pid,etime,args; if it is gone there: sotd doctor --fix on {where} "
+            "(that box can prove its death; this one cannot)"
+        )
+    return Finding(
+        "registry_lock_held_long",
+        f"the registry lock {path} has been held {held} by {holder_host} pid {pid} ({why})",
+        "every join, leave and send waits for it and then fails after the lock's bound",
+        fix,
+    )
+
+
 def check_registry_lock(lay: Layout, host: str, rep: Report) -> None:
     """The registry lock: a holder proven dead (the lock's own reclaim clears it), and reclaim markers
     whose holder and reclaimer are both proven dead."""
@@ -165,7 +203,11 @@ def check_registry_lock(lay: Layout, host: str, rep: Report) -> None:
                 )
             )
         else:
-            rep.ok.append(f"registry lock: held by {value.name} pid {value.pid} ({why})")
+            age = _age_s(lay.reglock)
+            if age is not None and age > LOCK_HELD_LONG_S:
+                rep.add(held_long_finding(lay.reglock, value.name, value.pid, why, age, verdict, host))
+            else:
+                rep.ok.append(f"registry lock: held by {value.name} pid {value.pid} ({why})")
     elif shape == "gone":
         rep.ok.append("registry lock: free")
     elif shape in ("dir", "garbage"):

@@ -52,7 +52,9 @@ log = logging.getLogger("sotd")
 FIRST_S = 1.0
 MAX_S = 30.0
 FAST_WINDOW_S = 30.0  # an outage younger than this is redialled every second
-STABLE_S = 1.0  # a link up at least this long (after its hello) ends an outage; a shorter one is a failed dial
+STABLE_S = (
+    1.0  # a link up at least this long (after its hello) ends an outage; a shorter one is a failed dial
+)
 JITTER_LOW = 0.5  # each wait is spread over [0.5, 1.5) of its base
 JITTER_HIGH = 1.5
 PING_S = 3.0  # keepalive period up the link
@@ -280,7 +282,7 @@ class Uplink:
                 # the link's state (``sotd daemon status``, a send's hint) says a refused login will not heal
                 self.last_error = err + REFUSED_NOTE if kind == LOGIN_REFUSED else err
                 base = next_delay(base, now - outage_start, kind)
-                delay = jittered(base, random.random())
+                delay = jittered(base, random.random())  # noqa: S311 (a spread, not a secret)
                 self.failure = kind
                 log.warning("%s", redial_text(self.endpoint, err, kind, delay))
                 self.dial_now.clear()
