@@ -137,6 +137,12 @@ def test_a_registry_lock_held_long_is_a_problem(
 ) -> None:
     """Issue 27: a lock held for hours by a holder on another machine was reported ok."""
     f = doctor.held_long_finding(
-        "/c/registry.lock", holder_host, 42, "it is on another machine", age, verdict, "boxa"
+        "/c/registry.lock",
+        holder_host,
+        42,
+        "it is on another machine",
+        age_s=age,
+        verdict=verdict,
+        here="boxa",
     )
     assert (f.code, f.what, f.fix) == ("registry_lock_held_long", want_what, want_fix)

@@ -156,7 +156,7 @@ def _age_s(path: str) -> float | None:
 
 
 def held_long_finding(
-    path: str, holder_host: str, pid: int, why: str, age_s: float, verdict: str, here: str
+    path: str, holder_host: str, pid: int, why: str, *, age_s: float, verdict: str, here: str
 ) -> Finding:
     """The registry lock held past ``LOCK_HELD_LONG_S`` by a holder this box cannot prove dead (on another
     machine, or alive and stuck): a problem, never ``ok`` (issue 27), with the next step on the holder's
@@ -205,7 +205,11 @@ def check_registry_lock(lay: Layout, host: str, rep: Report) -> None:
         else:
             age = _age_s(lay.reglock)
             if age is not None and age > LOCK_HELD_LONG_S:
-                rep.add(held_long_finding(lay.reglock, value.name, value.pid, why, age, verdict, host))
+                rep.add(
+                    held_long_finding(
+                        lay.reglock, value.name, value.pid, why, age_s=age, verdict=verdict, here=host
+                    )
+                )
             else:
                 rep.ok.append(f"registry lock: held by {value.name} pid {value.pid} ({why})")
     elif shape == "gone":
