@@ -518,3 +518,49 @@ def test_daemon_status_link_lines(info: dict[str, Any], want: list[str]) -> None
 )
 def test_master_suspect(exit_code: int | None, keepalive: bool, want: bool) -> None:
     assert links.master_suspect(exit_code, keepalive) is want
+
+
+def test_remember_keeps_the_last_box_and_forgets_the_oldest_first() -> None:
+    where: dict[str, str] = {}
+    hub.remember(where, "bob", "boxb", cap=2)
+    hub.remember(where, "cora", "boxc", cap=2)
+    hub.remember(where, "bob", "boxd", cap=2)  # filed elsewhere now: the newest entry
+    hub.remember(where, "dan", "boxb", cap=2)  # over the cap: cora (the least recently filed) goes
+    assert where == {"bob": "boxd", "dan": "boxb"}
+    hub.remember(where, "bob", None, cap=2)
+    assert where == {"dan": "boxb"}
+
+
+@pytest.mark.parametrize(
+    ("known", "linked", "want"),
+    [
+        (None, ["c", "b"], (["b", "c"], [])),  # nothing known: every linked box at once
+        ("c", ["c", "b", "d"], (["c"], ["b", "d"])),  # the box that filed it last, alone first
+        ("z", ["c", "b"], (["b", "c"], [])),  # known but not linked: every linked box
+    ],
+)
+def test_offer_order(known: str | None, linked: list[str], want: tuple[list[str], list[str]]) -> None:
+    assert hub.offer_order(known, linked) == want
+
+
+def test_a_known_box_whose_link_is_down_leads_the_hint() -> None:
+    since = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+    got = hub.offer_outcome(
+        "bob",
+        [("boxc", {"error": "no box knows that handle: bob", "code": "not_here"})],
+        ["boxb", "boxc", "boxd"],
+        ["boxc"],
+        3.0,
+        down={
+            "boxb": (since, "its connection ended"),
+            "boxd": (since, "it has not linked since this daemon started"),
+        },
+        known="boxb",
+    )
+    assert got == {
+        "error": "no box knows that handle: bob (no link from: boxb, boxd)",
+        "code": "not_here",
+        "hint": "@bob was last filed on boxb, and the link from boxb is down since 2027-01-15T08:00:00Z: its "
+        "connection ended; the link from boxd is down since 2027-01-15T08:00:00Z: it has not linked since this "
+        "daemon started",
+    }
