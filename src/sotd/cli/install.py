@@ -687,6 +687,27 @@ def install_skill(claude_dir: str, bin_dir: str) -> tuple[str | None, str | None
     return path, None
 
 
+def note_made_dir(record: dict[str, object], folder: str, existed: bool) -> None:
+    """Record a folder this install made (``~/.claude/skills``, ``~/.codex/rules``), so uninstall removes it
+    again when it is empty (issue 27); one that was there before is never named."""
+    if existed or not os.path.isdir(folder):
+        return
+    made = record.setdefault("made_dirs", [])
+    if isinstance(made, list) and folder not in made:
+        made.append(folder)
+
+
+def remove_made_dirs(record: dict[str, object]) -> None:
+    """The folders ``note_made_dir`` recorded, each removed only when empty (``rmdir`` refuses otherwise)."""
+    made = record.get("made_dirs")
+    for folder in made if isinstance(made, list) else []:
+        if isinstance(folder, str):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass  # not empty (someone else's files are in it), or already gone
+
+
 def uninstall_skill(path: str) -> str | None:
     data = _read_bytes(path)
     if data is None or SKILL_MARK.encode() not in data:
@@ -984,7 +1005,9 @@ def run(argv: list[str]) -> int:
         out(f"Removed retired scripts: {', '.join(removed)}")
     record = read_settings_record(lay)
     claude_dir = os.path.dirname(settings) if settings else os.path.join(os.path.expanduser("~"), ".claude")
+    skills_had = os.path.isdir(os.path.join(claude_dir, "skills"))
     skill, warning = install_skill(claude_dir, lay.bin_dir) if settings or skill_wanted else (None, None)
+    note_made_dir(record, os.path.join(claude_dir, "skills"), skills_had)
     if warning:
         err(warning)
     if skill:
@@ -1029,7 +1052,9 @@ def _install_codex(lay: Layout, record: dict[str, object]) -> None:
             files.pop(path, None)
     _install_codex_functions(lay, record)
     rules = os.path.join(codex_dir(), "rules", CODEX_RULES)
+    rules_had = os.path.isdir(os.path.dirname(rules))
     out(write_codex_rules(rules, lay.bin_dir))
+    note_made_dir(record, os.path.dirname(rules), rules_had)
     if _read_bytes(rules) == codex_rules_text(lay.bin_dir, os.path.expanduser("~")).encode():
         listed = record.setdefault("codex_rules", [])
         if isinstance(listed, list) and rules not in listed:
@@ -1081,6 +1106,7 @@ def uninstall(argv: list[str]) -> int:
             line = uninstall_skill(path)
             if line:
                 out(line)
+    remove_made_dirs(record)
     gone = []
     for name in sorted(names):
         p = os.path.join(lay.bin_dir, name)
