@@ -366,27 +366,44 @@ class Ops:
         return OK
 
     async def comm_file(self, payload: dict[str, Any], origin: str) -> dict[str, Any]:
-        home = await asyncio.to_thread(os.path.isdir, self.layout.home)
+        # steps 1-7 in one worker thread (one hop, not three: issue 27's scale); a forward and an offer
+        # are the event loop's
+        answer, req = await asyncio.to_thread(self._local_steps, payload, origin)
+        if req is None:
+            return answer
+        if answer is None:
+            # the sender's deadline caps the forward's (hub.Hub.forward)
+            return await self.forward(req.frame())
+        if answer.get(UNLISTED) and self.is_hub and origin != OFFER and not req.broadcast:
+            # a forwarded frame's own deadline caps the offers it causes
+            offered = await self.offer(req.frame(broadcast=False), origin)
+            if offered is not None:
+                return offered
+        return answer
+
+    def _local_steps(self, payload: dict[str, Any], origin: str) -> tuple[Any, Any]:
+        """Blocking: the verdict order up to the filing. ``(answer, None)``: answered before the frame was
+        read (a bad handle, no comm folder); ``(None, req)``: forward ``req`` to the hub; ``(answer, req)``:
+        this box's answer (an unlisted ``not_here`` may still be offered)."""
+        home = os.path.isdir(self.layout.home)
         to = payloads.read_to(payload)
         early = check_handles(to, payloads.read_from(payload), home)
         if early is not None:
             if early["code"] == answers.BAD_HANDLE and handles.is_valid(to):  # the sender's was refused
                 log.warning("comm.file from %s refused: %s", origin, inert(early["error"]))
-            return early
+            return early, None
         req = payloads.read_comm_file(payload)  # ``to`` and ``from`` are handles now: this never refuses
-        route = await asyncio.to_thread(route_now, self.layout, self.is_hub, req.forwarded, self.self_host)
+        route = route_now(self.layout, self.is_hub, req.forwarded, self.self_host)
         if route.where == lockmanager.REFUSE:
             log.error("comm.file for @%s refused: %s", req.to, route.text)
-            return refusal(answers.FILE_FAILED, route.text)
+            return refusal(answers.FILE_FAILED, route.text), req
         if route.where == lockmanager.FORWARD:
-            # the sender's deadline caps the forward's (hub.Hub.forward)
-            return await self.forward(req.frame())
+            return None, req
         bound = budget(req.expires, time.time(), inbox.inbox_wait(self.environ))
         if bound is None:
             log.warning("comm.file for @%s from %s: %s", req.to, origin, EXPIRED)
-            return refusal(answers.FILE_FAILED, EXPIRED)
-        answer = await asyncio.to_thread(
-            file_locally,
+            return refusal(answers.FILE_FAILED, EXPIRED), req
+        answer = file_locally(
             self.layout,
             self.environ,
             lock_manager=route.lock_manager,
@@ -397,12 +414,7 @@ class Ops:
             bound=bound,
             deadline=filing_deadline(req.expires, time.time(), time.monotonic()),
         )
-        if answer.get(UNLISTED) and self.is_hub and origin != OFFER and not req.broadcast:
-            # a forwarded frame's own deadline caps the offers it causes
-            offered = await self.offer(req.frame(broadcast=False), origin)
-            if offered is not None:
-                return offered
-        return answer
+        return answer, req
 
 
 def version_payload(
