@@ -5,7 +5,8 @@ the guests are **in-process links** in this process: N Unix-socket connections t
 hello (role ``link``, host ``g<i>``) and answer the hub's offers as a guest daemon would (``ok`` for its
 own handle ``h<i>``, ``not_here`` for any other), with no disk work on the guest side, so what is
 measured is the hub's routing. C client connections (role ``cli``) send ``comm.file`` for handles spread
-over the guests, each waiting for its answer before the next (a closed loop), for a fixed time.
+over 20 of the guests' handles (each first offered to every link, then known), each waiting for its
+answer before the next (a closed loop), for a fixed time.
 
 Per N in {10, 100, 1000}: routed/s (answers ``ok``), p50/p99 of a routed send's round trip, the same for
 a floor taken on the same connections in the same run (``version.query``: the hub's cost of one request
@@ -35,6 +36,7 @@ from sotd.wire import hello as wire_hello
 from sotd.wire.framing import Envelope
 
 CLIENTS = 16
+TARGETS = 20  # handles the load is spread over (each on its own guest): each is offered to all N once
 
 
 def rss_kib(pid: int) -> int:
@@ -43,6 +45,13 @@ def rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return -1
+
+
+def cpu_s(pid: int) -> float:
+    """The process's user + system CPU time (``/proc/<pid>/stat`` fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Peer:
@@ -81,6 +90,9 @@ class Peer:
         while True:
             data = await self.reader.read(65536)
             if not data:
+                for fut in self.waiting.values():  # the hub closed us: a call waiting for an answer fails
+                    if not fut.done():
+                        fut.set_exception(ConnectionError("the hub closed the connection"))
                 return
             for env in self.decoder.feed(data):
                 if env.kind == "res":
@@ -136,7 +148,9 @@ def hello(role: str, host: str, i: int) -> dict[str, Any]:
     )
 
 
-async def load(clients: list[Peer], n_guests: int, seconds: float, op: str) -> tuple[int, int, list[float]]:
+async def load(
+    clients: list[Peer], targets: list[int], seconds: float, op: str
+) -> tuple[int, int, list[float]]:
     """Each client in a closed loop for ``seconds``: (ok answers, other answers, latencies in s)."""
     lat: list[float] = []
     counts = [0, 0]
@@ -146,7 +160,7 @@ async def load(clients: list[Peer], n_guests: int, seconds: float, op: str) -> t
     async def one(c: Peer) -> None:
         while time.monotonic() < end:
             if op == payloads.COMM_FILE:
-                to = f"h{rng.randrange(n_guests)}"
+                to = f"h{rng.choice(targets)}"
                 payload = payloads.comm_file_payload("sender", to, "x" * 200, broadcast=False, expires=None)
             else:
                 payload = payloads.version_query_payload()
@@ -171,21 +185,33 @@ async def run_n(n_guests: int, seconds: float) -> dict[str, Any]:
             guests.append(g)
             pumps.append(asyncio.create_task(g.pump(f"h{i}")))
         rss_linked = rss_kib(proc.pid)
-        clients = []
+        warm = await Peer.open(sock, hello("cli", "bench-warm", 0))
+        pumps.append(asyncio.create_task(warm.pump(None)))
+        # warm: each target handle once, so the hub knows its box; the first offer of a handle goes to
+        # every linked box, and its time is the cost of an unknown handle at this N
+        targets = sorted(
+            {round(k * n_guests / min(TARGETS, n_guests)) for k in range(min(TARGETS, n_guests))}
+        )
+        first: list[float] = []
+        for i in targets:
+            t0 = time.perf_counter()
+            await warm.call(
+                payloads.COMM_FILE,
+                payloads.comm_file_payload("sender", f"h{i}", "warm", broadcast=False, expires=None),
+            )
+            first.append(time.perf_counter() - t0)
+        clients = []  # opened after the warm-up: a client silent for 60 s after its hello is closed
         for i in range(CLIENTS):
             c = await Peer.open(sock, hello("cli", "bench", i))
             clients.append(c)
             pumps.append(asyncio.create_task(c.pump(None)))
-        # warm: every handle once, so the hub knows each box (the first offer of a handle goes to all)
-        for i in range(n_guests):
-            await clients[i % CLIENTS].call(
-                payloads.COMM_FILE,
-                payloads.comm_file_payload("sender", f"h{i}", "warm", broadcast=False, expires=None),
-            )
         rounds = []
+        routed_cpu = 0.0
         for _ in range(2):  # interleaved: floor, routed, floor, routed
-            f_ok, _f_bad, f_lat = await load(clients, n_guests, seconds / 2, payloads.VERSION_QUERY)
-            r_ok, r_bad, r_lat = await load(clients, n_guests, seconds, payloads.COMM_FILE)
+            f_ok, _f_bad, f_lat = await load(clients, targets, seconds / 2, payloads.VERSION_QUERY)
+            c0 = cpu_s(proc.pid)
+            r_ok, r_bad, r_lat = await load(clients, targets, seconds, payloads.COMM_FILE)
+            routed_cpu += cpu_s(proc.pid) - c0
             rounds.append((f_ok, f_lat, r_ok, r_bad, r_lat))
         f_lat = [x for r in rounds for x in r[1]]
         r_lat = [x for r in rounds for x in r[4]]
@@ -200,12 +226,18 @@ async def run_n(n_guests: int, seconds: float) -> dict[str, Any]:
             "routed": routed,
             "failed": failed,
             "routed_per_s": round(routed / (2 * seconds), 1),
+            "hub_cpu_ms_per_routed": round(routed_cpu / max(routed, 1) * 1e3, 3),
             "floor_per_s": round(sum(r[0] for r in rounds) / seconds, 1),
             "routed_ms": {"p50": round(p50 * 1e3, 2), "p99": round(p99 * 1e3, 2)},
             "floor_ms": {"p50": round(fp50 * 1e3, 2), "p99": round(fp99 * 1e3, 2)},
             "added_ms": {"p50": round((p50 - fp50) * 1e3, 2), "p99": round((p99 - fp99) * 1e3, 2)},
             "rss_kib": {"start": rss0, "linked": rss_linked, "after": rss_after},
             "rss_per_link_kib": round((rss_linked - rss0) / max(n_guests, 1), 1),
+            "targets": len(targets),
+            "first_offer_ms": {
+                "p50": round(common.pct(first, 50) * 1e3, 1),
+                "max": round(max(first) * 1e3, 1),
+            },
         }
     finally:
         for t in pumps:
