@@ -370,6 +370,7 @@ class Ops:
         # are the event loop's
         answer, req = await asyncio.to_thread(self._local_steps, payload, origin)
         if req is None:
+            assert answer is not None  # answered before the frame was read
             return answer
         if answer is None:
             # the sender's deadline caps the forward's (hub.Hub.forward)
@@ -381,7 +382,9 @@ class Ops:
                 return offered
         return answer
 
-    def _local_steps(self, payload: dict[str, Any], origin: str) -> tuple[Any, Any]:
+    def _local_steps(
+        self, payload: dict[str, Any], origin: str
+    ) -> tuple[dict[str, Any] | None, payloads.CommFile | None]:
         """Blocking: the verdict order up to the filing. ``(answer, None)``: answered before the frame was
         read (a bad handle, no comm folder); ``(None, req)``: forward ``req`` to the hub; ``(answer, req)``:
         this box's answer (an unlisted ``not_here`` may still be offered)."""
