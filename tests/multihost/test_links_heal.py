@@ -151,7 +151,8 @@ def test_a_partition_is_noticed_named_and_healed_at_once(world: World) -> None:
         wait_log(world, "boxa", "link from boxb is gone: nothing came from boxb for 10s", 20)
         r = world.comm("boxa", "hank", "send", "@bob", "cut")
         assert r.code == 1 and re.fullmatch(
-            rf"FAILED -> @bob: no box knows that handle: bob \(no link from: boxb\)\nthe link from boxb is down "
+            rf"FAILED -> @bob: no box knows that handle: bob \(no link from: boxb\)\n@bob was last filed on boxb, "
+            rf"and the link from boxb is down "
             rf"since {STAMP}: nothing came from boxb for 10s \(keepalives stopped\)\n",
             r.err,
         ), r
