@@ -926,6 +926,29 @@ def _peers_mcp(r: dict[str, object], level: str = "##") -> str:
     return "\n".join(out) + "\n"
 
 
+def _hubscale(r: dict[str, object]) -> str:
+    out = ["## One hub, many linked guests (`bench/hubscale.py`, issue 27)\n"]
+    out += [
+        f"{_machine(r['machine'])}  \n"  # type: ignore[arg-type]
+        "A real hub daemon (`sotd daemon run`); N guests as in-process links over Unix sockets in the bench "
+        "process (they answer offers at once, no disk work); 16 closed-loop clients sending `comm.file` for "
+        "handles of 20 of the guests (each first offered to every link, then known). Floor: `version.query` "
+        "on the same connections, interleaved.\n",
+        "| guests | routed/s | hub CPU ms / routed | routed p50 / p99 ms | floor p50 / p99 ms | added p50 / p99 ms "
+        "| first offer p50 / max ms | hub RSS start / linked / after KiB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for x in r["runs"]:  # type: ignore[attr-defined]
+        out.append(
+            f"| {x['guests']} | {x['routed_per_s']:.0f} | {x.get('hub_cpu_ms_per_routed', float('nan')):.2f} | "
+            f"{x['routed_ms']['p50']:.1f} / {x['routed_ms']['p99']:.1f} | "
+            f"{x['floor_ms']['p50']:.1f} / {x['floor_ms']['p99']:.1f} | {x['added_ms']['p50']:.1f} / "
+            f"{x['added_ms']['p99']:.1f} | {x['first_offer_ms']['p50']:.0f} / {x['first_offer_ms']['max']:.0f} | "
+            f"{x['rss_kib']['start']} / {x['rss_kib']['linked']} / {x['rss_kib']['after']} |"
+        )
+    return "\n".join(out) + "\n"
+
+
 def _hotpath(r: dict[str, object]) -> str:
     from bench import hotpath  # issue 17 target 1: its own section (bench/hotpath.py renders it)
 
@@ -947,6 +970,7 @@ RENDER = {
     "contention": _contention,
     "scale": _scale,
     "daemon": _daemon,
+    "hubscale": _hubscale,
     "wake": _wake,
     "realwake": _realwake,
     "codex_wake": _codex_wake,

@@ -41,6 +41,7 @@ ALL = (
     "contention",
     "scale",
     "daemon",
+    "hubscale",
     "wake",
     "realwake",
     "codex_wake",

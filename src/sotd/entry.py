@@ -16,6 +16,12 @@ Tests: tests/unit/test_hotpath_entry.py.
 
 import os
 import sys
+import time
+
+_IMPORTED = time.monotonic()  # the first sotd code this process ran (``sotd/__main__.py`` or pip's script)
+# Set by ``console``: when this command started, for the send's verdict bound (``cli.comm.daemoncall.left_now``);
+# None in a process that runs ``main`` itself (a test), whose calls count their bound from the dial.
+COMMAND_STARTED: float | None = None
 
 
 def fast_exit_ok(atexit_callbacks: int | None, live_threads: int) -> bool:
@@ -55,6 +61,8 @@ def leave(status: int) -> None:
 
 def console() -> None:
     """pip's ``bin/sotd`` (``[project.scripts]``): ``sotd.cli.main.main``, ended through ``leave``."""
+    global COMMAND_STARTED
+    COMMAND_STARTED = _IMPORTED
     from sotd.cli.main import main
 
     leave(main())

@@ -397,7 +397,8 @@ def test_send_verdict_5s_when_the_daemon_never_answers(tmp_path: Any) -> None:
         took = time.monotonic() - t0
     assert (r.code, r.out) == (1, "")
     assert r.err_lines[0] == f"FAILED -> @alpha: the daemon did not answer at unix:{path}"
-    assert 4.9 <= took < 8.0
+    # the bound counts from the command's start, less the way back (issue 27): never past 5 s of it
+    assert 4.0 <= took < 5.5, took
     assert inbox_lines(comm.layout, "alpha") == []
 
 

@@ -431,7 +431,8 @@ def test_install_writes_through_a_dotfiles_symlink_and_uninstall_restores_it_byt
     skill = os.path.join(fresh.work, ".claude", "skills", "sot-session-start")
     assert f"Removed the skill {skill}/SKILL.md" in r.out_lines
     assert not os.path.exists(skill)
-    assert sorted(os.listdir(os.path.join(fresh.work, ".claude"))) == ["settings.json", "skills"]
+    # the skills folder the install made goes with the skill (issue 27); the user's settings file stays
+    assert sorted(os.listdir(os.path.join(fresh.work, ".claude"))) == ["settings.json"]
     assert not os.path.exists(fresh.layout.bin_dir)  # every script it recorded, and nothing else was there
     assert fresh.inbox_bytes("alpha") == mail  # mail stays
     assert r.out_lines[-1] == "The comm folder's mail, registry and self files were left as they are."
@@ -471,7 +472,7 @@ def test_uninstall_removes_a_settings_file_install_created(fresh: Comm) -> None:
     r = uninstall(fresh)
     assert r.code == 0, r
     assert r.out_lines[0] == f"Removed {path} (install had created it)"
-    assert sorted(os.listdir(os.path.dirname(path))) == ["skills"]
+    assert sorted(os.listdir(os.path.dirname(path))) == []  # the skills folder it made is gone too (issue 27)
 
 
 def test_an_older_unquoted_entry_is_quoted_not_doubled(fresh: Comm) -> None:

@@ -268,3 +268,22 @@ def test_a_shell_other_than_bash_is_told_the_functions_are_bashs(fresh: Comm) ->
         "note: your shell is zsh; Codex runs the model's commands in it, and only bash imports these "
         f"functions: name the scripts by full path there ({fresh.layout.bin_dir}/comm-poll.sh)"
     ) in p.stdout.splitlines()
+
+
+def test_uninstall_removes_the_skills_and_rules_folders_it_made_and_only_those(fresh: Comm) -> None:
+    """Issue 27: uninstall left empty ``~/.claude/skills/`` and ``~/.codex/rules/`` behind; a folder that
+    was there before the install, or that holds someone else's file, stays."""
+    skills = os.path.join(fresh.work, ".claude", "skills")
+    rules = os.path.join(fresh.work, ".codex", "rules")
+    assert run(fresh, "install", "--agent-settings").code == 0
+    assert os.path.isdir(skills) and os.path.isdir(rules)
+    r = run(fresh, "uninstall")
+    assert r.code == 0, r
+    assert not os.path.exists(skills) and not os.path.exists(rules)
+    # made by the user before: kept, however empty; holding another file after the install: kept
+    os.makedirs(skills)
+    assert run(fresh, "install", "--agent-settings").code == 0
+    with open(os.path.join(rules, "mine.rules"), "w") as f:
+        f.write("# the user's\n")
+    assert run(fresh, "uninstall").code == 0
+    assert os.listdir(skills) == [] and os.listdir(rules) == ["mine.rules"]

@@ -88,7 +88,7 @@ def test_hello_refused(box: tuple[Comm, Session, Session]) -> None:
     assert (r.code, r.err) == (1, "FAILED -> @beta: hello refused: another OS user holds this host\n")
 
 
-def test_silent_daemon_fails_within_5s_of_the_dial(box: tuple[Comm, Session, Session]) -> None:
+def test_silent_daemon_fails_within_5s_of_the_start(box: tuple[Comm, Session, Session]) -> None:
     comm, a, _ = box
     sock = os.path.join(comm.work, "d.sock")
     with FakeDaemon(sock) as d:
@@ -101,7 +101,7 @@ def test_silent_daemon_fails_within_5s_of_the_dial(box: tuple[Comm, Session, Ses
         f"FAILED -> @beta: the daemon did not answer at unix:{sock}\n"
         "check it: sotd daemon status (a hung one: sotd daemon stop; sotd daemon start)\n"
     )
-    assert 4.9 <= elapsed < 7.0
+    assert 4.0 <= elapsed < 5.5, elapsed  # 5 s from the command's start, less the way back (issue 27)
 
 
 def test_broadcast_never_goes_to_the_relay(box: tuple[Comm, Session, Session]) -> None:

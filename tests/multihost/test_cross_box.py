@@ -219,14 +219,17 @@ def test_stopped_guest_daemon_is_named_as_holding_no_link(world: World) -> None:
         if "no link from" in r.err or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    # the D4 sentence, then the link's state on the next line (issues 20, 28): when and why boxc's link ended
+    # the D4 sentence, then the link's state on the hint line (issues 20, 27, 28): when and why boxc's link ended
     state = r"\nthe link from boxc is down since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: its connection ended\n"
     assert r.code == 1 and re.fullmatch(
         r"FAILED -> @nobody: no box knows that handle: nobody \(no link from: boxc\)" + state, r.err
     ), r
+    # cora was filed on boxc before: the hub knows her box, and the hint leads with it (issue 27)
     r = world.comm("boxb", "bob", "send", "@cora", "x")
     assert re.fullmatch(
-        r"FAILED -> @cora: no box knows that handle: cora \(no link from: boxc\)" + state, r.err
+        r"FAILED -> @cora: no box knows that handle: cora \(no link from: boxc\)\n@cora was last filed on boxc, "
+        r"and the link from boxc is down since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: its connection ended\n",
+        r.err,
     ), r
     # back up: the new link carries the offer again
     world.start("boxc")

@@ -72,7 +72,7 @@ def test_a_stopped_guest_is_unreachable_until_started(world: World) -> None:
     found, _ok = doctor(world, "boxa")
     f = found["box_unreachable"]
     assert f["what"].startswith("the daemon of boxb does not answer over ssh:boxb/boxb ("), f
-    assert f["fix"] == "on boxb: sotd daemon start (and check the route: sotd doctor on boxb)"
+    assert f["fix"] == "on boxb: sotd daemon start (its daemon is down); then on boxa: sotd doctor", f
     world.start("boxb")  # the fix, run on boxb (its daemon in the foreground, as the World starts it)
     found, ok = doctor(world, "boxa")
     assert "box_unreachable" not in found, found

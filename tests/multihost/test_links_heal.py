@@ -151,7 +151,8 @@ def test_a_partition_is_noticed_named_and_healed_at_once(world: World) -> None:
         wait_log(world, "boxa", "link from boxb is gone: nothing came from boxb for 10s", 20)
         r = world.comm("boxa", "hank", "send", "@bob", "cut")
         assert r.code == 1 and re.fullmatch(
-            rf"FAILED -> @bob: no box knows that handle: bob \(no link from: boxb\)\nthe link from boxb is down "
+            rf"FAILED -> @bob: no box knows that handle: bob \(no link from: boxb\)\n@bob was last filed on boxb, "
+            rf"and the link from boxb is down "
             rf"since {STAMP}: nothing came from boxb for 10s \(keepalives stopped\)\n",
             r.err,
         ), r
@@ -174,9 +175,9 @@ def test_mail_to_a_guest_flows_within_seconds_of_a_hub_restart(world: World) -> 
     assert took < HEAL_BOUND_S - 2, took
     assert world.log_text("boxc").count(LINK_UP) == ups + 1
     # the guest said why its link ended: the hub's bridge ended cleanly, so the hub closed it
-    assert (
-        "link to the hub at ssh:boxa/boxa: the hub closed the link; dialling again in 1s"
-        in world.log_text("boxc")
+    assert re.search(
+        r"link to the hub at ssh:boxa/boxa: the hub closed the link; dialling again in (0\.[5-9]|1\.[0-4])s",
+        world.log_text("boxc"),
     )
 
 

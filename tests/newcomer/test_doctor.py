@@ -202,6 +202,22 @@ def _dead_holder() -> holder.Holder:
     return holder.Holder("testhost", me.machine, me.boot, me.pidns, p.pid, tick)
 
 
+def test_registry_lock_held_for_hours_on_another_machine(box: Box) -> None:
+    """Issue 27: a holder this box cannot judge (another machine), holding for hours, is a problem."""
+    other = holder.Holder("farbox", "0" * 32, "b" * 8, "4026531836", 4242, "123")
+    with open(box.comm.layout.reglock, "w") as f:
+        f.write(other.record() + "\n")
+    old = time.time() - 3 * 3600 - 60
+    os.utime(box.comm.layout.reglock, (old, old))
+    f = _only(box, "registry_lock_held_long")
+    assert f["what"] == (
+        f"the registry lock {box.comm.layout.reglock} has been held for 3h01m by farbox pid 4242 "
+        "(it is on another machine)"
+    ), f
+    assert f["fix"].startswith("on farbox: ps -p 4242 -o pid,etime,args; if it is gone there: ")
+    os.unlink(box.comm.layout.reglock)
+
+
 def test_registry_lock_dead_holder(box: Box) -> None:
     dead = _dead_holder()
     with open(box.comm.layout.reglock, "w") as f:

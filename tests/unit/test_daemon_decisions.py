@@ -82,32 +82,117 @@ def test_offer_outcome(
     assert hub.offer_outcome("h", answers, should, linked, 3.0) == want
 
 
+F, U, R = links.FAILED, links.UNREACHED, links.LOGIN_REFUSED
+
+
 @pytest.mark.parametrize(
-    ("prev", "outage", "reached", "want"),
+    ("prev", "outage", "kind", "want"),
     [
-        (0.0, 0.0, True, 1),  # the first redial after a link ended
-        (1.0, 5.0, True, 1),  # a hub restarting: every second while the outage is young
-        (1.0, 29.9, True, 1),
-        (1.0, 30.0, True, 2),  # past the fast window: doubling
-        (2.0, 40.0, True, 4),
-        (16.0, 100.0, True, 30),
-        (30.0, 500.0, True, 30),  # never past 30 s
-        (30.0, 500.0, False, 1),  # dials that never reach the far box cost it nothing (a partition)
-        (0.0, 31.0, True, 2),
+        (0.0, 0.0, F, 1),  # the first redial after a link ended
+        (1.0, 5.0, F, 1),  # a hub restarting: every second while the outage is young
+        (1.0, 29.9, F, 1),
+        (1.0, 30.0, F, 2),  # past the fast window: doubling
+        (2.0, 40.0, F, 4),
+        (16.0, 100.0, F, 30),
+        (30.0, 500.0, F, 30),  # never past 30 s
+        (30.0, 500.0, U, 1),  # dials that never reach the far box cost it nothing (a partition)
+        (0.0, 31.0, F, 2),
+        (0.0, 0.0, R, 30),  # a refused login or host key: backs off at once, however young the outage
+        (1.0, 5.0, R, 30),
     ],
 )
-def test_next_delay_table(prev: float, outage: float, reached: bool, want: float) -> None:
-    assert links.next_delay(prev, outage, reached) == want
+def test_next_delay_table(prev: float, outage: float, kind: str, want: float) -> None:
+    assert links.next_delay(prev, outage, kind) == want
 
 
-def test_a_box_that_keeps_failing_is_not_hammered() -> None:
-    """Dials that reach a box and fail: 30 in the first 30 s at most, then doubling to one per 30 s."""
-    t, prev, dials = 0.0, 0.0, 0
+@pytest.mark.parametrize(
+    ("base", "spread", "want"),
+    [
+        (1.0, 0.0, 0.5),
+        (1.0, 0.5, 1.0),
+        (1.0, 0.999, 1.499),
+        (30.0, 0.0, 15.0),
+        (1.0, 7.0, 1.5),
+        (1.0, -1.0, 0.5),
+    ],
+)
+def test_jittered_table(base: float, spread: float, want: float) -> None:
+    assert links.jittered(base, spread) == pytest.approx(want)
+
+
+def _outages_in_a_row(restarts: int, down_s: float, up_s: float, spread: float) -> list[float]:
+    """The guest's loop (``Uplink.run``) as a model: a hub restarted ``restarts`` times, each time down
+    ``down_s`` then up ``up_s``; returns how long after the hub was back each redial came."""
+    late: list[float] = []
+    base, outage_start, t = 0.0, 0.0, 0.0
+    for _ in range(restarts):
+        down_until = t + down_s
+        link_started = None
+        while link_started is None:  # dial until the hub is back
+            base = links.next_delay(base, t - outage_start, links.FAILED)
+            t += links.jittered(base, spread)
+            if t >= down_until:
+                link_started = t
+                late.append(t - down_until)
+        t = link_started + up_s  # the link holds, then the hub restarts again
+        if t - link_started >= links.STABLE_S:
+            outage_start, base = t, 0.0
+    return late
+
+
+@pytest.mark.parametrize("spread", [0.0, 0.5, 0.999])
+def test_restarts_in_a_row_are_each_redialled_within_two_seconds(spread: float) -> None:
+    """Issue 27: five restarts 10 s apart grew the outage to 14 s; now each one is redialled in < 2 s."""
+    late = _outages_in_a_row(restarts=8, down_s=1.2, up_s=9.0, spread=spread)
+    assert len(late) == 8
+    assert max(late) < 1.5, late
+
+
+def test_a_hub_that_stays_down_is_backed_off() -> None:
+    """Failed dials over 10 minutes: about 30 in the first 30 s, then the wait grows to 30 s (jittered)."""
+    t, base, dials = 0.0, 0.0, 0
     while t < 600:
-        prev = links.next_delay(prev, t, True)
-        t += prev
+        base = links.next_delay(base, t, links.FAILED)
+        t += links.jittered(base, 0.5)
         dials += 1
+    assert base == links.MAX_S
     assert dials <= 30 + 5 + 19
+
+
+@pytest.mark.parametrize(
+    ("err", "was_up", "want"),
+    [
+        (
+            "the link closed before the hub answered hello: root@10.77.0.1: Permission denied (publickey).",
+            False,
+            R,
+        ),
+        ("the link closed before the hub answered hello: Host key verification failed.", False, R),
+        ("the link's child exited 255: @ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @", True, R),
+        ("exited 255: ssh: connect to host 10.77.0.1 port 22: Connection timed out", False, U),
+        ("ssh: connect to host boxa port 22: Connection refused", False, U),
+        ("the link's child exited 255: ssh: connect to host boxa port 22: Connection refused", True, F),
+        (
+            "the link closed before the hub answered hello: sotd stdio-bridge: no daemon socket at /r/s",
+            False,
+            F,
+        ),
+        ("the hub closed the link", True, F),
+    ],
+)
+def test_failure_kind_table(err: str, was_up: bool, want: str) -> None:
+    assert links.failure_kind(err, was_up) == want
+
+
+def test_redial_text_says_a_refused_login_will_not_fix_itself() -> None:
+    assert links.redial_text("ssh:boxa/boxa", "the hub closed the link", F, 1.0) == (
+        "link to the hub at ssh:boxa/boxa: the hub closed the link; dialling again in 1.0s"
+    )
+    assert links.redial_text("ssh:boxa/boxa", "x: Permission denied (publickey).", R, 31.23) == (
+        "link to the hub at ssh:boxa/boxa: x: Permission denied (publickey).; dialling again in 31.2s"
+        " (ssh refused the login or the host key: this will not fix itself; fix the key on this box,"
+        " then sotd daemon reload dials at once)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -158,6 +243,7 @@ def test_offer_names_the_state_of_a_down_link_in_a_hint_after_the_d4_sentence() 
     got = hub.offer_outcome(
         "bob", [], ["boxb", "boxc"], [], 3.0, down={"boxb": (since, "the hub closed the link")}
     )
+    # the D4 sentence ends at the boxes (behaviour 2.3); the state of their links is the answer's hint
     assert got == {
         "error": "no box knows that handle: bob (no link from: boxb, boxc)",
         "code": "not_here",
@@ -441,3 +527,49 @@ def test_daemon_status_link_lines(info: dict[str, Any], want: list[str]) -> None
 )
 def test_master_suspect(exit_code: int | None, keepalive: bool, want: bool) -> None:
     assert links.master_suspect(exit_code, keepalive) is want
+
+
+def test_remember_keeps_the_last_box_and_forgets_the_oldest_first() -> None:
+    where: dict[str, str] = {}
+    hub.remember(where, "bob", "boxb", cap=2)
+    hub.remember(where, "cora", "boxc", cap=2)
+    hub.remember(where, "bob", "boxd", cap=2)  # filed elsewhere now: the newest entry
+    hub.remember(where, "dan", "boxb", cap=2)  # over the cap: cora (the least recently filed) goes
+    assert where == {"bob": "boxd", "dan": "boxb"}
+    hub.remember(where, "bob", None, cap=2)
+    assert where == {"dan": "boxb"}
+
+
+@pytest.mark.parametrize(
+    ("known", "linked", "want"),
+    [
+        (None, ["c", "b"], (["b", "c"], [])),  # nothing known: every linked box at once
+        ("c", ["c", "b", "d"], (["c"], ["b", "d"])),  # the box that filed it last, alone first
+        ("z", ["c", "b"], (["b", "c"], [])),  # known but not linked: every linked box
+    ],
+)
+def test_offer_order(known: str | None, linked: list[str], want: tuple[list[str], list[str]]) -> None:
+    assert hub.offer_order(known, linked) == want
+
+
+def test_a_known_box_whose_link_is_down_leads_the_hint() -> None:
+    since = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+    got = hub.offer_outcome(
+        "bob",
+        [("boxc", {"error": "no box knows that handle: bob", "code": "not_here"})],
+        ["boxb", "boxc", "boxd"],
+        ["boxc"],
+        3.0,
+        down={
+            "boxb": (since, "its connection ended"),
+            "boxd": (since, "it has not linked since this daemon started"),
+        },
+        known="boxb",
+    )
+    assert got == {
+        "error": "no box knows that handle: bob (no link from: boxb, boxd)",
+        "code": "not_here",
+        "hint": "@bob was last filed on boxb, and the link from boxb is down since 2027-01-15T08:00:00Z: its "
+        "connection ended; the link from boxd is down since 2027-01-15T08:00:00Z: it has not linked since this "
+        "daemon started",
+    }

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 from sotd.cli.comm.common import out
 from sotd.errors import EXIT_FAILED, EXIT_OK, SotdError, UsageError
@@ -144,6 +145,43 @@ def check_registry(lay: Layout, rep: Report) -> dict[str, object]:
     return agents
 
 
+LOCK_HELD_LONG_S = 60.0  # a join, leave or send holds the registry lock for milliseconds
+
+
+def _age_s(path: str) -> float | None:
+    try:
+        return time.time() - os.lstat(path).st_mtime
+    except OSError:
+        return None
+
+
+def held_long_finding(
+    path: str, holder_host: str, pid: int, why: str, *, age_s: float, verdict: str, here: str
+) -> Finding:
+    """The registry lock held past ``LOCK_HELD_LONG_S`` by a holder this box cannot prove dead (on another
+    machine, or alive and stuck): a problem, never ``ok`` (issue 27), with the next step on the holder's
+    own box, where its death can be proven. Pure."""
+    from sotd.formats import holder
+
+    held = (
+        f"for {int(age_s // 3600)}h{int(age_s % 3600 // 60):02d}m" if age_s >= 3600 else f"for {int(age_s)}s"
+    )
+    where = "this box" if holder_host == here else holder_host
+    if verdict == holder.ALIVE:
+        fix = f"on {where}: ps -p {pid} -o pid,etime,args (a stuck sot-comm command: kill {pid})"
+    else:
+        fix = (
+            f"on {where}: ps -p {pid} -o pid,etime,args; if it is gone there: sotd doctor --fix on {where} "
+            "(that box can prove its death; this one cannot)"
+        )
+    return Finding(
+        "registry_lock_held_long",
+        f"the registry lock {path} has been held {held} by {holder_host} pid {pid} ({why})",
+        "every join, leave and send waits for it and then fails after the lock's bound",
+        fix,
+    )
+
+
 def check_registry_lock(lay: Layout, host: str, rep: Report) -> None:
     """The registry lock: a holder proven dead (the lock's own reclaim clears it), and reclaim markers
     whose holder and reclaimer are both proven dead."""
@@ -165,7 +203,15 @@ def check_registry_lock(lay: Layout, host: str, rep: Report) -> None:
                 )
             )
         else:
-            rep.ok.append(f"registry lock: held by {value.name} pid {value.pid} ({why})")
+            age = _age_s(lay.reglock)
+            if age is not None and age > LOCK_HELD_LONG_S:
+                rep.add(
+                    held_long_finding(
+                        lay.reglock, value.name, value.pid, why, age_s=age, verdict=verdict, here=host
+                    )
+                )
+            else:
+                rep.ok.append(f"registry lock: held by {value.name} pid {value.pid} ({why})")
     elif shape == "gone":
         rep.ok.append("registry lock: free")
     elif shape in ("dir", "garbage"):
@@ -470,13 +516,98 @@ def check_topology(lay: Layout, env: dict[str, str], host: str, rep: Report) -> 
                     "box_unreachable",
                     f"the daemon of {box} does not answer over {route} ({e.message})",
                     "mail between this box and that one is not carried",
-                    f"on {box}: sotd daemon start (and check the route: sotd doctor on {box})",
+                    link_fix(
+                        f"{e.message} {e.hint or ''}",
+                        box,
+                        host,
+                        route,
+                        env.get("SOT_SSH_CONFIG", ""),
+                        dials=bool(ep),
+                    ),
                 )
             )
         else:
+            disagrees = hub_disagreement(topo.hub, box, answer.get("daemon"))
+            if disagrees:
+                rep.add(
+                    Finding(
+                        "topology_disagrees",
+                        disagrees,
+                        "boxes that name different hubs do not carry each other's mail: their sends say "
+                        "no box knows that handle",
+                        f"the same hosts.toml on every box (moving the hub: docs/deploy.md, section 8): on "
+                        f"{box}: sotd topology path names its file; after the edit: sotd daemon reload there",
+                    )
+                )
             rep.ok.append(
                 f"{box}: answers over {route}; {_folder_words(lay, mine, answer.get('comm_folder'))}"
             )
+
+
+def hub_disagreement(my_hub: str, box: str, far: object) -> str:
+    """``""`` when the far daemon's ``hosts.toml`` names the hub this box's names (or it is an older sotd
+    that does not say); else the sentence saying which hub each names (issue 27 part 3). Pure."""
+    if not isinstance(far, dict) or not isinstance(far.get("topology_hub"), str):
+        return ""
+    theirs = far["topology_hub"]
+    if theirs == my_hub:
+        return ""
+    if far.get("topology_error"):
+        return f"{box}'s hosts.toml cannot be read ({far['topology_error']}); this box's names {my_hub} as the hub"
+    named = f"names {theirs} as the hub" if theirs else "names no hub (it has none)"
+    return f"{box}'s hosts.toml {named}; this box's names {my_hub}"
+
+
+def link_fix(err: str, box: str, here: str, route: str, ssh_config: str, *, dials: bool = True) -> str:
+    """The next step for a box whose daemon does not answer over ``route``: for an ``ssh:`` route by ssh's
+    (or the far bridge's) own words in ``err`` — a refused key, an untrusted host key, no sshd, no name, no
+    network, no ``sotd``, no daemon — each naming the box its commands run on (issue 27). ``dials``: this
+    box's daemon holds its link over the route (a guest asking its hub), so a reload redials it now; the
+    hub's route to a guest is only its reverse ssh (spawn, doctor). Pure."""
+    generic = f"on {box}: sotd daemon start (and check the route: sotd doctor on {box})"
+    if not route.startswith("ssh:"):
+        return generic
+    target = route[4:].split("/", 1)[0]
+    ssh = f"ssh -F {ssh_config}" if ssh_config else "ssh"
+    retry = (
+        f"then on {here}: sotd daemon reload (the link dials at once) and sotd doctor"
+        if dials
+        else f"then on {here}: sotd doctor"
+    )
+    if "Permission denied" in err or "Too many authentication failures" in err:
+        return (
+            f"ssh refused this box's key (it will not fix itself): on {here}: {ssh} -G {target} | grep -i "
+            f"'^identityfile' names the keys ssh offers; on {box}: append the .pub line of one of them to "
+            f"~/.ssh/authorized_keys of the user the route logs in as; check on {here}: {ssh} {target} true; "
+            f"{retry}"
+        )
+    if "Host key verification failed" in err or "HOST IDENTIFICATION HAS CHANGED" in err:
+        return (
+            f"ssh does not trust {box}'s host key (changed or never accepted): on {box}: "
+            f"ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub (its fingerprint); on {here}: "
+            f"ssh-keygen -R $({ssh} -G {target} | awk '/^hostname /{{print $2}}'), then {ssh} {target} true "
+            f"and accept the key only if ssh shows that fingerprint; {retry}"
+        )
+    if "Connection refused" in err:
+        return f"nothing listens for ssh on {box}: on {box}: systemctl start ssh (or start its sshd); {retry}"
+    if "Could not resolve hostname" in err:
+        return (
+            f"on {here}: {target} is no host name ssh knows: fix [boxes.{box}] ssh in hosts.toml or a Host "
+            f"entry in ~/.ssh/config; then: sotd daemon reload"
+        )
+    if "timed out" in err or "No route to host" in err or "Network is unreachable" in err:
+        return (
+            f"the network between {here} and {box} does not carry ssh: on {here}: {ssh} -v {target} true "
+            f"shows where it stops (a firewall, a route, the box down); {retry}"
+        )
+    if "not found" in err and "sotd" in err:
+        return (
+            f"on {box}: sotd is not on the PATH of a non-login ssh command (docs/deploy.md, step 1); check "
+            f"on {here}: {ssh} {target} sotd --version"
+        )
+    if "no daemon socket" in err:
+        return f"on {box}: sotd daemon start (its daemon is down); {retry}"
+    return generic
 
 
 def _folder_words(lay: Layout, mine: str, theirs: object) -> str:

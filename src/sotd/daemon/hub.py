@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("sotd")
 
 FORWARD_SLACK_S = 5.0
+WHERE_MAX = 100_000  # handles the hub remembers the box of (the oldest is forgotten first)
 OFFER_SLACK_S = 1.0
 
 
@@ -76,16 +77,18 @@ def offer_outcome(
     bound_s: float,
     *,
     down: Mapping[str, tuple[float, str]] | None = None,
+    known: str | None = None,
 ) -> dict[str, Any]:
     """D4. ``answers``: each offered box and its answer (None: none within the bound), in arrival order.
 
     The first ok wins; else the first answer other than not_here (a box that lists the handle and refused);
     else the boxes that did not answer; else nobody lists it, naming the boxes that should hold a link and
-    hold none — the D4 sentence byte for byte, ending at ``(no link from: <boxes>)``; the state of each
-    such box's link named in ``down`` (``link_down_text``, ``; `` between them) goes in the answer's
-    ``hint``, which a sender prints on the line after its FAILED line (issue 28 item 5), so the answer says
-    which link is down rather than only that nobody knows, and a 0.6.6 client that reads only ``error``
-    still gets behaviour's sentence.
+    hold none — the D4 sentence byte for byte, ending at ``(no link from: <boxes>)`` — and, per such box
+    named in ``down``, its link's state (``link_down_text``, joined by ``; ``) in the answer's ``hint``
+    (ours; the send prints it on its next line), so the answer says which link is down and since when,
+    rather than only that nobody knows the handle. ``known``: the box that last filed the handle
+    (``remember``); when it holds no link, the hint starts with it (``@<h> was last filed on <box>, and the
+    link from <box> is down since <UTC time>: <why>``): the target's box is known, and its link is the cause.
     """
     answers = list(answers)
     for _box, a in answers:
@@ -111,11 +114,33 @@ def offer_outcome(
     states = []
     if missing:
         text += f" (no link from: {', '.join(missing)})"
-        states = [link_down_text(box, *down[box]) for box in missing if down and box in down]
-    answer = wire_answers.refusal(wire_answers.NOT_HERE, text)
-    if states:  # the links' state: a hint line after the FAILED line, never inside D4's sentence
-        answer[HINT] = wire_answers.cut_text("; ".join(states))
-    return answer
+    lead = known if known is not None and known not in set(linked) and down and known in down else None
+    states = [link_down_text(box, *down[box]) for box in missing if down and box in down and box != lead]
+    if lead is not None and down is not None:
+        states.insert(0, f"@{handle} was last filed on {lead}, and {link_down_text(lead, *down[lead])}")
+    return wire_answers.with_hint(
+        wire_answers.refusal(wire_answers.NOT_HERE, text), wire_answers.cut_text("; ".join(states))
+    )
+
+
+def remember(where: dict[str, str], handle: str, box: str | None, cap: int = WHERE_MAX) -> None:
+    """Record (``box``) or forget (None) which linked box last filed ``handle``; at most ``cap`` entries,
+    the least recently filed forgotten first (a dict keeps insertion order). Pure but for ``where``."""
+    where.pop(handle, None)
+    if box is None:
+        return
+    where[handle] = box
+    while len(where) > cap:
+        del where[next(iter(where))]
+
+
+def offer_order(known: str | None, linked: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Which linked boxes the offer asks first, and which after: the box that last filed the handle alone
+    first when it is linked (one frame, not one per linked box: issue 27's scale), then the others. Pure."""
+    boxes = sorted(linked)
+    if known is not None and known in boxes:
+        return [known], [b for b in boxes if b != known]
+    return boxes, []
 
 
 def frame_too_long(frame: dict[str, Any], what: str) -> str:
@@ -164,6 +189,7 @@ class Hub:
         self.server = server
         self.uplink = uplink
         self.shutting_down = shutting_down
+        self.where: dict[str, str] = {}  # handle -> the linked box that last filed it (``remember``)
 
     def lock_wait(self) -> float:
         return inbox.inbox_wait(self.environ)
@@ -220,7 +246,9 @@ class Hub:
         if expires is not None:
             bound = max(0.0, min(bound, expires - time.time() - ops.ANSWER_MARGIN_S))
         should = [b for b in self.should_link() if b != exclude]
-        if not links and not (set(should) - set(self.server.links)):
+        known = self.where.get(handle)
+        lost = known is not None and known not in self.server.links  # its box is known, its link is not up
+        if not links and not (set(should) - set(self.server.links)) and not lost:
             return None
         frame = dict(payload, forwarded=True, expires=round(time.time() + bound, 3))
         too_long = frame_too_long(frame, "offer it to the linked boxes") if links else ""
@@ -230,26 +258,40 @@ class Hub:
                 wire_answers.FILE_FAILED, f"this folder does not list @{handle}, and {too_long}"
             )
         answers: list[tuple[str, dict[str, Any] | None]] = []
+        deadline = time.monotonic() + bound
 
         async def ask(box: str) -> tuple[str, dict[str, Any] | None]:
             try:
-                return box, await links[box].channel.call(payloads.COMM_FILE, frame, bound)
+                left = max(0.0, deadline - time.monotonic())
+                return box, await links[box].channel.call(payloads.COMM_FILE, frame, left)
             except (TimeoutError, ConnectionError, WireError) as e:
                 log.info("offer of @%s to %s: no answer (%s)", handle, box, e or "timeout")
                 return box, None
 
-        if links:
-            tasks = [asyncio.create_task(ask(box)) for box in sorted(links)]
+        first, then = offer_order(known, links)
+        for group in (first, then):
+            if not group or time.monotonic() >= deadline:
+                continue
+            tasks = [asyncio.create_task(ask(box)) for box in group]
+            filed = False
             try:
                 for next_done in asyncio.as_completed(tasks):
                     box, answer = await next_done
                     answers.append((box, answer))
                     if answer is not None and wire_answers.is_ok(answer):
                         log.info("offer of @%s: filed by %s", handle, box)
+                        remember(self.where, handle, box)
+                        filed = True
                         break
+                    if answer is not None and self.where.get(handle) == box:
+                        remember(self.where, handle, None)  # it no longer files it there
             finally:
                 for t in tasks:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
+            if filed:
+                break
         down = {b: self.server.link_state(b) for b in should if b not in self.server.links}
-        return offer_outcome(handle, answers, should, self.server.links, bound, down=down)
+        if lost and known is not None:
+            down[known] = self.server.link_state(known)
+        return offer_outcome(handle, answers, should, self.server.links, bound, down=down, known=known)

@@ -3,8 +3,11 @@
 Spec: behaviour 2.4 ("Guest link", backoff, the ssh's last stderr line), 2.2 (the ssh command line, the
 stdio bridge), 2.1 (hello; roles), D4 (the hub offers ``comm.file`` down this link).
 Guarantee: while the daemon runs, a box whose topology names another hub holds at most one link to it;
-after a failure it redials in 1 s while the outage is young (under 30 s) or while its dials never reach
-the far box, and only then doubles to 30 s (``next_delay``; the rule and why: docs/daemon.md, "Redial").
+after a failure it redials within 1.5 s (a 1 s wait, jittered) while the outage is young (under 30 s),
+however many restarts of the hub came before (each link its hub answered and that held 1 s ends the
+outage), or while its dials never reach the far box; only then doubling to 30 s. A login or host key that
+ssh refuses waits 30 s at once and says it will not fix itself (``next_delay``, ``failure_kind``; the rule
+and why: docs/daemon.md, "Redial"); ``sotd daemon reload`` ends the wait (``dial_now``).
 A keepalive (``version.query``) goes up every 3 s; no answer within 3 s ends the link, so a dead link is
 noticed within 6 s, not at the next send; the ssh dial has a 3 s connect timeout, and a dead link's ssh
 master is closed before the redial (a new dial never rides a dead TCP connection). After shutdown it
@@ -19,7 +22,8 @@ What would break it: a reconnect loop without a floor (a box whose far side keep
 hammered), awaiting the child's exit without a bound, or redialling through a master whose connection
 is dead.
 
-``next_delay``, ``reached_far_side``, ``end_reason`` and ``master_suspect`` are pure (table-tested); ``Uplink`` is the shell.
+``next_delay``, ``jittered``, ``failure_kind``, ``redial_text``, ``reached_far_side``, ``end_reason`` and
+``master_suspect`` are pure (table-tested); ``Uplink`` is the shell.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -47,7 +52,11 @@ log = logging.getLogger("sotd")
 FIRST_S = 1.0
 MAX_S = 30.0
 FAST_WINDOW_S = 30.0  # an outage younger than this is redialled every second
-STABLE_S = 10.0  # a link up at least this long ends an outage; a shorter one is a failed dial
+STABLE_S = (
+    1.0  # a link up at least this long (after its hello) ends an outage; a shorter one is a failed dial
+)
+JITTER_LOW = 0.5  # each wait is spread over [0.5, 1.5) of its base
+JITTER_HIGH = 1.5
 PING_S = 3.0  # keepalive period up the link
 PING_WAIT_S = 3.0  # a keepalive unanswered this long ends the link
 DIAL_CONNECT_S = 3  # ssh ConnectTimeout of the link's dial
@@ -61,27 +70,76 @@ _READ = 65536
 HUB_CLOSED = "the hub closed the link"
 
 
-def next_delay(prev_s: float, outage_s: float, reached: bool) -> float:
-    """The wait before the next dial (docs/daemon.md, "Redial").
+def next_delay(prev_s: float, outage_s: float, kind: str) -> float:
+    """The base wait before the next dial (docs/daemon.md, "Redial"), before ``jittered``.
 
-    ``outage_s``: how long the box has been without a stable link (since the last link that stayed up
-    ``STABLE_S`` ended, or since the daemon started); ``reached``: whether the failed dial reached the far
-    box (ssh connected) at all. 1 s while the outage is younger than ``FAST_WINDOW_S`` (a restart or a
-    healed partition is noticed within a second) or while dials never reach the far box (they cost it
-    nothing, and the connect timeout paces them); after that doubling from the previous wait to 30 s.
+    ``outage_s``: how long the box has been without a link (since the last link whose hub answered hello
+    and that stayed up ``STABLE_S``, or since the daemon started): so a hub restarted five times in a row
+    starts five fresh outages, and each is redialled at once. ``kind`` (``failure_kind``): ``UNREACHED``
+    (ssh never got a connection: it costs the far box nothing, the connect timeout paces it) stays at 1 s;
+    ``LOGIN_REFUSED`` (a wrong key, a changed or unknown host key: it will not fix itself, and each dial is
+    a failed login in the far sshd's log) waits ``MAX_S`` at once; any other failure is redialled every
+    second while the outage is younger than ``FAST_WINDOW_S``, then doubling from the last wait to
+    ``MAX_S`` (a hub that stays down is not hammered).
     """
-    if outage_s < FAST_WINDOW_S or not reached:
+    if kind == LOGIN_REFUSED:
+        return MAX_S
+    if outage_s < FAST_WINDOW_S or kind == UNREACHED:
         return FIRST_S
     return min(max(prev_s, FIRST_S) * 2, MAX_S)
 
 
+def jittered(base_s: float, spread: float) -> float:
+    """``base_s`` spread over ``[JITTER_LOW, JITTER_HIGH)`` of itself by ``spread`` in ``[0, 1)`` (a random
+    number in the shell): a fleet whose hub restarts does not redial in step. The 1 s wait stays under
+    1.5 s, so a hub that is back is dialled within 2 s (the dial itself included on a LAN)."""
+    return base_s * (JITTER_LOW + (JITTER_HIGH - JITTER_LOW) * min(max(spread, 0.0), 1.0))
+
+
+UNREACHED = "unreached"
+LOGIN_REFUSED = "login_refused"
+FAILED = "failed"
+
 _UNREACHED = ("ssh: connect to host", "Could not resolve hostname", "Network is unreachable")
+_LOGIN_REFUSED = (
+    "Permission denied",
+    "Host key verification failed",
+    "REMOTE HOST IDENTIFICATION HAS CHANGED",
+    "No matching host key type",
+    "Too many authentication failures",
+)
 
 
 def reached_far_side(err: str) -> bool:
     """False when the failure says ssh never got a connection to the far box (connect failed or timed
     out, no route, no name); True for anything else (the far box ran something, or refused us)."""
     return not any(marker in err for marker in _UNREACHED)
+
+
+def failure_kind(err: str, was_up: bool) -> str:
+    """Which redial rule a failed dial (or an ended link) falls under: ``LOGIN_REFUSED`` when ssh says the
+    login or the host key was refused, ``UNREACHED`` when it never got a connection (and the link never came
+    up), else ``FAILED``."""
+    if any(marker in err for marker in _LOGIN_REFUSED):
+        return LOGIN_REFUSED
+    if not was_up and not reached_far_side(err):
+        return UNREACHED
+    return FAILED
+
+
+def redial_text(endpoint: str, err: str, kind: str, delay_s: float) -> str:
+    """The log line (and, after the error, the link's state) for a failed dial: what failed and when the
+    next dial is; a refused login says it will not fix itself and what to do."""
+    line = f"link to the hub at {endpoint}: {err}; dialling again in {delay_s:.1f}s"
+    if kind == LOGIN_REFUSED:
+        line += REFUSED_NOTE
+    return line
+
+
+REFUSED_NOTE = (
+    " (ssh refused the login or the host key: this will not fix itself; fix the key on this box,"
+    " then sotd daemon reload dials at once)"
+)
 
 
 def end_reason(returncode: int | None, last_stderr: str, keepalive: str) -> str:
@@ -159,6 +217,8 @@ class Uplink:
         self.up_since = 0.0
         self.up = asyncio.Event()
         self.last_exit: int | None = None  # the last child's own exit status; None when it was killed
+        self.failure = ""  # the last failure's kind (``failure_kind``), "" before any
+        self.dial_now = asyncio.Event()  # set by a reload: the wait before the next dial ends now
 
     async def call(self, op: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         """A request up the link; ``ConnectionError`` when the link is down, ``TimeoutError`` past the bound."""
@@ -192,7 +252,7 @@ class Uplink:
             log.error("link to the hub: %s; fix hosts.toml, then: sotd daemon reload", e)
             await self.shutting_down.wait()
             return
-        delay = 0.0
+        base = 0.0
         outage_start = time.monotonic()
         try:
             while not self.shutting_down.is_set():
@@ -206,22 +266,27 @@ class Uplink:
                 except Exception as e:  # a bug or a bad endpoint must not take the daemon down: log, redial
                     log.exception("link to the hub at %s", self.endpoint)
                     err = f"{type(e).__name__}: {e}"
-                self.last_error = err
                 self.down_since = time.time()
                 if self.shutting_down.is_set():
+                    self.last_error = err
                     break
                 now = time.monotonic()
                 if started and now - started[0] >= STABLE_S:
-                    outage_start = now  # a stable link ended: a new outage starts
+                    outage_start = now  # the hub answered and the link held: a new outage starts
+                    base = 0.0
                 if master_suspect(self.last_exit, bool(keepalive)):
                     await self._close_master()  # a new dial must not ride a dead connection's master
-                delay = next_delay(delay, now - outage_start, bool(started) or reached_far_side(err))
-                log.warning(
-                    "link to the hub at %s: %s; dialling again in %ss", self.endpoint, err, f"{delay:g}"
-                )
+                kind = failure_kind(err, bool(started))
+                # the link's state (``sotd daemon status``, a send's hint) says a refused login will not heal
+                self.last_error = err + REFUSED_NOTE if kind == LOGIN_REFUSED else err
+                base = next_delay(base, now - outage_start, kind)
+                delay = jittered(base, random.random())  # noqa: S311 (a spread, not a secret)
+                self.failure = kind
+                log.warning("%s", redial_text(self.endpoint, err, kind, delay))
+                self.dial_now.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):
-                        await self.shutting_down.wait()
+                        await _first(self.shutting_down, self.dial_now)
         finally:
             await self._close_master()
 
@@ -440,6 +505,17 @@ async def _settle(task: asyncio.Task[None], last: list[str]) -> str:
         async with asyncio.timeout(0.5):
             await asyncio.shield(task)
     return last[0]
+
+
+async def _first(*events: asyncio.Event) -> None:
+    """Until any of ``events`` is set."""
+    waits = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
 
 
 async def _kill(proc: asyncio.subprocess.Process) -> None:

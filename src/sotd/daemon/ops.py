@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -164,6 +166,57 @@ class Route:
         self.lock_manager = lock_manager
 
 
+class MountMemo:
+    """The lock identity of a folder (``lockmanager.lock_manager_of``) and this machine's id, computed again
+    only when the mount table changed. Reading and parsing ``/proc/self/mountinfo`` cost about 0.7 ms, paid
+    by every filing before (issue 27's scale: more than half of a routed send on the hub); the kernel marks
+    an open ``mountinfo`` with ``POLLPRI`` at any mount or unmount, so a remount is seen at the next filing,
+    as before. Off Linux, with the test seam set, or when ``mountinfo`` cannot be opened: no memo."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.poller: Any = None
+        self.known: dict[str, tuple[str, str | None]] = {}  # realpath -> (lock identity, machine id)
+        self.lock = threading.Lock()  # filings run in worker threads: one at a time touches the descriptor
+
+    def _changed(self) -> bool:
+        import select
+
+        if self.fd is None:
+            try:
+                self.fd = os.open(lockmanager.MOUNTINFO, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return True
+            self.poller = select.poll()
+            self.poller.register(self.fd, select.POLLPRI | select.POLLERR)
+            return True
+        if self.poller.poll(0):
+            os.close(self.fd)  # a fresh descriptor starts from the table as it is now
+            self.fd = None
+            self.known.clear()
+            self._changed()
+            return True
+        return False
+
+    def identity(self, folder: str) -> tuple[str, str | None]:
+        """(lock identity of ``folder``, machine id): from the memo while no mount changed."""
+        if os.environ.get("SOT_COMM_TEST_LOCK_IDENTITY") or not sys.platform.startswith("linux"):
+            return lockmanager.lock_manager_of(folder), lockmanager.machine_id_or_none()
+        key = os.path.realpath(folder)
+        with self.lock:
+            if self._changed():
+                self.known.clear()
+            got = self.known.get(key)
+            if got is None or self.fd is None:
+                got = (lockmanager.lock_manager_of(folder), lockmanager.machine_id_or_none())
+                if self.fd is not None:
+                    self.known[key] = got
+            return got
+
+
+MOUNTS = MountMemo()  # the daemon's
+
+
 def route_now(layout: Layout, is_hub: bool, forwarded: bool, self_host: str) -> Route:
     """Step 3 (blocking: reads the record and the mount table).
 
@@ -172,10 +225,9 @@ def route_now(layout: Layout, is_hub: bool, forwarded: bool, self_host: str) -> 
     restart this daemon to write it``; ``this hub's inbox lock is now … restart this daemon to re-record it
     after the remount``): rewriting it at a remount could leave two boxes each believing it manages the
     folder's locks (issue 28 item 6)."""
-    lock_manager = lockmanager.lock_manager_of(layout.inbox_dir)
+    lock_manager, mid = MOUNTS.identity(layout.inbox_dir)
     try:
         record = lockmanager.read_record(layout)
-        mid = lockmanager.machine_id_or_none()
     except fsprim.LinkedPath:
         from sotd.formats.layout import link_refused
 
@@ -308,27 +360,47 @@ class Ops:
         return OK
 
     async def comm_file(self, payload: dict[str, Any], origin: str) -> dict[str, Any]:
-        home = await asyncio.to_thread(os.path.isdir, self.layout.home)
+        # steps 1-7 in one worker thread (one hop, not three: issue 27's scale); a forward and an offer
+        # are the event loop's
+        answer, req = await asyncio.to_thread(self._local_steps, payload, origin)
+        if req is None:
+            assert answer is not None  # answered before the frame was read
+            return answer
+        if answer is None:
+            # the sender's deadline caps the forward's (hub.Hub.forward)
+            return await self.forward(req.frame())
+        if answer.get(UNLISTED) and self.is_hub and origin != OFFER and not req.broadcast:
+            # a forwarded frame's own deadline caps the offers it causes
+            offered = await self.offer(req.frame(broadcast=False), origin)
+            if offered is not None:
+                return offered
+        return answer
+
+    def _local_steps(
+        self, payload: dict[str, Any], origin: str
+    ) -> tuple[dict[str, Any] | None, payloads.CommFile | None]:
+        """Blocking: the verdict order up to the filing. ``(answer, None)``: answered before the frame was
+        read (a bad handle, no comm folder); ``(None, req)``: forward ``req`` to the hub; ``(answer, req)``:
+        this box's answer (an unlisted ``not_here`` may still be offered)."""
+        home = os.path.isdir(self.layout.home)
         to = payloads.read_to(payload)
         early = check_handles(to, payloads.read_from(payload), home)
         if early is not None:
             if early["code"] == answers.BAD_HANDLE and handles.is_valid(to):  # the sender's was refused
                 log.warning("comm.file from %s refused: %s", origin, inert(early["error"]))
-            return early
+            return early, None
         req = payloads.read_comm_file(payload)  # ``to`` and ``from`` are handles now: this never refuses
-        route = await asyncio.to_thread(route_now, self.layout, self.is_hub, req.forwarded, self.self_host)
+        route = route_now(self.layout, self.is_hub, req.forwarded, self.self_host)
         if route.where == lockmanager.REFUSE:
             log.error("comm.file for @%s refused: %s", req.to, route.text)
-            return refusal(answers.FILE_FAILED, route.text)
+            return refusal(answers.FILE_FAILED, route.text), req
         if route.where == lockmanager.FORWARD:
-            # the sender's deadline caps the forward's (hub.Hub.forward)
-            return await self.forward(req.frame())
+            return None, req
         bound = budget(req.expires, time.time(), inbox.inbox_wait(self.environ))
         if bound is None:
             log.warning("comm.file for @%s from %s: %s", req.to, origin, EXPIRED)
-            return refusal(answers.FILE_FAILED, EXPIRED)
-        answer = await asyncio.to_thread(
-            file_locally,
+            return refusal(answers.FILE_FAILED, EXPIRED), req
+        answer = file_locally(
             self.layout,
             self.environ,
             lock_manager=route.lock_manager,
@@ -339,12 +411,7 @@ class Ops:
             bound=bound,
             deadline=filing_deadline(req.expires, time.time(), time.monotonic()),
         )
-        if answer.get(UNLISTED) and self.is_hub and origin != OFFER and not req.broadcast:
-            # a forwarded frame's own deadline caps the offers it causes
-            offered = await self.offer(req.frame(broadcast=False), origin)
-            if offered is not None:
-                return offered
-        return answer
+        return answer, req
 
 
 def version_payload(
@@ -359,6 +426,7 @@ def version_payload(
     links: list[str] | None = None,
     topology_error: str = "",
     comm_folder: str = "",
+    topology_hub: str = "",
 ) -> dict[str, Any]:
     """``version.query``'s ``daemon``: who answers, and the front ends (``fe`` connections) attached now.
     ``comm_folder`` (ours): the real path of the comm folder this daemon serves, so a command can tell
@@ -366,7 +434,9 @@ def version_payload(
     ``send_command`` (ours): the command this box's rows reply with, for a task mail spawned from another
     box (``Rows.send_command``). ``link`` (ours): this box's link to its hub (``endpoint``, ``up``,
     ``since``, ``error``), None when it holds none; ``links``: the boxes linked to this daemon now;
-    ``topology_error`` (ours): why ``hosts.toml`` cannot be read and what the daemon goes on with, or ``""``."""
+    ``topology_error`` (ours): why ``hosts.toml`` cannot be read and what the daemon goes on with, or ``""``;
+    ``topology_hub`` (ours): the hub its ``hosts.toml`` names, ``""`` for none (``sotd doctor`` checks that
+    every box names the same one, issue 27)."""
     return {
         "host": host,
         "version": __version__,
@@ -381,6 +451,7 @@ def version_payload(
         "links": sorted(links or []),
         "topology_error": topology_error,
         "comm_folder": comm_folder,
+        "topology_hub": topology_hub,
     }
 
 

@@ -115,6 +115,7 @@ class Daemon:
             send_command=rows_mod.send_command(self.layout),
             link=self.uplink.state() if self.uplink is not None else None,
             links=list(self.server.links) if self.server is not None else [],
+            topology_hub=self.hub.topology.hub if self.hub.topology is not None else "",
             topology_error=(
                 f"{self.hub.topology_error}; {kept_text(self.hub.topology)}"
                 if self.hub.topology_error
@@ -353,6 +354,8 @@ class Daemon:
         changes = topology.describe_changes(old, topo)
         if old_error:
             changes.append("hosts.toml can be read again")
+        if self.uplink is not None:
+            self.uplink.dial_now.set()  # a fixed key or host key is dialled now, not after the wait
         if not changes:
             log.info("hosts.toml read again (%s): no change", why)
             return []

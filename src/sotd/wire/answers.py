@@ -87,6 +87,22 @@ def refusal_text(answer: dict[str, Any]) -> str | None:
     return error if isinstance(error, str) and error else None
 
 
+HINT = "hint"  # ours, beside a refusal's ``error``: the next thing to look at (a 0.6.6 client ignores it)
+
+
+def with_hint(answer: dict[str, Any], hint: str) -> dict[str, Any]:
+    """``answer`` (a refusal) carrying ``hint``; unchanged when ``hint`` is empty."""
+    if hint:
+        answer[HINT] = hint
+    return answer
+
+
+def hint_of(answer: dict[str, Any]) -> str | None:
+    """A refusal's ``hint`` (ours; a non-empty string), else None: printed on the send's hint line."""
+    hint = answer.get(HINT)
+    return hint if isinstance(hint, str) and hint else None
+
+
 def code_of(answer: dict[str, Any]) -> object:
     """A refusal's ``code`` as sent (None when there is none)."""
     return answer.get("code")

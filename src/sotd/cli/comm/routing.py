@@ -166,11 +166,11 @@ class Sender:
         FAILED reason (its refusal, or why it did not answer)."""
         from sotd.cli.comm import daemoncall
 
-        # ``expires``: when this send stops waiting (D6: 5 s from the dial), so a daemon that gets the
+        # ``expires``: when this send stops waiting (D6: 5 s, from the command's start: issue 27), so a daemon that gets the
         # frame late refuses it rather than file mail this command already reported as FAILED
         from sotd.wire import answers, payloads
 
-        expires = round(_clock.now() + daemoncall.VERDICT_S, 3)
+        expires = round(_clock.now() + daemoncall.left_now(), 3)
         payload = payloads.comm_file_payload(
             self.ctx.name, target, text, broadcast=broadcast, expires=expires
         )
@@ -183,8 +183,8 @@ class Sender:
             return None
         error = answers.refusal_text(answer)
         if error is not None:
-            hint = answer.get("hint")  # the hub's line after the sentence (the links' state), when any
-            if isinstance(hint, str) and hint:
-                self.hint = answers.cut_text(hint)
+            hint = answers.hint_of(answer)  # the daemon's next step (e.g. which link is down, since when)
+            if hint is not None:
+                self.hint = hint
             return error
         return f"the daemon answered neither ok nor a refusal: {answer}"

@@ -14,7 +14,7 @@ import os
 
 from sotd.cli.comm.common import out
 from sotd.cli.install.codex_config import codex_dir
-from sotd.cli.install.record import read_bytes, write_file
+from sotd.cli.install.record import note_made_dir, read_bytes, remove_made_dir, write_file
 from sotd.cli.install.settings import ALLOWED
 
 TYPE_CHECKING = False
@@ -77,7 +77,9 @@ def install(setup: Setup, record: dict[str, object]) -> None:
     if not setup.settings:
         return
     rules = os.path.join(codex_dir(), "rules", CODEX_RULES)
+    rules_had = os.path.isdir(os.path.dirname(rules))
     out(write_codex_rules(rules, setup.lay.bin_dir))
+    note_made_dir(record, os.path.dirname(rules), rules_had)
     if read_bytes(rules) == codex_rules_text(setup.lay.bin_dir, setup.home).encode():
         listed = record.setdefault("codex_rules", [])
         if isinstance(listed, list) and rules not in listed:
@@ -92,4 +94,5 @@ def uninstall(setup: Setup, record: dict[str, object]) -> int:
             line = unwrite_codex_rules(path)
             if line:
                 out(line)
+            remove_made_dir(record, os.path.dirname(path))  # ``rules/``, if we made it
     return 0

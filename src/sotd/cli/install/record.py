@@ -121,3 +121,27 @@ def entry_for(doc: dict[str, object], path: str) -> dict[str, object]:
 
 def strs(v: object) -> list[str]:
     return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+
+
+def note_made_dir(record: dict[str, object], folder: str, existed: bool) -> None:
+    """Record a folder this install made (``~/.claude/skills``, ``~/.codex/rules``) in
+    ``record["made_dirs"]``, so uninstall removes it again when it is empty (issue 27); one that was there
+    before is never named."""
+    if existed or not os.path.isdir(folder):
+        return
+    made = record.setdefault("made_dirs", [])
+    if isinstance(made, list) and folder not in made:
+        made.append(folder)
+
+
+def remove_made_dir(record: dict[str, object], folder: str) -> None:
+    """``folder``, when ``note_made_dir`` recorded it, removed if it is empty (``rmdir`` refuses otherwise:
+    someone else's files are in it) and forgotten."""
+    made = record.get("made_dirs")
+    if not isinstance(made, list) or folder not in made:
+        return
+    try:
+        os.rmdir(folder)
+    except OSError:
+        return  # not empty, or already gone
+    made.remove(folder)

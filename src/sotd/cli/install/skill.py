@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from sotd.cli.comm.common import err, out
-from sotd.cli.install.record import read_bytes, write_file
+from sotd.cli.install.record import note_made_dir, read_bytes, remove_made_dir, write_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -153,7 +153,10 @@ def install(setup: Setup, record: dict[str, object]) -> None:
     """With ``--agent-settings`` or ``--skill``: write the skill and list it in ``record["skills"]``."""
     if not (setup.settings or setup.skill_wanted):
         return
+    skills_dir = os.path.join(setup.claude_dir, "skills")
+    skills_had = os.path.isdir(skills_dir)
     skill, warning = install_skill(setup.claude_dir, setup.lay.bin_dir)
+    note_made_dir(record, skills_dir, skills_had)
     if warning:
         err(warning)
     if skill:
@@ -171,4 +174,5 @@ def uninstall(setup: Setup, record: dict[str, object]) -> int:
             line = uninstall_skill(path)
             if line:
                 out(line)
+            remove_made_dir(record, os.path.dirname(os.path.dirname(path)))  # ``skills/``, if we made it
     return 0
