@@ -26,6 +26,7 @@ from sotd.jobs.steps import Target
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.serial,
+    pytest.mark.alone,  # CPU budgets and the teardown's sweep of every sotd-job cgroup: beside nothing
     pytest.mark.root,
     pytest.mark.skipif(
         os.geteuid() != 0 or not os.path.exists("/usr/bin/bwrap"), reason="needs root and bubblewrap"

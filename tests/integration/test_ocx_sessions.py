@@ -26,6 +26,7 @@ from tests.ocx.fossilkit import base_env, need_fossil
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.serial,
+    pytest.mark.alone,  # a whole-run CPU budget read off the cgroup: beside nothing
     pytest.mark.root,
     pytest.mark.skipif(
         os.geteuid() != 0 or shutil.which("bwrap") is None or shutil.which("tmux") is None,

@@ -485,6 +485,7 @@ def phase(box: Box, wid: str) -> str | None:
     return (box.row(wid) or {}).get("phase")
 
 
+@pytest.mark.alone
 @pytest.mark.serial  # timed out twice in the merged tree's parallel pass (never alone, nor under CPU load): see the note
 def test_terminal_when_it_never_came_up_ended_when_it_ran(box: Box) -> None:
     """Behaviour 4.1, D16: a row whose agent exits before the row is Ready is ``terminal``; one that was

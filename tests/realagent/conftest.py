@@ -1,8 +1,9 @@
 """Fixtures of the real-agent tier (tests/realagent): the pinned Claude Code, the stand-in model, a HOME
 with the first run answered, a private tmux server, a sotd daemon whose rows run the real TUI.
 
-Every test in this folder is marked ``realagent`` and ``serial`` (the TUI's timing is what these tests
-read: they run in the serial pass, beside nothing). Usage: /work/notes/realagent-kit.md and kit.py.
+Every test in this folder is marked ``realagent`` and ``serial`` (out of the parallel pass: the TUI's
+timing is what these tests read; ``scripts/test`` runs them as one group in the background, one test at a
+time, beside the parallel pass and the other serial groups but never beside the ``alone`` tests). Usage: /work/notes/realagent-kit.md and kit.py.
 """
 
 from __future__ import annotations

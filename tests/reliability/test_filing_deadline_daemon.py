@@ -40,6 +40,7 @@ STRACE = shutil.which("strace") or "/usr/bin/strace"
 pytestmark = [
     pytest.mark.reliability,
     pytest.mark.serial,
+    pytest.mark.alone,  # deadlines against a delayed fsync: beside nothing
     pytest.mark.root,
     pytest.mark.timeout(120),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (strace attaches to the daemon)"),

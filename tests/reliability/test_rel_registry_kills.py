@@ -33,7 +33,7 @@ from sotd.formats.layout import Layout
 from sotd.formats.reglock import RegistryLock, read_fresh
 from tests.conftest import Comm
 
-pytestmark = [pytest.mark.reliability, pytest.mark.serial, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.reliability, pytest.mark.serial, pytest.mark.alone, pytest.mark.timeout(120)]
 
 KILLS = 1000
 BUDGET_SECS = 40.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from bench.crash import run_crash
 
-pytestmark = [pytest.mark.reliability, pytest.mark.serial, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.reliability, pytest.mark.serial, pytest.mark.alone, pytest.mark.timeout(120)]
 
 
 def test_suite_crash_200_kills_lose_no_acknowledged_line(tmp_path: object) -> None:

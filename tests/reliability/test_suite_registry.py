@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from bench.registry import run_registry
 
-pytestmark = [pytest.mark.reliability, pytest.mark.serial, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.reliability, pytest.mark.serial, pytest.mark.alone, pytest.mark.timeout(180)]
 
 
 def test_suite_registry_contention_reclaim_and_frozen_holder(tmp_path: object) -> None:
