@@ -26,6 +26,7 @@ import os
 
 from sotd.cli.comm.common import out
 from sotd.cli.install.scripts import sotd_executable
+from sotd.cli.install.settings import load_doc
 from sotd.errors import SotdError
 from sotd.mcp import NAMES, SERVER_NAME
 
@@ -163,20 +164,10 @@ def _replace(target: str, data: bytes, mode: int) -> None:
     fsprim.write_atomic(target, data, tmp=f"{target}.tmp.{os.urandom(3).hex()}", mode=mode, exact_mode=True)
 
 
-def _claude_doc(path: str, data: bytes | None) -> dict[str, object]:
-    try:
-        doc = json.loads(data) if data and data.strip() else {}
-    except ValueError as e:
-        raise SotdError(f"{path} is not valid JSON ({e}); nothing was changed") from None
-    if not isinstance(doc, dict):
-        raise SotdError(f"{path} does not hold a JSON object; nothing was changed")
-    return doc
-
-
 def trial(sotd: str) -> None:
     """Raise, before anything is written, when ``~/.claude.json`` cannot take our entry."""
     path = claude_json_path()
-    merge_claude_json(_claude_doc(path, _read(os.path.realpath(path))), sotd)
+    merge_claude_json(load_doc(path, _read(os.path.realpath(path))), sotd)
 
 
 def register(record: dict[str, object], sotd: str) -> list[str]:
@@ -188,7 +179,7 @@ def register(record: dict[str, object], sotd: str) -> list[str]:
     path = claude_json_path()
     target = os.path.realpath(path)
     data = _read(target)
-    doc = _claude_doc(path, data)
+    doc = load_doc(path, data)
     verdict = merge_claude_json(doc, sotd)
     if verdict == "added":
         new = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
@@ -279,7 +270,7 @@ def _take_out(path: str, target: str, data: bytes, added: object) -> str:
         _replace(target, new_text.encode(), _mode(target, data))
         return f"Took the MCP server '{SERVER_NAME}' out of {path} (it had changed since the install, so only that)"
     try:
-        doc = _claude_doc(path, data)
+        doc = load_doc(path, data)
     except SotdError as e:
         return f"{e.message}: its MCP server '{SERVER_NAME}' was left there; take it out by hand"
     if not unmerge_claude_json(doc, added):
