@@ -60,17 +60,37 @@ def lab() -> Iterator[rk.Lab]:
 
 class NsDaemon(Daemon):
     """The daemon (and so its tmux server, rows and sandboxes) in a private mount namespace where the
-    test's folder is bound over ``/root/.claude``."""
+    test's folder is bound over ``/root/.claude``. The namespace is held by a process of its own and every
+    start (a restart too) enters it, as a node's daemon restarted on its machine finds the mounts it left
+    (each run's workspace is a file system mounted there: issue 24's disk cap)."""
 
     fake_home: str = ""
+    holder: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        with open(self.log_path, "a") as log:
-            self.proc = subprocess.Popen(
+        if self.holder is None:
+            self.holder = subprocess.Popen(
                 ["unshare", "-m", "--propagation", "private", "sh", "-c",
-                 'mount --bind "$1" /root/.claude && exec "$2" daemon run', "sh", self.fake_home, rk.SOTD],
+                 'mount --bind "$1" /root/.claude && exec sleep 3600', "sh", self.fake_home],
+            )  # fmt: skip
+            wait_for(lambda: " /root/.claude " in _mountinfo(self.holder), 10, "the namespace")
+        with open(self.log_path, "a") as log:
+            self.proc = subprocess.Popen(  # nsenter -m sets the namespace and execs: the daemon keeps the pid
+                ["nsenter", "-t", str(self.holder.pid), "-m", rk.SOTD, "daemon", "run"],
                 env=self.env, stdout=log, stderr=log,
             )  # fmt: skip
+
+    def let_go(self) -> None:
+        """End the namespace's holder (after the daemon has stopped)."""
+        if self.holder is not None:
+            self.holder.kill()
+            self.holder.wait(10)
+
+
+def _mountinfo(proc: subprocess.Popen[bytes] | None) -> str:
+    assert proc is not None
+    with open(f"/proc/{proc.pid}/mountinfo") as f:
+        return f.read()
 
 
 def _release(claude_exe: str) -> str:
@@ -157,6 +177,7 @@ def _node_b(lab: rk.Lab, model: StandIn, claude_exe: str) -> Iterator[NsDaemon]:
         yield d
     finally:
         rc = d.stop()
+        d.let_go()
         seed.stop(srv)
     assert rc == 0, d.log()[-3000:]
 
@@ -174,8 +195,11 @@ def test_real_claude_session_hears_answers_restarts_and_stops(
         h = rk.post_run(lab, "a", _body(lab, model, _release(claude_exe), "8h"))
         started = rk.wait_answer(lab, "a", h, "started", bound=90)
         ws = started["values"]["workspace"]
-        for name, text in (("reply.py", REPLY_PY), ("probe.py", PROBE_PY)):  # the sandbox sees the workspace
-            with open(os.path.join(ws, name), "w") as f:
+        # the sandbox sees the workspace; it is a file system of its own (its disk cap, issue 24) mounted
+        # in the daemon's private mount namespace, so the test writes through that namespace's root
+        in_ns = f"/proc/{d.proc.pid}/root"
+        for name, text in (("reply.py", REPLY_PY), ("probe.py", PROBE_PY)):
+            with open(in_ns + os.path.join(ws, name), "w") as f:
                 f.write(text)
         reply = f"/usr/bin/python3 {ws}/reply.py {ws} {h}"
         # the model: woken by the mail line, it reads the mirror (and looks at what it can see), then
