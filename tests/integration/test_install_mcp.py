@@ -21,6 +21,12 @@ CLAUDE_JSON = {
     "mcpServers": {"other": {"type": "stdio", "command": "/opt/other"}},
     "x": [1],
 }
+# what Codex passes to the server of the session's environment (it filters the rest out)
+ENV_VARS = (
+    '"SOT_COMM_HOME", "SOT_COMM_SELF_FILE", "SOT_COMM_NAME", "SOT_WORKSPACE_ID", "SOT_WORKSPACE", '
+    '"SOT_SOCKET", "SOT_SELF_HOST", "SOT_COMM_TEST_HOST", "SOT_HOSTS_TOML", "SOT_BACKEND_LABEL", '
+    '"SOTD_STATE_DIR"'
+)
 TOOLS = [f"mcp__sotd__{t}" for t in ("join", "send", "poll", "unread", "list", "status")]
 
 
@@ -61,7 +67,8 @@ def test_registered_with_both_agents_idempotent_and_uninstall_gives_the_bytes_ba
     toml_text = read(toml).decode()
     assert toml_text.startswith(before_toml.decode())
     assert toml_text.endswith(
-        f'\n[mcp_servers.sotd]\ncommand = "{SOTD}"\nargs = ["mcp"]\ndefault_tools_approval_mode = "approve"\n'
+        f'\n[mcp_servers.sotd]\ncommand = "{SOTD}"\nargs = ["mcp"]\nenv_vars = [{ENV_VARS}]\n'
+        'default_tools_approval_mode = "approve"\n'
     )
     once = (read(cj), read(toml), read(settings))
     r = run(fresh, "install", "--agent-settings")

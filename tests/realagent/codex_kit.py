@@ -123,6 +123,14 @@ class CodexHome:
         with open(self.config_path, "w", encoding="utf-8") as f:
             f.write(toml_text(self.doc))
 
+    def adopt(self) -> None:
+        """Take ``config.toml`` as it is now (what ``sotd comm install`` added to it) into the doc, so the
+        next ``trust`` / ``trust_hooks`` writes it back instead of dropping it."""
+        import tomllib
+
+        with open(self.config_path, "rb") as f:
+            self.doc = tomllib.load(f)
+
     def trust(self, folder: str) -> str:
         """Mark ``folder`` (made when missing) a trusted project; its real path."""
         os.makedirs(folder, exist_ok=True)

@@ -66,6 +66,8 @@ def newest_user_text(body: dict[str, Any]) -> str:
             continue
         if it.get("type") == "function_call_output":
             return _output_text(it.get("output"))
+        if it.get("type") == "tool_search_output":
+            return json.dumps(it.get("tools"), ensure_ascii=False)
         if it.get("type") == "message" and it.get("role") in ("user", "developer"):
             return _content_text(it.get("content"))
         if it.get("type") == "message" and it.get("role") == "assistant":
@@ -123,6 +125,10 @@ class CodexStandIn(standin.StandIn):
             items = [self._message(seq, self.side_text)]
         elif step is None or step.kind == "text":
             items = [self._message(seq, self.idle_text if step is None else step.value)]
+        elif step.kind == "tool" and step.value == "tool_search":
+            items = [self._search(seq, step)]
+        elif step.kind == "tool":
+            items = [self._function(seq, step)]
         else:
             items = [self._call(seq, step)]
         self._sse(h, seq, items)
@@ -140,6 +146,21 @@ class CodexStandIn(standin.StandIn):
             args["yield_time_ms"] = 30000
         return {"type": "function_call", "id": f"fc_{seq:06d}", "call_id": f"call_{seq:06d}",
                 "name": "exec_command", "arguments": json.dumps(args), "status": "completed"}  # fmt: skip
+
+    @staticmethod
+    def _search(seq: int, step: ScriptStep) -> dict[str, Any]:
+        return {"type": "tool_search_call", "id": f"ts_{seq:06d}", "call_id": f"call_{seq:06d}",
+                "execution": "client", "arguments": dict(step.tool_input), "status": "completed"}  # fmt: skip
+
+    @staticmethod
+    def _function(seq: int, step: ScriptStep) -> dict[str, Any]:
+        args = dict(step.tool_input)
+        namespace = args.pop("__namespace__", None)
+        item = {"type": "function_call", "id": f"fc_{seq:06d}", "call_id": f"call_{seq:06d}",
+                "name": step.value, "arguments": json.dumps(args), "status": "completed"}  # fmt: skip
+        if namespace is not None:
+            item["namespace"] = namespace
+        return item
 
     @staticmethod
     def _sse(h: BaseHTTPRequestHandler, seq: int, items: list[dict[str, Any]]) -> None:

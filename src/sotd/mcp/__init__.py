@@ -17,6 +17,24 @@ SERVER_NAME = "sotd"
 # Every tool the server offers, in the order tools/list gives them.
 NAMES = ("join", "send", "poll", "unread", "list", "status")
 
+# What a session's identity is read from (the comm folder, the row, the self file, the host): an agent
+# that starts its MCP servers with a filtered environment (Codex passes only HOME, PATH, USER and a few
+# more, plus the names its ``env_vars`` lists) is told to pass these, so the server acts as the session's
+# handle, exactly as the session's own commands do (a name that is not set is not passed).
+SESSION_ENV = (
+    "SOT_COMM_HOME",
+    "SOT_COMM_SELF_FILE",
+    "SOT_COMM_NAME",
+    "SOT_WORKSPACE_ID",
+    "SOT_WORKSPACE",
+    "SOT_SOCKET",
+    "SOT_SELF_HOST",
+    "SOT_COMM_TEST_HOST",
+    "SOT_HOSTS_TOML",
+    "SOT_BACKEND_LABEL",
+    "SOTD_STATE_DIR",
+)
+
 # The install record (``sotd.cli.install.SETTINGS_RECORD`` in ``bin/``): its ``mcp`` entry says the server
 # was registered with the agents, so the start text and the Stop hook name the tools.
 RECORD_FILE = ".installed-settings.json"

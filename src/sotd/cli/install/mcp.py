@@ -28,7 +28,7 @@ from sotd.cli.comm.common import out
 from sotd.cli.install.scripts import sotd_executable
 from sotd.cli.install.settings import load_doc
 from sotd.errors import SotdError
-from sotd.mcp import NAMES, SERVER_NAME
+from sotd.mcp import NAMES, SERVER_NAME, SESSION_ENV
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,11 +82,15 @@ def claude_entry(sotd: str) -> dict[str, object]:
 
 
 def codex_table(sotd: str) -> str:
-    """The TOML table Codex reads (strings as TOML basic strings: JSON's escapes are TOML's)."""
+    """The TOML table Codex reads (strings as TOML basic strings: JSON's escapes are TOML's). Codex starts
+    an MCP server with only a few variables of its own environment (HOME, PATH, ...) plus those
+    ``env_vars`` names: without the session's comm variables (``SESSION_ENV``) the server would read
+    another comm folder, or no row, and have no identity (seen on 0.171.0)."""
     return (
         f"\n[mcp_servers.{SERVER_NAME}]\n"
         f"command = {json.dumps(sotd)}\n"
         'args = ["mcp"]\n'
+        f"env_vars = [{', '.join(json.dumps(n) for n in SESSION_ENV)}]\n"
         'default_tools_approval_mode = "approve"\n'
     )
 
