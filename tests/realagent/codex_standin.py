@@ -14,6 +14,12 @@ Codex tests; the TUI, its hook runner, tmux and sotd are real. What Codex 0.171.
 - side requests (the thread's title and the like) carry no ``exec_command`` tool (an empty ``tools``, or
   ``apply_patch`` alone): plain text, never a script step.
 
+- MCP tools are not among the functions: the tools hold ``{"type": "tool_search", "execution": "client"}``;
+  a ``tool_search_call`` item (``arguments``: ``query``, ``limit``) is answered by Codex with a
+  ``tool_search_output`` item whose ``tools`` are namespaces (``mcp__sotd`` with its functions), and the
+  model then calls a ``function_call`` with ``"namespace": "mcp__sotd"`` and the tool's own name. The
+  step ``tool("tool_search", {...})`` is that search; ``tool(name, {"__namespace__": ns, ...})`` that call.
+
 It keeps the interface of ``standin.StandIn`` (the Claude Code stand-in): the same ``Step``s (``text``,
 ``bash``, ``sleep``; ``when`` waits for the newest user content: prompt, tool output or hook feedback),
 ``requests`` / ``main_requests()`` / ``answered()`` / ``tool_results()`` / ``wait_main(n)``.
