@@ -125,6 +125,7 @@ def test_hold_refuses_a_prompt_that_flashes_free_while_busy(tmp_path) -> None:
 # ------------------------------------------------------------------------------- the wake, end to end
 
 
+@pytest.mark.long
 def test_busy_row_is_never_typed_into_and_each_batch_wakes_once(box: Box) -> None:
     wid, log = box.create("busy", *BUSY_ARGS)
     assert wakes(log) == 0
@@ -161,6 +162,7 @@ def test_busy_row_is_never_typed_into_and_each_batch_wakes_once(box: Box) -> Non
     assert box.row(wid)["phase"] == "ready"
 
 
+@pytest.mark.long
 def test_a_draft_is_never_overwritten(box: Box) -> None:
     wid, log = box.create("drafty", "--log-keys")
     pane = pane_of(box, wid)
