@@ -43,8 +43,25 @@ def model() -> Iterator[StandIn]:
 
 
 @pytest.fixture
-def claude_home(tmp_path: Any, claude_exe: str) -> kit.ClaudeHome:
-    return kit.ClaudeHome(str(tmp_path / "claude"))
+def claude_kit(request: pytest.FixtureRequest, claude_exe: str) -> kit.ClaudeKit:
+    """The Claude Code a test runs: the pin, or with ``parametrize("claude_kit", ["pin", "newest"],
+    indirect=True)`` each; ``newest`` is skipped, with the reason printed, when ``scripts/setup --newest``
+    put none beside the pin."""
+    label = getattr(request, "param", "pin")
+    if label == "pin":
+        return kit.ClaudeKit("pin", claude_exe, kit.pin())
+    newest = kit.newest_claude()
+    if newest is None:
+        pytest.skip(
+            f"no Claude Code newer than the pin {kit.pin()} in {kit.NEWEST_PREFIX} (scripts/setup --newest "
+            "puts the registry's newest there)"
+        )
+    return newest
+
+
+@pytest.fixture
+def claude_home(tmp_path: Any, claude_kit: kit.ClaudeKit) -> kit.ClaudeHome:
+    return kit.ClaudeHome(str(tmp_path / "claude"), version=claude_kit.version)
 
 
 @pytest.fixture
@@ -56,11 +73,13 @@ def panes(claude_exe: str) -> Iterator[kit.Panes]:
 
 @pytest.fixture
 def start_claude(
-    panes: kit.Panes, claude_home: kit.ClaudeHome, model: StandIn, tmp_path: Any
+    panes: kit.Panes, claude_home: kit.ClaudeHome, model: StandIn, tmp_path: Any, claude_kit: kit.ClaudeKit
 ) -> Callable[..., kit.Claude]:
-    """``start_claude(project="proj", extra_env=None, args=())``: a real Claude Code session in ``panes``."""
+    """``start_claude(project="proj", extra_env=None, args=())``: a real Claude Code session in ``panes``
+    (the ``claude_kit``'s Claude Code)."""
 
     def start(project: str = "proj", **kw: Any) -> kit.Claude:
+        kw.setdefault("exe", claude_kit.exe)
         return kit.Claude(panes, claude_home, model, str(tmp_path / project), **kw)
 
     return start

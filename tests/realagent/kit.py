@@ -4,6 +4,9 @@ real TUI in a private tmux server, and a sotd daemon whose rows run it (issue 11
 - ``claude_exe()``: the Claude Code that ``scripts/setup`` installed into ``.agents/claude-code`` at the
   pin in ``scripts/claude-code.pin``; when it is missing or another version it raises ``NotInstalled``
   whose text is the install's own error (``.agents/claude-code.error``), never a skip.
+- ``kits()``: the Claude Codes to run against: the pin, and the newest when ``scripts/setup --newest``
+  put it beside the pin in ``.agents/claude-code-newest`` (the fixture ``claude_kit``, parametrized
+  ``pin`` / ``newest``, picks one; a test asks for both with ``parametrize(..., indirect=True)``).
 - ``ClaudeHome``: a temp ``HOME`` whose ``.claude.json`` says onboarding is done, the release notes are
   seen, the dummy API key is approved and each project folder is trusted, so no first-run dialog shows;
   ``env(model)`` is the environment a session needs (the stand-in's URL, no inherited ``ANTHROPIC_*``,
@@ -102,6 +105,44 @@ def claude_exe() -> str:
     )
 
 
+NEWEST_PREFIX = os.path.join(TOP, ".agents", "claude-code-newest")
+
+
+class ClaudeKit:
+    """One installed Claude Code: ``label`` (``pin`` / ``newest``), its ``exe`` and ``version``."""
+
+    def __init__(self, label: str, exe: str, version: str) -> None:
+        self.label, self.exe, self.version = label, exe, version
+
+    def __repr__(self) -> str:
+        return f"ClaudeKit({self.label} {self.version})"
+
+
+def newest_claude() -> ClaudeKit | None:
+    """The newest Claude Code ``scripts/setup --newest`` installed beside the pin, or None when there is
+    none (not asked for, or the pin is the newest)."""
+    exe = os.path.join(NEWEST_PREFIX, "node_modules", ".bin", "claude")
+    if not os.access(exe, os.X_OK):
+        return None
+    try:
+        p = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = p.stdout.split()
+    if p.returncode != 0 or not words or words[0] == pin():
+        return None
+    return ClaudeKit("newest", exe, words[0])
+
+
+def kits() -> list[ClaudeKit]:
+    """The pin (raises ``NotInstalled`` when it is missing), then the newest when it is installed."""
+    out = [ClaudeKit("pin", claude_exe(), pin())]
+    newest = newest_claude()
+    if newest is not None:
+        out.append(newest)
+    return out
+
+
 # ------------------------------------------------------------------------------------------------- HOME
 
 
@@ -109,13 +150,14 @@ class ClaudeHome:
     """A temp HOME with Claude Code's first run answered. ``settings`` goes to ``~/.claude/settings.json``
     (``reduced_motion`` adds ``"prefersReducedMotion": true``); ``trust(folder)`` adds a project."""
 
-    def __init__(self, root: str, *, reduced_motion: bool = False, settings: dict[str, Any] | None = None):
+    def __init__(self, root: str, *, reduced_motion: bool = False, settings: dict[str, Any] | None = None,
+                 version: str | None = None):  # fmt: skip
         self.root = root
         self.home = os.path.join(root, "home")
         self.tmp = os.path.join(root, "tmp")
         os.makedirs(os.path.join(self.home, ".claude"), exist_ok=True)
         os.makedirs(self.tmp, exist_ok=True)
-        self.config = scripted_model.write_first_run(self.home, pin(), API_KEY)
+        self.config = scripted_model.write_first_run(self.home, version or pin(), API_KEY)
         self.settings_path = os.path.join(self.home, ".claude", "settings.json")
         base = dict(settings or {})
         if reduced_motion:
@@ -279,13 +321,13 @@ class Claude(PaneSession):
     """One real Claude Code session in ``panes``: its HOME, project folder and pane."""
 
     def __init__(self, panes: Panes, home: ClaudeHome, model: StandIn, project: str, *, extra_env=None,
-                 args: tuple[str, ...] = (), name: str = "claude") -> None:  # fmt: skip
+                 args: tuple[str, ...] = (), name: str = "claude", exe: str | None = None) -> None:  # fmt: skip
         self.panes = panes
         self.home = home
         self.model = model
         self.project = home.trust(project)
         self.env = home.env(model, extra_env)
-        self.pane = panes.start(self.project, self.env, [claude_exe(), *args], name)
+        self.pane = panes.start(self.project, self.env, [exe or claude_exe(), *args], name)
 
     def wait(
         self, pred: Callable[[str], bool], what: str, timeout: float = 30.0, *, settle: bool = True

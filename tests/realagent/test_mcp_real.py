@@ -4,7 +4,7 @@ tools as a model does, everything else is real): ``sotd comm install --agent-set
 quotes, backslashes, a newline and non-ASCII goes through ``mcp__sotd__send`` and is filed byte for byte
 with no dialog, from the session's own handle (its private self file, found by the server); a poll through
 ``mcp__sotd__poll`` moves the cursor (the next one says ``No new messages.``); uninstall gives the files'
-bytes back.
+bytes back. Run against the pin and, when ``scripts/setup --newest`` installed it, the newest Claude Code.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+
+import pytest
 
 from tests.conftest import wait_for
 from tests.realagent import kit, standin
@@ -21,15 +23,32 @@ from tests.realagent.test_hooks_real import DIALOG, _comm_folder, _install, _out
 REPLY = "it costs $5 now; echo rc=$? \"double\" 'single' back\\slash \\ space\nsecond line: é ü 日本 🚀"
 
 
-def _offered(model: StandIn) -> set[str]:
-    names: set[str] = set()
-    for r in model.main_requests():
-        for t in r.body.get("tools", []) or []:
-            if isinstance(t, dict) and isinstance(t.get("name"), str):
-                names.add(t["name"])
-    return names
+TOOLS = {f"mcp__sotd__{n}" for n in ("join", "send", "poll", "unread", "list", "status")}
 
 
+def _offered(req: standin.Request) -> set[str]:
+    return {t["name"] for t in req.body.get("tools", []) or [] if isinstance(t, dict) and "name" in t}
+
+
+def _deferred(req: standin.Request) -> bool:
+    """Whether this Claude Code defers the MCP tools behind its ``ToolSearch`` (2.1.332 does: the tools
+    are named in a system message, their schemas load through ``ToolSearch``; 2.1.197 offers them as
+    tools). Fails the test when it does neither."""
+    if _offered(req) >= TOOLS:
+        return False
+    said = json.dumps(req.body)
+    assert "ToolSearch" in _offered(req) and all(t in said for t in TOOLS), sorted(_offered(req))
+    return True
+
+
+def _calls(deferred: bool, tool: str, when: str) -> list[standin.ScriptStep]:
+    """What a model does before it calls ``tool``: with deferred tools, load its schema first."""
+    if not deferred:
+        return []
+    return [standin.tool("ToolSearch", {"query": f"select:{tool}"}, when=when)]
+
+
+@pytest.mark.parametrize("claude_kit", ["pin", "newest"], indirect=True)
 def test_the_real_claude_code_sends_and_polls_through_the_mcp_tools(
     start_claude: Callable[..., kit.Claude], model: StandIn, claude_home: kit.ClaudeHome, tmp_path: object
 ) -> None:
@@ -45,21 +64,26 @@ def test_the_real_claude_code_sends_and_polls_through_the_mcp_tools(
     b = start_claude("beta", extra_env=_outside_env(comm))
     b.wait_idle()
     wait_for(lambda: sorted(_registry(comm)) == ["alpha-testhost", "beta-testhost"], what="both joined")
+    a.submit("hello")  # a first turn (the stand-in's "Done."): which tools does this Claude Code offer?
+    deferred = _deferred(model.wait_main(1, timeout=60)[0])
+    a.wait(lambda t: "Done." in t, "alpha's first turn")
+    a.wait_idle()
+    send_when = "mcp__sotd__send" if deferred else "tell beta"
     model.add(
-        standin.tool("mcp__sotd__send", {"to": "beta-testhost", "text": REPLY}, when="tell beta"),
+        *_calls(deferred, "mcp__sotd__send", "tell beta"),
+        standin.tool("mcp__sotd__send", {"to": "beta-testhost", "text": REPLY}, when=send_when),
         standin.text("SITREP: told beta", when="filed -> @beta-testhost"),
     )
     a.submit("tell beta the price")
     a.wait(lambda t: "SITREP: told beta" in t, "alpha's turn end", timeout=90)
     assert DIALOG not in a.text()
-    assert {f"mcp__sotd__{n}" for n in ("join", "send", "poll", "unread", "list", "status")} <= _offered(
-        model
-    )
     with open(os.path.join(comm, "inbox", "beta-testhost.jsonl"), "rb") as f:
         last = json.loads(f.read().splitlines()[-1])
     assert last["msg"] == REPLY and last["from"] == "alpha-testhost" and last["to"] == "beta-testhost"
+    assert _install(claude_home, comm, "unread", "beta-testhost").stdout == "1\n"
     model.add(
-        standin.tool("mcp__sotd__poll", {}, when="read your mail"),
+        *_calls(deferred, "mcp__sotd__poll", "read your mail"),
+        standin.tool("mcp__sotd__poll", {}, when="mcp__sotd__poll" if deferred else "read your mail"),
         standin.tool("mcp__sotd__poll", {}, when="second line: é ü 日本"),
         standin.text("SITREP: read it", when="No new messages."),
     )
@@ -69,6 +93,7 @@ def test_the_real_claude_code_sends_and_polls_through_the_mcp_tools(
     results = model.tool_results()
     assert any("[alpha-testhost:alpha] it costs $5 now" in t for t in results), results
     assert "No new messages." in results
+    assert _install(claude_home, comm, "unread", "beta-testhost").stdout == "0\n"  # the tool moved the cursor
     p = _install(claude_home, comm, "uninstall")
     assert "The comm folder's mail, registry and self files were left as they are." in p.stdout
     with open(claude_json, "rb") as f:

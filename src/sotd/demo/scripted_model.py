@@ -100,6 +100,8 @@ def _flatten(content: Any) -> str:
                 out.append(str(block.get("text", "")))
             elif block.get("type") == "tool_result":
                 out.append(_flatten(block.get("content", "")))
+            elif block.get("type") == "tool_reference":  # a ToolSearch result: the tool it loaded
+                out.append(str(block.get("tool_name", "")))
     return "\n".join(out)
 
 
