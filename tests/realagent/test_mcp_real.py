@@ -5,6 +5,7 @@ quotes, backslashes, a newline and non-ASCII goes through ``mcp__sotd__send`` an
 with no dialog, from the session's own handle (its private self file, found by the server); a poll through
 ``mcp__sotd__poll`` moves the cursor (the next one says ``No new messages.``); uninstall gives the files'
 bytes back. Run against the pin and, when ``scripts/setup --newest`` installed it, the newest Claude Code.
+A second Claude Code that a session's Bash starts (``claude -p``) gets no identity through its own server.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from unittest.mock import patch
 
 import pytest
 
@@ -99,3 +101,40 @@ def test_the_real_claude_code_sends_and_polls_through_the_mcp_tools(
     with open(claude_json, "rb") as f:
         after = json.loads(f.read())
     assert "sotd" not in after.get("mcpServers", {}) and before  # Claude Code rewrote it: only ours came out
+
+
+def test_a_second_claude_code_started_inside_a_session_gets_no_identity_through_the_tool(
+    start_claude: Callable[..., kit.Claude], model: StandIn, claude_home: kit.ClaudeHome,
+    claude_kit: kit.ClaudeKit, tmp_path: object,
+) -> None:  # fmt: skip
+    """The outer session's Bash starts a second Claude Code (``claude -p``); that one's own ``sotd mcp``
+    has two agents above it, so its send is a tool error with the identity check's sentence and nothing
+    is filed, while the outer session keeps its handle."""
+    comm = os.path.join(str(tmp_path), "comm")
+    _comm_folder(comm)
+    _install(claude_home, comm, "install", "--agent-settings")
+    claude_home.allow("Bash(claude -p:*)")
+    beta = os.path.join(comm, "self", "beta-session.txt")
+    with patch.dict(os.environ, {"SOT_COMM_SELF_FILE": beta}):  # beta: a session outside, by the CLI
+        _install(claude_home, comm, "join", "--name", "beta")
+    bin_dir = os.path.dirname(claude_kit.exe)
+    a = start_claude("alpha", extra_env=_outside_env(comm, {"PATH": bin_dir + ":/usr/bin:/bin"}))
+    a.wait_idle()
+    wait_for(lambda: "alpha-testhost" in _registry(comm), what="alpha joined")
+    model.add(
+        standin.bash("claude -p 'inner: tell beta'", when="run the helper"),
+        standin.tool(
+            "mcp__sotd__send", {"to": "beta", "text": "from the inner agent"}, when="inner: tell beta"
+        ),
+        standin.text("inner: refused", when="no comm identity"),
+        standin.text("SITREP: the helper ran", when="inner: refused"),
+    )
+    a.submit("run the helper")
+    a.wait(lambda t: "SITREP: the helper ran" in t, "alpha's turn end", timeout=90)
+    refused = [t for t in model.tool_results() if "FAILED -> @beta" in t]
+    assert refused and "this process runs under claude, started inside claude's session, so it has no comm identity" in refused[0], model.tool_results()  # fmt: skip
+    inbox = os.path.join(comm, "inbox", "beta.jsonl")
+    if os.path.exists(inbox):
+        with open(inbox, "rb") as f:
+            assert b"from the inner agent" not in f.read()
+    assert "alpha-testhost" in _registry(comm)
