@@ -38,6 +38,19 @@ TEXT_NOT_IN_CAPSULE = (
     "this process names row {row} but is not shown to run inside that row's capsule, so it has no comm "
     "identity; nothing was read, sent or stamped; start it inside the row, or as its own row"
 )
+# Not in the spec (5.4's sentence stays first and whole): what follows it when the command ran inside
+# Codex's sandbox, which runs a command in a PID namespace of its own whose first process is
+# ``codex-linux-sandbox`` (seen on 0.171.0), so no capsule can be seen from there. It names the cause and
+# the two ways that work: the MCP tools (Codex's own child, outside the sandbox), or the plain form that
+# Codex's rules let run outside it.
+TEXT_CODEX_SANDBOX = (
+    ". It ran inside Codex's sandbox, which hides the row from it: send and read mail with the sotd MCP "
+    "tools (send, poll), or run the script in its plain form, which Codex runs outside its sandbox: the "
+    "script and its words alone, the text in single quotes (comm-send.sh @handle 'text', comm-poll.sh), "
+    "with no pipe, redirection, 2>&1 or escaped quotes"
+)
+SANDBOXES = ("codex-linux-sandbox",)  # argv[0] names of an agent's sandbox launcher
+
 TEXT_TRUNCATED = (
     "cannot read this process's ancestry in full (/proc or ps; sotd.exe ancestors on Windows), so it "
     "cannot be shown to be its session's own agent — nothing was read, sent or stamped"
@@ -221,12 +234,42 @@ def row_named(
 # ------------------------------------------------------------------------------------------------ verdict
 
 
-def verdict(chain: list[list[str]], truncated: bool, row: str | None) -> tuple[int, str | None]:
+def nearest_agent(chain: list[list[str]]) -> str | None:
+    """The agent nearest this process in the chain (``claude`` / ``codex``), or None. Pure."""
+    for rec in chain:
+        found = agent_of(rec)
+        if found is not None:
+            return found
+    return None
+
+
+def is_sandbox_launcher(argv: list[str]) -> bool:
+    """Whether ``argv`` is Codex's sandbox launcher, the first process of the PID namespace Codex runs a
+    sandboxed command in. Pure."""
+    return bool(argv) and _name(argv[0]) in SANDBOXES
+
+
+def in_codex_sandbox(environ: Mapping[str, str], proc: str = "/proc") -> bool:
+    """Whether this process runs inside Codex's sandbox: the first process of its PID namespace (pid 1,
+    which the walk never reads: it ends at the record whose parent is pid 1) is Codex's launcher, or
+    Codex said so (``CODEX_SANDBOX=seatbelt`` on macOS)."""
+    if environ.get("CODEX_SANDBOX"):
+        return True
+    cmdline = _read_bytes(os.path.join(proc, "1", "cmdline"))
+    if not cmdline:
+        return False
+    return is_sandbox_launcher([a.decode("utf-8", "surrogateescape") for a in cmdline.split(b"\0")])
+
+
+def verdict(
+    chain: list[list[str]], truncated: bool, row: str | None, *, sandboxed: bool = False
+) -> tuple[int, str | None]:
     """Judge a chain (nearest first). Pure.
 
     Layers are counted up to the capsule (or the end of what was read); a node host directly above its
     native child of the same agent with the same arguments is one layer. More than one layer -> 1. Then a
-    capsule reached decides by the row test; without one, a truncated chain -> 2, a named row -> 2.
+    capsule reached decides by the row test; without one, a truncated chain -> 2, a named row -> 2 (its
+    text followed by ``TEXT_CODEX_SANDBOX`` when ``sandboxed``: the process runs inside Codex's sandbox).
     """
     layers: list[str] = []
     prev: tuple[str, bool, list[str]] | None = None
@@ -250,7 +293,8 @@ def verdict(chain: list[list[str]], truncated: bool, row: str | None) -> tuple[i
     if truncated:
         return 2, TEXT_TRUNCATED
     if row is not None:
-        return 2, TEXT_NOT_IN_CAPSULE.format(row=row)
+        note = TEXT_CODEX_SANDBOX if sandboxed else ""
+        return 2, TEXT_NOT_IN_CAPSULE.format(row=row) + note
     return 0, None
 
 
@@ -269,4 +313,8 @@ def check(
         host = sysprobe.declared_host(env)
     row = row_named(env, None, host)
     chain, truncated = read_chain(pid, proc)
-    return verdict(chain, truncated, row)
+    rc, why = verdict(chain, truncated, row)
+    # pid 1 is read only for a row's refusal: the one a sandbox explains
+    if row is not None and why == TEXT_NOT_IN_CAPSULE.format(row=row) and in_codex_sandbox(env, proc):
+        return verdict(chain, truncated, row, sandboxed=True)
+    return rc, why

@@ -13,8 +13,10 @@ resolve"; seen). Shown here:
   filed through the tool byte for byte (the inbox line's ``msg``) from the session's own handle; a poll
   through the tool reads the mail and moves the cursor as ``comm-poll.sh`` does (``unread`` 1, then 0,
   and the next poll says ``No new messages.``);
-- a ``spawn --agent codex`` row, woken by mail: it polls and answers through the tools from inside
-  Codex's sandboxed session with no sandbox failure (the wrappers there need sotd's rules file).
+- a ``spawn --agent codex`` row, woken by mail: its model first pipes ``comm-poll.sh`` (Codex runs that
+  in its sandbox, where the wrapper has no identity): the refusal names the cause and the fix (the tools,
+  or the plain form), as the start text did; it then polls and answers through the tools with no sandbox
+  failure.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import os
 import subprocess
 from typing import Any
 
+from sotd.cli.comm import sessionstart
 from tests.conftest import SOTD, wait_for
 from tests.realagent import codex_kit, kit
-from tests.realagent.codex_standin import CodexStandIn, text
+from tests.realagent.codex_standin import CodexStandIn, bash, text
 from tests.realagent.standin import ScriptStep, tool
 from tests.realagent.test_codex_rows import APPROVAL
 from tests.realagent.test_hooks_real import _comm_folder
@@ -169,7 +172,8 @@ def test_a_spawned_codex_row_answers_mail_through_the_tools_with_no_sandbox_fail
     assert codex_box.sotd("join", "--name", "you").returncode == 0
     pane = _ready_row(codex_box, codex_home, "r5")
     codex_model.add(
-        search("you have mail"),
+        bash("comm-poll.sh 2>&1 | tail -5", when="you have mail"),  # a pipe: Codex sandboxes it
+        search("It ran inside Codex's sandbox"),  # the refusal named the tools: the model looks for them
         call("poll", f'"name": "{NAMESPACE}"'),
         call("send", "ping from you", to="@you", text=REPLY),
         call("poll", "filed -> @you"),
@@ -177,9 +181,16 @@ def test_a_spawned_codex_row_answers_mail_through_the_tools_with_no_sandbox_fail
     )
     assert codex_box.sotd("send", "@r5", "ping from you").stdout == "  filed -> @r5\n"
     codex_box.wait_screen(pane, lambda t: "SITREP: answered @you" in t, "the woken turn's end", timeout=60)
-    results = codex_model.tool_results()
+    shell, *results = codex_model.tool_results()
+    assert SANDBOX_REFUSAL in shell, shell
+    assert (
+        "send and read mail with the sotd MCP tools (send, poll), or run the script in its plain form"
+        in shell
+    )
     assert not [r for r in results if SANDBOX_REFUSAL in r], results
     assert any("ping from you" in r for r in results) and "No new messages." in results[-1], results
+    started = json.dumps(codex_model.main_requests()[0].body, ensure_ascii=False)
+    assert sessionstart.codex_line(True) in started  # the start text said it first
     last = _last_line(codex_box.comm, "you")
     assert (last["msg"], last["from"], last["to"]) == (REPLY, "r5", "you")
     assert APPROVAL not in codex_box.text(pane)

@@ -144,7 +144,7 @@ def test_without_sotds_rules_file_the_wrappers_fail_inside_codexs_sandbox(
 ) -> None:
     """Why install writes ``rules/sot-comm.rules``: with no rule, Codex runs ``comm-poll.sh`` in its
     sandbox (no approval prompt), where the identity check cannot see the row's capsule, so the wrapper
-    refuses; with the rule it runs outside the sandbox (the other tests here)."""
+    refuses, naming the cause and the fix; with the rule it runs outside the sandbox (the other tests)."""
     codex_model.add(bash("comm-poll.sh"), text("SITREP: tried"))
     codex_box.install("--agent-settings")
     os.unlink(os.path.join(codex_home.codex_home, "rules", "sot-comm.rules"))
@@ -154,4 +154,6 @@ def test_without_sotds_rules_file_the_wrappers_fail_inside_codexs_sandbox(
     codex_box.wait_screen(pane, lambda t: "SITREP: tried" in t, "the first turn's end", timeout=60)
     (result,) = codex_model.tool_results()
     assert "is not shown to run inside that row's capsule" in result, result
+    # the cause and the fix follow the spec's sentence (issue 26 item 4)
+    assert "It ran inside Codex's sandbox, which hides the row from it: send and read mail with the sotd MCP tools" in result, result  # fmt: skip
     assert APPROVAL not in codex_box.text(pane)

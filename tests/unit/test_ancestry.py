@@ -20,6 +20,21 @@ NOT_IN = (
     "this process names row {row} but is not shown to run inside that row's capsule, so it has no comm identity; "
     "nothing was read, sent or stamped; start it inside the row, or as its own row"
 )
+# what follows NOT_IN when the command ran inside Codex's sandbox (issue 26 item 4; not in the spec)
+IN_SANDBOX = (
+    ". It ran inside Codex's sandbox, which hides the row from it: send and read mail with the sotd MCP tools "
+    "(send, poll), or run the script in its plain form, which Codex runs outside its sandbox: the script and its "
+    "words alone, the text in single quotes (comm-send.sh @handle 'text', comm-poll.sh), with no pipe, "
+    "redirection, 2>&1 or escaped quotes"
+)
+# the top of the PID namespace Codex 0.171.0 runs a sandboxed command in (its argv as seen there)
+SANDBOX = [
+    "/h/.codex/tmp/arg0-linux/codex-arg0x/codex-linux-sandbox",
+    "--sandbox-policy-cwd",
+    "/p",
+    "--",
+    "bash",
+]
 TRUNC = (
     "cannot read this process's ancestry in full (/proc or ps; sotd.exe ancestors on Windows), so it cannot be "
     "shown to be its session's own agent — nothing was read, sent or stamped"
@@ -300,6 +315,14 @@ def test_verdict(chain, truncated, row, rc, text):
     assert verdict(chain, truncated, row) == (rc, text)
 
 
+def test_codex_says_it_sandboxed_the_command_on_macos():
+    assert verdict([SELF, SH, INIT], False, "ws-a", sandboxed=True) == (
+        2,
+        NOT_IN.format(row="ws-a") + IN_SANDBOX,
+    )
+    assert verdict([SELF, SH, INIT], False, None, sandboxed=True) == (0, None)
+
+
 def test_texts_match_the_module_constants():
     assert ancestry.TEXT_SECOND_AGENT.format(inner="a", outer="b") == SECOND.format(inner="a", outer="b")
     assert ancestry.TEXT_NOT_IN_CAPSULE.format(row="r") == NOT_IN.format(row="r")
@@ -410,6 +433,22 @@ def test_check_uses_environment_and_proc(tmp_path):
     assert ancestry.check(pinned, pid=30, proc=root) == (2, NOT_IN.format(row="ws-b"))
     several = {"SOT_COMM_SELF_FILE": "/c/self/my__box__ws-a.txt", "SOT_SELF_HOST": "my__box"}
     assert ancestry.check(several, pid=30, proc=root) == (0, None)
+
+
+def test_check_inside_codexs_sandbox_reads_the_namespaces_first_process(tmp_path):
+    """The walk ends below pid 1 (the sandbox's launcher there), so ``check`` reads pid 1 itself."""
+    root = make_proc(
+        tmp_path, {5: (2, SELF), 2: (0, ["/bin/bash", "-c", "comm-poll.sh | tail -5"]), 1: (0, SANDBOX)}
+    )
+    assert ancestry.check({"SOT_WORKSPACE_ID": "ws-a"}, pid=5, proc=root) == (
+        2,
+        NOT_IN.format(row="ws-a") + IN_SANDBOX,
+    )
+    assert ancestry.check({}, pid=5, proc=root) == (0, None)
+    plain = make_proc(tmp_path / "plain", {5: (1, SELF), 1: (0, INIT)})
+    assert ancestry.check({"SOT_WORKSPACE_ID": "ws-a"}, pid=5, proc=plain) == (2, NOT_IN.format(row="ws-a"))
+    mac = {"SOT_WORKSPACE_ID": "ws-a", "CODEX_SANDBOX": "seatbelt"}
+    assert ancestry.check(mac, pid=5, proc=plain) == (2, NOT_IN.format(row="ws-a") + IN_SANDBOX)
 
 
 def test_check_on_this_process_reads_real_proc():

@@ -86,6 +86,29 @@ def test_start_text_is_a_few_lines_naming_handle_commands_markers_and_skill() ->
 
 
 @pytest.mark.parametrize(
+    ("agent", "tools", "last"),
+    [
+        (None, True, None),
+        ("claude", True, None),
+        ("codex", True, "- Codex runs a command its rules do not read as plain words inside its sandbox, where the "
+         "mail scripts have no identity: use the sotd MCP tools (send, poll), or keep the scripts in their plain "
+         "form, the text in single quotes (comm-send.sh @handle 'text', comm-poll.sh), with no pipe, "
+         "redirection, 2>&1 or escaped quotes."),
+        ("codex", False, "- Codex runs a command its rules do not read as plain words inside its sandbox, where "
+         "the mail scripts have no identity: keep the scripts in their plain form, the text in single quotes "
+         "(comm-send.sh @handle 'text', comm-poll.sh), with no pipe, redirection, 2>&1 or escaped quotes."),
+    ],
+)  # fmt: skip
+def test_a_codex_session_is_told_what_its_sandbox_refuses_and_what_to_use(
+    agent: str | None, tools: bool, last: str | None
+) -> None:
+    lines = sessionstart.start_text("r1", cmd_dir="", skill=False, tools=tools, agent=agent).splitlines()
+    assert len(lines) == 4 + tools + (last is not None)
+    if last is not None:
+        assert lines[-1] == last
+
+
+@pytest.mark.parametrize(
     ("env_switch", "setting", "in_row", "active", "on"),
     [
         ("", "rows", True, False, True),  # a row: on by default

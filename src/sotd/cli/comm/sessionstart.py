@@ -60,10 +60,13 @@ def start_text(
     problem: list[str] | None = None,
     where: str = "",
     tools: bool = False,
+    agent: str | None = None,
 ) -> str:
     """What the model reads at its session's start (pure). ``cmd_dir``: "" when the scripts are on the
     PATH (bare names), else the folder to prefix. ``skill``: the sot-session-start skill is installed.
-    ``tools``: the sotd MCP server is registered (issue 26): one more line names its tools for replies."""
+    ``tools``: the sotd MCP server is registered (issue 26): one more line names its tools for replies.
+    ``agent``: the session's agent; for ``codex`` one more line says which commands its sandbox refuses
+    and what to use instead (issue 26 item 4)."""
     poll, send, join = (
         os.path.join(cmd_dir, n) if cmd_dir else n for n in ("comm-poll.sh", "comm-send.sh", "comm-join.sh")
     )
@@ -90,9 +93,22 @@ def start_text(
         from sotd.mcp import START_LINE
 
         lines.append(START_LINE)
+    if agent == "codex":
+        lines.append(codex_line(tools))
     if more:
         lines.append("-" + more)
     return "\n".join(lines)
+
+
+def codex_line(tools: bool) -> str:
+    """The start text's line for a Codex session: Codex runs a command its rules do not read as plain
+    words inside its sandbox, where a row's wrappers have no identity. Pure."""
+    use = "use the sotd MCP tools (send, poll), or keep" if tools else "keep"
+    return (
+        "- Codex runs a command its rules do not read as plain words inside its sandbox, where the mail "
+        f"scripts have no identity: {use} the scripts in their plain form, the text in single quotes "
+        "(comm-send.sh @handle 'text', comm-poll.sh), with no pipe, redirection, 2>&1 or escaped quotes."
+    )
 
 
 def skill_installed(environ: Mapping[str, str], cwd: str) -> bool:
@@ -201,5 +217,6 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
     if handle is None:
         _context_out(start_text(None, cmd_dir=cmd_dir, skill=skill, problem=errs or outs, tools=tools))
         return EXIT_OK
-    _context_out(start_text(handle, cmd_dir=cmd_dir, skill=skill, where=where, tools=tools))
+    agent = ancestry.nearest_agent(ancestry.read_chain()[0])
+    _context_out(start_text(handle, cmd_dir=cmd_dir, skill=skill, where=where, tools=tools, agent=agent))
     return EXIT_OK
