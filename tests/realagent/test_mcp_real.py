@@ -6,6 +6,8 @@ with no dialog, from the session's own handle (its private self file, found by t
 ``mcp__sotd__poll`` moves the cursor (the next one says ``No new messages.``); uninstall gives the files'
 bytes back. Run against the pin and, when ``scripts/setup --newest`` installed it, the newest Claude Code.
 A second Claude Code that a session's Bash starts (``claude -p``) gets no identity through its own server.
+And the shell path it replaces: a row whose wrapper call Claude Code stops at its own dialog (a ``$`` in
+the text) is listed ``blocked`` with that command until a person answers.
 """
 
 from __future__ import annotations
@@ -138,3 +140,42 @@ def test_a_second_claude_code_started_inside_a_session_gets_no_identity_through_
         with open(inbox, "rb") as f:
             assert b"from the inner agent" not in f.read()
     assert "alpha-testhost" in _registry(comm)
+
+
+def test_a_row_stalled_at_claude_codes_own_dialog_is_listed_blocked_with_the_command(
+    box: kit.Box, model: StandIn
+) -> None:
+    """Issue 26 item 4: a ``$`` in a wrapper's text makes Claude Code ask despite the allow rules; the
+    permission hook puts the refused command on the row's entry, so ``list`` shows it ``blocked`` with it
+    while the row waits for a person; once a person answers it the turn goes on, and its end clears it."""
+    box.install()
+    box.start()
+    assert box.sotd("join", "--name", "you").returncode == 0
+    pane = box.spawn("r6")["pane"]
+    box.wait_idle(pane)
+    wait_for(lambda: (box.row("r6") or {}).get("handle") == "r6", what="row.json naming @r6")
+    command = 'comm-send.sh @you "it costs $5 now"'
+    model.add(
+        standin.bash(command, when="tell you the price"),
+        standin.text("SITREP: sent it", when="filed -> @you"),
+    )
+    box.tmux.send_text(pane, "tell you the price")
+    wait_for(lambda: "tell you the price" in box.text(pane), timeout=10, what="the prompt typed")
+    box.tmux.send_enter(pane)
+    box.wait_screen(pane, lambda t: "Do you want to proceed?" in t, "Claude Code's own dialog", timeout=60)
+
+    def blocked_line() -> str | None:
+        """The line under @r6's in ``list`` (its work state) when it reads ``[blocked]``."""
+        lines = box.sotd("list").stdout.splitlines()
+        at = next(i for i, ln in enumerate(lines) if ln.strip().startswith("@r6 "))
+        state = lines[at + 1].strip() if at + 1 < len(lines) else ""
+        return state if state.startswith("[blocked]") else None
+
+    line = wait_for(blocked_line, timeout=20, what="@r6 listed blocked")
+    assert line.startswith(f"[blocked] permission for Bash: {command} · "), line
+    assert "it costs" not in box.sotd("poll").stdout  # nothing was sent while it waited
+    box.tmux.send_enter(pane)  # a person answers "1. Yes"
+    box.wait_screen(pane, lambda t: "SITREP: sent it" in t, "the turn's end", timeout=60)
+    wait_for(lambda: blocked_line() is None, timeout=30, what="@r6 no longer blocked")
+    # and the shell path's other trap: bash expanded the "$5" the model wrote (the MCP send files it as is)
+    assert box.sotd("poll").stdout.endswith("] [r6:r6] it costs  now\n")
