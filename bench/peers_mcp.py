@@ -17,6 +17,7 @@ up, the result says why instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 
 from bench import common
 
@@ -63,7 +65,12 @@ def _call(url: str, tool: str, args: dict[str, object]) -> dict[str, object]:
     return res
 
 
-def run(rounds: int) -> dict[str, object]:
+class NotRun(Exception):
+    """Why the peer could not run here (the result says it instead of numbers)."""
+
+
+def installed() -> str:
+    """The installed mcp-agent-mail's version; ``NotRun`` when it is not there."""
     from importlib.metadata import PackageNotFoundError, version
     from importlib.util import find_spec
 
@@ -72,9 +79,16 @@ def run(rounds: int) -> dict[str, object]:
     except PackageNotFoundError:
         ver = None
     if ver is None or find_spec("mcp_agent_mail") is None:  # not imported here: it takes seconds
-        return {"not_run": "mcp-agent-mail is not installed in this environment; pip install -e '.[bench]'"}
-    work = tempfile.mkdtemp(prefix="sotd-bench-mam-", dir=common.bench_dir())
-    facts = common.machine(work)
+        raise NotRun("mcp-agent-mail is not installed in this environment; pip install -e '.[bench]'")
+    return ver
+
+
+@contextlib.contextmanager
+def agent_mail(work: str) -> Iterator[dict[str, object]]:
+    """Its server on 127.0.0.1 with its store in ``work``, one project and the agents BlueLake and
+    GreenCastle registered through its own tools: ``url``, ``send_args`` (BlueLake to GreenCastle, add
+    ``body_md``), ``fetch_args`` (GreenCastle's inbox) and ``server_up_s``. ``NotRun`` when it does not
+    come up within 180 s. The server is stopped on leaving."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}/mcp/"
     env = common.clean_env()
@@ -107,7 +121,7 @@ def run(rounds: int) -> dict[str, object]:
                     log.flush()
                     with open(os.path.join(work, "server.log"), "rb") as f:
                         tail = f.read()[-600:].decode("utf-8", "replace")
-                    return {"not_run": f"its server did not answer on {url} within 180 s: {tail}"}
+                    raise NotRun(f"its server did not answer on {url} within 180 s: {tail}") from None
                 time.sleep(0.5)
         server_up_s = time.monotonic() - t0
         proj = os.path.join(work, "proj")
@@ -119,40 +133,17 @@ def run(rounds: int) -> dict[str, object]:
                 "register_agent",
                 {"project_key": proj, "program": "bench", "model": "none", "name": name},
             )
-        s = common.Sessions(os.path.join(work, "sotd"))
-        s.add("alpha")
-        beta = s.add("beta")
-        send_args = {
-            "project_key": proj,
-            "sender_name": "BlueLake",
-            "to": ["GreenCastle"],
-            "subject": "bench",
+        yield {
+            "url": url,
+            "server_up_s": round(server_up_s, 1),
+            "send_args": {
+                "project_key": proj,
+                "sender_name": "BlueLake",
+                "to": ["GreenCastle"],
+                "subject": "bench",
+            },
+            "fetch_args": {"project_key": proj, "agent_name": "GreenCastle", "limit": 20},
         }
-        fetch_args = {"project_key": proj, "agent_name": "GreenCastle", "limit": 20}
-        client = [common.PYTHON, "-c", CLIENT, url]
-        cases: dict[str, tuple[str, list[str]]] = {
-            "floor": ("alpha", [common.PYTHON, "-c", "pass"]),
-            "sotd send": ("alpha", [common.SOTD, "comm", "send", f"@{beta}", "bench message"]),
-            "sotd poll": ("beta", [common.SOTD, "comm", "poll"]),
-            "Agent Mail send_message": (
-                "alpha",
-                [*client, "send_message", json.dumps(send_args | {"body_md": "bench message"})],
-            ),
-            "Agent Mail fetch_inbox": ("alpha", [*client, "fetch_inbox", json.dumps(fetch_args)]),
-            "Agent Mail health_check (client floor)": ("alpha", [*client, "health_check", "{}"]),
-        }
-        for who, argv in cases.values():  # warm-up, untimed
-            s.spawn(who, argv)
-        wall: dict[str, list[float]] = {k: [] for k in cases}
-        cpu: dict[str, list[float]] = {k: [] for k in cases}
-        names = list(cases)
-        for r in range(rounds):
-            k = r % len(names)
-            for name in names[k:] + names[:k]:
-                who, argv = cases[name]
-                w, c = s.spawn(who, argv)
-                wall[name].append(w)
-                cpu[name].append(c)
     finally:
         server.terminate()
         try:
@@ -161,13 +152,58 @@ def run(rounds: int) -> dict[str, object]:
             os.killpg(server.pid, 9)
             server.wait(5)
         log.close()
+
+
+def run(rounds: int) -> dict[str, object]:
+    try:
+        ver = installed()
+    except NotRun as e:
+        return {"not_run": str(e)}
+    work = tempfile.mkdtemp(prefix="sotd-bench-mam-", dir=common.bench_dir())
+    facts = common.machine(work)
+    try:
+        with agent_mail(work) as am:
+            url = str(am["url"])
+            send_args = dict(am["send_args"])  # type: ignore[call-overload]
+            fetch_args = dict(am["fetch_args"])  # type: ignore[call-overload]
+            s = common.Sessions(os.path.join(work, "sotd"))
+            s.add("alpha")
+            beta = s.add("beta")
+            client = [common.PYTHON, "-c", CLIENT, url]
+            cases: dict[str, tuple[str, list[str]]] = {
+                "floor": ("alpha", [common.PYTHON, "-c", "pass"]),
+                "sotd send": ("alpha", [common.SOTD, "comm", "send", f"@{beta}", "bench message"]),
+                "sotd poll": ("beta", [common.SOTD, "comm", "poll"]),
+                "Agent Mail send_message": (
+                    "alpha",
+                    [*client, "send_message", json.dumps(send_args | {"body_md": "bench message"})],
+                ),
+                "Agent Mail fetch_inbox": ("alpha", [*client, "fetch_inbox", json.dumps(fetch_args)]),
+                "Agent Mail health_check (client floor)": ("alpha", [*client, "health_check", "{}"]),
+            }
+            for who, argv in cases.values():  # warm-up, untimed
+                s.spawn(who, argv)
+            wall: dict[str, list[float]] = {k: [] for k in cases}
+            cpu: dict[str, list[float]] = {k: [] for k in cases}
+            names = list(cases)
+            for r in range(rounds):
+                k = r % len(names)
+                for name in names[k:] + names[:k]:
+                    who, argv = cases[name]
+                    w, c = s.spawn(who, argv)
+                    wall[name].append(w)
+                    cpu[name].append(c)
+            server_up_s = am["server_up_s"]
+    except NotRun as e:
+        return {"not_run": str(e)}
+    finally:
         shutil.rmtree(work, ignore_errors=True)
     facts["load_avg_end"] = common.load_avg()
     return {
         "machine": facts,
         "peer": f"mcp-agent-mail {ver}",
         "server": "python -m mcp_agent_mail.cli serve-http on 127.0.0.1 (streamable HTTP, JSON answers)",
-        "server_up_s": round(server_up_s, 1),
+        "server_up_s": server_up_s,
         "client": "a cold python process: urllib POST of one JSON-RPC tools/call (no MCP SDK)",
         "rounds": rounds,
         "cases": {

@@ -926,6 +926,53 @@ def _peers_mcp(r: dict[str, object], level: str = "##") -> str:
     return "\n".join(out) + "\n"
 
 
+def _mcp(r: dict[str, object]) -> str:
+    """``sotd mcp`` (issue 26 item 6): start, idle RSS, round trips through a running server, the peers."""
+    out = ["## Mail as MCP tools: `sotd mcp` (`bench/mcp.py`, issue 26)\n"]
+    out.append(_machine(r["machine"]) + "  ")  # type: ignore[arg-type]
+    st, rt = r["start"], r["round_trips"]
+    rss = r["idle_rss_kib"]
+    am = r.get("agent_mail") or {}
+    peer = (
+        f"{am['peer']}'s `send_message` through its running server ({am['server']}; client: {am['client']})"
+        if "server" in am  # type: ignore[operator]
+        else f"MCP Agent Mail not run: {am.get('not_run', 'no result')}"  # type: ignore[union-attr]
+    )
+    agmsg = (r.get("agmsg") or {}).get("not_run")  # type: ignore[union-attr]
+    out.append(
+        f"{r['rounds']} rounds; each round one call of each below, in this order, through one running server "
+        f"per session (a request written, its answer read). Peers: {peer}"
+        + (f"; agmsg {agmsg}" if agmsg else "")
+        + ".\n"
+    )
+    out += ["| per call | median ms | p95 | p99 | target |", "|---|---:|---:|---:|---|"]
+    rows = [
+        ("*floor: one line write + fsync, same disk*", rt.get("write_fsync_floor_ms"), ""),  # type: ignore[union-attr]
+        ("`send` through the tool", rt["send_ms"], "median <= 3, p99 <= 10"),  # type: ignore[index]
+        ("`poll` through the tool, 1 new", rt["poll_1_new_ms"], ""),  # type: ignore[index]
+        ("`poll` through the tool, 0 new", rt["poll_0_new_ms"], ""),  # type: ignore[index]
+        ("`comm-send.sh` (a cold process)", rt["comm_send_sh_ms"], ""),  # type: ignore[index]
+        ("`comm-poll.sh`, 0 new (a cold process)", rt["comm_poll_sh_0_new_ms"], ""),  # type: ignore[index]
+    ]
+    if "agent_mail_send_message_ms" in rt:  # type: ignore[operator]
+        rows.append(("MCP Agent Mail `send_message`, running server", rt["agent_mail_send_message_ms"], ""))  # type: ignore[index]
+    for name, d, target in rows:
+        if d is None:
+            continue
+        out.append(f"| {name} | {d['median']:.2f} | {d['p95']:.2f} | {d['p99']:.2f} | {target} |")
+    out += [
+        "",
+        "| one idle server | value | / floor | target |",
+        "|---|---:|---:|---|",
+        f"| start to `initialize` answered, median ms | {st['start_to_initialize_ms']['median']:.1f} | "  # type: ignore[index]
+        f"{st['ratio_median']:.2f}x `python -c pass` ({st['python_c_pass_ms']['median']:.1f} ms) | <= 150 ms |",  # type: ignore[index]
+        f"| RSS after initialize and tools/list (VmHWM) | {rss['VmHWM'] / 1024:.1f} MB | | <= 30 MB |",  # type: ignore[index]
+        f"| RSS after one call of every tool (VmHWM) | "
+        f"{rt['rss']['alpha_after_every_tool_kib']['VmHWM'] / 1024:.1f} MB | | |",  # type: ignore[index]
+    ]
+    return "\n".join(out) + "\n"
+
+
 def _hubscale(r: dict[str, object]) -> str:
     out = ["## One hub, many linked guests (`bench/hubscale.py`, issue 27)\n"]
     out += [
@@ -974,6 +1021,7 @@ RENDER = {
     "wake": _wake,
     "realwake": _realwake,
     "codex_wake": _codex_wake,
+    "mcp": _mcp,
     "nfs": _nfs,
 }
 
