@@ -10,8 +10,8 @@ In one run, on the same private comm folder and two joined sessions as ``bench/c
 - **round trips through one running server**: ``send`` (filed), ``poll`` with 0 new, ``poll`` with 1 new
   (a send from the other session before each, untimed), each request written and its answer read; the
   same verbs as one-shot wrappers (``comm-send.sh``, ``comm-poll.sh``) beside them, and MCP Agent Mail's
-  ``send_message`` through its running server from a kept-alive client, one each round (when its package,
-  the ``bench`` extra, is installed; else the result says so). Target: send through the tool at most 3 ms
+  ``send_message`` through its running server from a kept-alive client, one each round (when its package
+  is installed in its own venv, ``.venv-agent-mail``, as ``scripts/bench`` makes it; else the result says so). Target: send through the tool at most 3 ms
   median, 10 ms p99. The floor of a durable send, in the same rounds: one line ``os.write`` +
   ``os.fsync`` to a file in the same folder.
 

@@ -11,8 +11,8 @@ answer is a result without ``isError``. Cases, rotated every round: the floor ``
 ``health_check`` (the same client and round trip with almost no server work: the client's own floor).
 
 Called by ``bench/peers.py`` (the same run); ``python -m bench.peers_mcp [--quick]`` runs it alone and
-writes ``bench/results/peers_mcp.json``. When the package is not installed (``pip install -e '.[bench]'``) or its server does not come
-up, the result says why instead.
+writes ``bench/results/peers_mcp.json``. Agent Mail runs from its own venv (``.venv-agent-mail``, which ``scripts/bench`` makes: it cannot share
+``.venv``); when it is not installed there or its server does not come up, the result says why instead.
 """
 
 from __future__ import annotations
@@ -69,18 +69,32 @@ class NotRun(Exception):
     """Why the peer could not run here (the result says it instead of numbers)."""
 
 
-def installed() -> str:
-    """The installed mcp-agent-mail's version; ``NotRun`` when it is not there."""
-    from importlib.metadata import PackageNotFoundError, version
-    from importlib.util import find_spec
+# Its own environment: mcp-agent-mail 0.1.0 needs fastmcp 2, which needs mcp<2, and the project's dev
+# tools pin mcp 2.3.0 (the SDK client the MCP tests use), so the two cannot share .venv (installing it
+# there moved mcp back to 1.x and broke those tests; seen). scripts/bench makes this one.
+VENV = os.path.join(common.ROOT, ".venv-agent-mail")
 
+
+def python() -> str:
+    """The interpreter that runs Agent Mail's server: ``$SOTD_AGENT_MAIL_PYTHON``, else its own venv's."""
+    return os.environ.get("SOTD_AGENT_MAIL_PYTHON") or os.path.join(VENV, "bin", "python")
+
+
+def installed() -> str:
+    """The installed mcp-agent-mail's version (asked of ``python()``, by its metadata: importing it makes
+    its litellm try the network); ``NotRun`` when it is not there."""
+    py = python()
+    probe = "from importlib.metadata import version; print(version('mcp-agent-mail'))"
     try:
-        ver = version("mcp-agent-mail")
-    except PackageNotFoundError:
-        ver = None
-    if ver is None or find_spec("mcp_agent_mail") is None:  # not imported here: it takes seconds
-        raise NotRun("mcp-agent-mail is not installed in this environment; pip install -e '.[bench]'")
-    return ver
+        p = subprocess.run([py, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    except OSError:
+        p = None
+    if p is None or p.returncode != 0 or not p.stdout.strip():
+        raise NotRun(
+            f"mcp-agent-mail is not installed for {py} (scripts/bench makes {VENV} with it: it cannot share "
+            ".venv, whose MCP SDK it would move back to 1.x)"
+        )
+    return p.stdout.strip()
 
 
 @contextlib.contextmanager
@@ -102,7 +116,7 @@ def agent_mail(work: str) -> Iterator[dict[str, object]]:
     )
     log = open(os.path.join(work, "server.log"), "wb")  # noqa: SIM115  (closed in finally)
     server = subprocess.Popen(
-        [sys.executable, "-m", "mcp_agent_mail.cli", "serve-http"],
+        [python(), "-m", "mcp_agent_mail.cli", "serve-http"],
         cwd=work,
         env=env,
         stdin=subprocess.DEVNULL,
