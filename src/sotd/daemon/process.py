@@ -32,10 +32,10 @@ import time
 from typing import Any
 
 from sotd import __version__, runtime, sysprobe, topology
+from sotd.daemon import filers, onedaemon, statusfile
 from sotd.daemon import heartbeat as heartbeat_mod
 from sotd.daemon import hub as hub_mod
 from sotd.daemon import ocxnode as ocxnode_mod
-from sotd.daemon import onedaemon, statusfile
 from sotd.daemon import ops as ops_mod
 from sotd.daemon import rows as rows_mod
 from sotd.daemon import wake as wake_mod
@@ -175,6 +175,7 @@ class Daemon:
             publish=self._publish,
         )
         await asyncio.to_thread(rows.boot)
+        filing_threads = filers.Filers()
         ops = ops_mod.Ops(
             layout=self.layout,
             environ=self.environ,
@@ -186,6 +187,7 @@ class Daemon:
             rows=rows,
             workspaces=rows.workspace_op,
             reload=self._reload_op,
+            blocking=filing_threads.run,
         )
         self.ops = ops
         self.server = server = Server(self.socket_path, self.host, ops.handle)
@@ -228,6 +230,7 @@ class Daemon:
                 await server.close()
         finally:
             await server.close()
+            await filing_threads.close()  # the filings already running end (appended and synced)
             await asyncio.to_thread(ocxnode_mod.stop, ocx_node)
             statusfile.remove(self.status_path, os.getpid())
             if self.folder_lock is not None:
