@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-MAX_THREADS = 32  # filings at once (each may wait up to the inbox-lock bound on a slow lock), started as needed
+MAX_THREADS = 32  # filings at once (each may wait up to the inbox-lock bound), started as needed
 CLOSE_WAIT_S = 30.0  # ``close``: how long the running filings may take to finish
 
 
