@@ -272,6 +272,56 @@ async def run_n(n_guests: int, seconds: float, profile: str = "", n_clients: int
         shutil.rmtree(work, ignore_errors=True)
 
 
+def registry_cost(sizes: tuple[int, ...] = (0, 100, 1000), n: int = 1000) -> dict[str, float]:
+    """The hub's own steps of one routed send (``Ops._local_steps``: route, the fresh registry read, the
+    verdict ``not_here``), in this process, with ``k`` handles of its own in its registry: the rule that
+    every filing reads the registry afresh makes its size a cost of every send the hub routes. Median of
+    5 rounds of ``n`` calls each, interleaved over the sizes; microseconds per send."""
+    from sotd.daemon import ops
+    from sotd.formats import registry
+
+    made = []
+    for k in sizes:
+        work = tempfile.mkdtemp(prefix="sotd-hubscale-reg-", dir=common.bench_dir())
+        lay = common.make_comm(work)
+        registry.ensure(lay)
+        doc = registry.read(lay) or {}
+        for i in range(k):
+            entry = {
+                "root": f"/work/p{i}",
+                "host": "hub",
+                "repo": f"p{i}",
+                "last_seen": "2026-12-02T06:00:00Z",
+            }
+            registry.put(doc, f"local{i}", entry)
+        registry.write_locked(lay, doc)
+        environ = {"SOT_COMM_HOME": lay.home}
+        o = ops.Ops(
+            layout=lay,
+            environ=environ,
+            self_host="hub",
+            is_hub=True,
+            forward=None,  # type: ignore[arg-type]  # not reached: the hub files or refuses
+            offer=None,  # type: ignore[arg-type]
+            version_info=dict,
+        )
+        made.append((k, work, o))
+    p = payloads.comm_file_payload("sender", "h1", "x" * 200, broadcast=False, expires=None)
+    times: dict[int, list[float]] = {k: [] for k in sizes}
+    try:
+        for _ in range(5):
+            for k, _work, o in made:
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    answer, _req = o._local_steps(p, "client")
+                times[k].append((time.perf_counter() - t0) / n * 1e6)
+                assert answer is not None and answer.get("code") == "not_here", answer
+    finally:
+        for _k, work, _o in made:
+            shutil.rmtree(work, ignore_errors=True)
+    return {str(k): round(sorted(v)[len(v) // 2], 1) for k, v in times.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = common.base_parser(__doc__ or "")
     ap.add_argument("--seconds", type=float, default=0.0, help="per routed round (default 4, quick 1.5)")
@@ -294,8 +344,11 @@ def main(argv: list[str] | None = None) -> int:
             f"({r['hub_cpu_ms_per_floor']} per floor op), bench CPU {r['bench_cpu_ms_per_routed']} ms/routed",
             file=sys.stderr,
         )
+    reg = registry_cost()
+    print(f"hub's own steps per routed send by local handles: {reg} us", file=sys.stderr)
     result = {
         "bench": "hubscale",
+        "local_steps_us_by_registry_size": reg,
         "what": "a real hub daemon; N in-process guest links over Unix sockets; 16 closed-loop clients",
         "machine": common.machine(tempfile.gettempdir()),
         "runs": runs,

@@ -955,6 +955,14 @@ def _hubscale(r: dict[str, object]) -> str:
             f"{x['rss_kib']['start']} / {x['rss_kib']['linked']} / {x['rss_kib']['after']} | "
             f"{x.get('keepalives_answered', '—')} |"
         )
+    reg = r.get("local_steps_us_by_registry_size")
+    if isinstance(reg, dict) and reg:
+        out.append(
+            "\nThe hub's own steps of one routed send (`Ops._local_steps`: route, fresh registry read, verdict; "
+            "in process, median of 5 rounds), by the handles its own registry lists: "
+            + ", ".join(f"{k} handles {v:.0f} µs" for k, v in reg.items())
+            + "."
+        )
     return "\n".join(out) + "\n"
 
 
