@@ -335,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [10, 100] if args.quick else [10, 100, 1000]
     if args.sizes:
         sizes = [int(x) for x in args.sizes.split(",")]
+    machine = common.machine(tempfile.gettempdir())  # the load average before the runs
     runs = [asyncio.run(run_n(n, seconds, args.profile, args.clients)) for n in sizes]
+    machine["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
     for r in runs:
         print(
             f"{r['guests']:5d} guests: {r['routed_per_s']:8.1f} routed/s, p50 {r['routed_ms']['p50']} ms, "
@@ -350,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         "bench": "hubscale",
         "local_steps_us_by_registry_size": reg,
         "what": "a real hub daemon; N in-process guest links over Unix sockets; 16 closed-loop clients",
-        "machine": common.machine(tempfile.gettempdir()),
+        "machine": machine,
         "runs": runs,
     }
     return common.finish("hubscale", result, args.no_write, args.quick)
