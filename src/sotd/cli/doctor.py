@@ -22,7 +22,7 @@ import sys
 import time
 
 from sotd.cli.comm.common import out
-from sotd.errors import EXIT_FAILED, EXIT_OK, SotdError, UsageError
+from sotd.errors import EXIT_FAILED, EXIT_OK, EndpointDiscarded, FixNotApplicable, SotdError, UsageError
 from sotd.wire import payloads
 
 TYPE_CHECKING = False
@@ -347,7 +347,7 @@ def _cutter(lay: Layout, env: dict[str, str], h: str) -> Callable[[], str]:
 
         own = lockmanager.own_lock(lay)
         if own is None:
-            raise SotdError(
+            raise FixNotApplicable(
                 "this box does not take the inbox lock itself, so it cannot cut the tail",
                 hint="the next message filed to it cuts it: sotd comm send @" + h + " ...",
             )
@@ -427,7 +427,7 @@ def _ask(
     )
     ep, discard = unix.parse_endpoint(endpoint)
     if ep is None:
-        raise SotdError(discard or f"bad endpoint '{endpoint}'")
+        raise EndpointDiscarded(discard or f"bad endpoint '{endpoint}'")
     if ep.kind == "ssh":
         from sotd.client import ssh
 

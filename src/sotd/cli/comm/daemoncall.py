@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from sotd.errors import SotdError
+from sotd.errors import EndpointDiscarded
 from sotd.runtime import default_socket
 
 TYPE_CHECKING = False
@@ -119,7 +119,7 @@ def call(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[
 
     ep, discard = unix.parse_endpoint(endpoint)
     if ep is None:
-        raise SotdError(discard or f"ERROR: bad endpoint '{endpoint}'")
+        raise EndpointDiscarded(discard or f"ERROR: bad endpoint '{endpoint}'")
     hello = wire_hello.hello_payload(
         host=ctx.host,
         os_user=wire_hello.os_user_for_uid(os.geteuid()),

@@ -22,6 +22,7 @@ from sotd.cli.comm import hints
 from sotd.cli.comm.common import check_ancestry, err, line_buffered, open_context, out, prog
 from sotd.errors import (
     EXIT_OK,
+    AnswerWithoutPart,
     DaemonNotFound,
     DespawnFailed,
     IdentityRefused,
@@ -122,7 +123,7 @@ def run(argv: list[str]) -> int:
             listed = daemoncall.call(ctx, endpoint, payloads.WORKSPACE_LIST, {})
             spaces = listed.get("workspaces")
             if not isinstance(spaces, list):
-                raise SotdError(f"workspace.list answered {json.dumps(listed, ensure_ascii=False)}")
+                raise AnswerWithoutPart(f"workspace.list answered {json.dumps(listed, ensure_ascii=False)}")
             listed_ok = True
             wid, listed_handle = row_in_list(spaces, who)
             handle = handle or listed_handle

@@ -25,7 +25,7 @@ from sotd.cli.install.record import (
     undo_if_untouched,
 )
 from sotd.cli.install.scripts import WRAPPERS
-from sotd.errors import SotdError
+from sotd.errors import SettingsRefused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,8 +53,8 @@ def _decode_toml(path: str, data: bytes | None) -> str:
     try:
         return (data or b"").decode("utf-8")
     except UnicodeDecodeError:
-        raise SotdError(f"{path} is not valid TOML (it is not UTF-8); nothing was changed",
-                        hint="Fix it, then run: sotd comm install --agent-settings") from None  # fmt: skip
+        raise SettingsRefused(f"{path} is not valid TOML (it is not UTF-8); nothing was changed",
+                              hint="Fix it, then run: sotd comm install --agent-settings") from None  # fmt: skip
 
 
 def write_codex_functions(path: str, bin_dir: str, record: dict[str, object]) -> tuple[bool, list[str]]:

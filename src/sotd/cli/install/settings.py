@@ -28,7 +28,7 @@ from sotd.cli.install.record import (
     sha256,
     undo_if_untouched,
 )
-from sotd.errors import SotdError
+from sotd.errors import SettingsRefused, SotdError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def merge_claude_settings(
         done["created"].append(["hooks"])
     hooks = doc["hooks"]
     if not isinstance(hooks, dict):
-        raise SotdError('the settings file\'s "hooks" is not an object; nothing was changed')
+        raise SettingsRefused('the settings file\'s "hooks" is not an object; nothing was changed')
     for event, matcher, script in events:
         command = hook_command(bin_dir, script)
         legacy = os.path.join(bin_dir, script)
@@ -135,7 +135,7 @@ def merge_claude_settings(
             done["created"].append([f"hooks.{event}"])
         groups = hooks[event]
         if not isinstance(groups, list):
-            raise SotdError(f'the settings file\'s hooks."{event}" is not a list; nothing was changed')
+            raise SettingsRefused(f'the settings file\'s hooks."{event}" is not a list; nothing was changed')
         entries = [
             h
             for g in groups
@@ -160,13 +160,15 @@ def merge_claude_settings(
             done["created"].append(["permissions"])
         perms = doc["permissions"]
         if not isinstance(perms, dict):
-            raise SotdError('the settings file\'s "permissions" is not an object; nothing was changed')
+            raise SettingsRefused('the settings file\'s "permissions" is not an object; nothing was changed')
         if "allow" not in perms:
             perms["allow"] = []
             done["created"].append(["permissions.allow"])
         rules = perms["allow"]
         if not isinstance(rules, list):
-            raise SotdError('the settings file\'s permissions."allow" is not a list; nothing was changed')
+            raise SettingsRefused(
+                'the settings file\'s permissions."allow" is not a list; nothing was changed'
+            )
         for rule in allow:
             if rule not in rules:
                 rules.append(rule)
@@ -268,9 +270,9 @@ def load_doc(path: str, data: bytes | None) -> dict[str, object]:
     try:
         doc = json.loads(data) if data and data.strip() else {}
     except ValueError as e:
-        raise SotdError(f"{path} is not valid JSON ({e}); nothing was changed") from None
+        raise SettingsRefused(f"{path} is not valid JSON ({e}); nothing was changed") from None
     if not isinstance(doc, dict):
-        raise SotdError(f"{path} does not hold a JSON object; nothing was changed")
+        raise SettingsRefused(f"{path} does not hold a JSON object; nothing was changed")
     return doc
 
 
