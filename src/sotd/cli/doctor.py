@@ -416,7 +416,7 @@ def _ask(
     payload: dict[str, object] | None = None,
 ) -> dict[str, object]:
     from sotd import runtime
-    from sotd.client import unix
+    from sotd.client import dial
     from sotd.wire import hello as wire_hello
 
     hello = wire_hello.hello_payload(
@@ -425,16 +425,11 @@ def _ask(
         role="cli",
         name="sotd-doctor",
     )
-    ep, discard = unix.parse_endpoint(endpoint)
+    ep, discard = dial.parse_endpoint(endpoint)
     if ep is None:
         raise EndpointDiscarded(discard or f"bad endpoint '{endpoint}'")
-    if ep.kind == "ssh":
-        from sotd.client import ssh
-
-        return ssh.request(
-            ep.target, ep.host, op, payload or {}, hello, deadline_s=DAEMON_ASK_S * 3, environ=env
-        )
-    return unix.request(ep.path, op, payload or {}, hello, deadline_s=DAEMON_ASK_S)
+    bound = DAEMON_ASK_S * 3 if ep.kind == "ssh" else DAEMON_ASK_S  # ssh's handshake comes first
+    return dial.request(ep, op, payload or {}, hello, deadline_s=bound, environ=env)
 
 
 def check_daemon(env: dict[str, str], rep: Report) -> bool:
