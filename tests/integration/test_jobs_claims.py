@@ -28,13 +28,13 @@ PROJ = "$$root$$/build-user/projects/proj"
 
 
 @pytest.fixture
-def node() -> Iterator[runner.JobNode]:
+def node() -> Iterator[runner.NodeSupplies]:
     """test_jobs_limits' lab node (its fixture, entered as a context)."""
     with contextlib.contextmanager(jl.node.__wrapped__)() as n:  # type: ignore[attr-defined]
         yield n
 
 
-def claims(node: runner.JobNode) -> dict[str, str]:
+def claims(node: runner.NodeSupplies) -> dict[str, str]:
     d = os.path.join(node.state_dir, wsc.WORKSPACES)
     out = {}
     for n in sorted(os.listdir(d)) if os.path.isdir(d) else []:
@@ -44,7 +44,7 @@ def claims(node: runner.JobNode) -> dict[str, str]:
     return out
 
 
-def test_a_refused_run_leaves_no_claim_and_the_default_workspace_runs(node: runner.JobNode) -> None:
+def test_a_refused_run_leaves_no_claim_and_the_default_workspace_runs(node: runner.NodeSupplies) -> None:
     """The issue's case: a run whose workspace is ``$$root$$/build-user/projects/proj`` (holding every
     default workspace) is refused while another run lives there, and records nothing; once that run
     ended, a run with the seed's default workspace passes; the proj-level run refused for another reason
@@ -76,7 +76,9 @@ def test_a_refused_run_leaves_no_claim_and_the_default_workspace_runs(node: runn
     assert claims(node) == {}
 
 
-def test_a_run_found_dead_at_a_restart_drops_its_claim_and_a_live_one_keeps_it(node: runner.JobNode) -> None:
+def test_a_run_found_dead_at_a_restart_drops_its_claim_and_a_live_one_keeps_it(
+    node: runner.NodeSupplies,
+) -> None:
     keep = jl.body(["sh", "-c", "sleep 30"], {"wall": 20})
     keep["sandbox"]["ends_with_parent"] = False
     alive = jl.make_run(node, keep)

@@ -71,7 +71,7 @@ class Steps:
 
 
 def a_run(tmp_path: str, launcher: Steps) -> runner.JobRun:
-    node = runner.JobNode(
+    node = runner.NodeSupplies(
         root="/srv", policy=nodepolicy.Policy(), carrier=stp.FossilCarrier(), state_dir=tmp_path
     )
     return runner.JobRun(BODY, run_hash="a" * 64, repository_name="proj", target=stp.Target(""), node=node,

@@ -105,7 +105,7 @@ class Ended:
 
 
 @dataclass(frozen=True)
-class JobNode:
+class NodeSupplies:
     """What the node supplies to every run: ``$$root$$``, ``$$release$$``, its policy, its Fossil carrier,
     the state folder, and (for tests) the host facts it would otherwise read."""
 
@@ -260,7 +260,7 @@ class JobRun:
         run_hash: str,
         repository_name: str,
         target: stp.Target,
-        node: JobNode,
+        node: NodeSupplies,
         hash_name: str = "sha3_256",
         launcher: la.Launcher | None = None,
     ) -> None:
@@ -651,7 +651,7 @@ def supervise(
     return None
 
 
-def end_disk(node: JobNode, run_hash: str) -> None:
+def end_disk(node: NodeSupplies, run_hash: str) -> None:
     """The run ended (however: a session, ``lost``, refused by the OCX layer): its workspace counts as
     finished for the node-wide bound and the retention (``disk.Disks.end``; idempotent)."""
     dsk.Disks(node.state_dir, node.policy.workspaces).end(run_hash)
@@ -669,7 +669,7 @@ def plan_from(rec: object) -> lim.Plan:
 
 
 def restored(
-    rec: Mapping[str, object], *, run_hash: str, node: JobNode, launcher: la.Launcher | None = None
+    rec: Mapping[str, object], *, run_hash: str, node: NodeSupplies, launcher: la.Launcher | None = None
 ) -> JobRun:
     """A ``JobRun`` rebuilt from what a node recorded of it (``state.json``, a session's record): body,
     values, hash, CPU and disk limits, and its deadline on this clock; ``KeyError``/``TypeError`` when a
@@ -703,7 +703,7 @@ def unfinished(state_dir: str) -> list[str]:
     ]
 
 
-def adopt(state_dir: str, run_hash: str, node: JobNode | None = None) -> JobRun | Ended:
+def adopt(state_dir: str, run_hash: str, node: NodeSupplies | None = None) -> JobRun | Ended:
     """After a node restart: a ``JobRun`` to ``wait()`` on when the run's processes still live, else the
     ``Ended`` (``lost``, now recorded). A run that already ended gives its recorded ``Ended``. A run
     found ended or dead drops its workspace claim (``release_workspace``); a live one keeps it."""
@@ -713,7 +713,7 @@ def adopt(state_dir: str, run_hash: str, node: JobNode | None = None) -> JobRun 
     return got
 
 
-def _adopt(state_dir: str, run_hash: str, node: JobNode | None) -> JobRun | Ended:
+def _adopt(state_dir: str, run_hash: str, node: NodeSupplies | None) -> JobRun | Ended:
     d = os.path.join(state_dir, run_hash)
     try:
         with open(os.path.join(d, "ended.json")) as f:
@@ -728,7 +728,7 @@ def _adopt(state_dir: str, run_hash: str, node: JobNode | None) -> JobRun | Ende
         os.makedirs(d, mode=0o700, exist_ok=True)
         _write_json(os.path.join(d, "ended.json"), lost.to_json())
         return lost
-    n = node or JobNode(
+    n = node or NodeSupplies(
         root="/", policy=nodepolicy.Policy(), carrier=stp.FossilCarrier(), state_dir=state_dir
     )
     r = restored(st, run_hash=run_hash, node=n)

@@ -1,8 +1,8 @@
-"""``Node``: the OCX part of a node. Syncs its clones, fills the index, hands messages to readers.
+"""``NodeClones``: the OCX part of a node. Syncs its clones, fills the index, hands messages to readers.
 
 Blocking throughout; the daemon runs ``poll_loop`` in a thread and may call ``sync_once`` on demand from
 another (calls are serialized by a lock). Nothing a peer writes can crash it: a clone that fails to sync
-or scan is reported in the ``SyncReport`` and the next clone goes on; a file that cannot be judged or
+or scan is reported in its ``CloneReport`` and the next clone goes on; a file that cannot be judged or
 stored is indexed invalid saying why and the rest go on; a reader that raises is recorded.
 
 Write-once (docs/ocx.md, "Write-once"; ``sotd.ocx.writeonce``): valid rows come from the bytes first

@@ -122,7 +122,7 @@ class Runs:
         self.sessions = sessions
         self.jobs_dir = os.path.join(settings.state, "jobs")
         self.answers_dir = os.path.join(settings.state, "answers")
-        self.jobs = runner.JobNode(
+        self.jobs = runner.NodeSupplies(
             root=settings.root,
             policy=settings.policy,
             carrier=carrier if carrier is not None else stp.FossilCarrier(),
