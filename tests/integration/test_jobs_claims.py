@@ -1,6 +1,6 @@
 """Workspace claims that end (issue 24 item 4), in process with real bubblewrap: a claim is recorded
 only for a run that passed its checks, and dropped when the run is refused, ends, or is found dead at a
-restart (``runner.adopt``), so one refused run never blocks the seed's default workspace for later
+restart (``restart.adopt``), so one refused run never blocks the seed's default workspace for later
 runs. The same through a real node and its restart: tests/integration/test_ocx_root_attacks.py."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from sotd.jobs import claims as wsc
-from sotd.jobs import runner
+from sotd.jobs import restart, runner
+from sotd.jobs.outcome import Ended
 from tests.integration import test_jobs_limits as jl
 
 pytestmark = [
@@ -87,9 +88,9 @@ def test_a_run_found_dead_at_a_restart_drops_its_claim_and_a_live_one_keeps_it(
     dead.launcher.kill()  # its processes die with the node; no wait() records the end
     jl.child(dead).wait(timeout=5)
     assert set(claims(node)) == {alive.run_hash, dead.run_hash}
-    lost = runner.adopt(node.state_dir, dead.run_hash, node)
-    assert isinstance(lost, runner.Ended) and lost.outcome == "lost"
-    adopted = runner.adopt(node.state_dir, alive.run_hash, node)
+    lost = restart.adopt(node.state_dir, dead.run_hash, node)
+    assert isinstance(lost, Ended) and lost.outcome == "lost"
+    adopted = restart.adopt(node.state_dir, alive.run_hash, node)
     assert isinstance(adopted, runner.JobRun)
     assert claims(node) == {alive.run_hash: alive.values["workspace"]}
     adopted.stop()

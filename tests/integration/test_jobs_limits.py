@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from sotd.demo.ocx_seed import BOARD_C, MAKEFILE  # the board project the demo builds too
-from sotd.jobs import disk, nodepolicy, runner, spec
+from sotd.jobs import disk, nodepolicy, restart, runner, spec, statefolder
 from sotd.jobs import launchers as la
 from sotd.jobs import limits as lim
 from sotd.jobs.nodepolicy import DEFAULT_MAXIMA
+from sotd.jobs.outcome import Ended
 from sotd.jobs.steps import Target
 
 pytestmark = [
@@ -182,7 +183,7 @@ def test_seed_build_example_passes_and_hashes_the_image(node: runner.NodeSupplie
     b = ended.body()
     assert b["outcome"] == "passed" and b["verdict"] is True and b["exit"] == 0
     assert list(b) == ["outcome", "verdict", "exit", "outputs", "logs"]
-    assert runner.adopt(node.state_dir, r.run_hash).outcome == "passed"  # recorded: adopt returns it
+    assert restart.adopt(node.state_dir, r.run_hash).outcome == "passed"  # recorded: adopt returns it
 
 
 def test_sha1_repositories_hash_with_sha1(node: runner.NodeSupplies) -> None:
@@ -276,8 +277,8 @@ def test_adopt_lost_when_processes_are_gone_and_adopted_when_alive(node: runner.
     b["sandbox"]["ends_with_parent"] = False
     r = make_run(node, b)
     assert r.start() is not None
-    assert runner.unfinished(node.state_dir) == [r.run_hash]
-    adopted = runner.adopt(node.state_dir, r.run_hash, node)  # as a restarted node would
+    assert statefolder.unfinished(node.state_dir) == [r.run_hash]
+    adopted = restart.adopt(node.state_dir, r.run_hash, node)  # as a restarted node would
     assert isinstance(adopted, runner.JobRun)
     adopted.stop()
     e = adopted.wait(timeout=5)
@@ -289,9 +290,9 @@ def test_adopt_lost_when_processes_are_gone_and_adopted_when_alive(node: runner.
     r2.launcher.kill()  # the processes die with the node; no wait() ever records the end
     child(r2).wait(timeout=5)
     assert not os.path.exists(os.path.join(r2.dir, "ended.json"))
-    lost = runner.adopt(node.state_dir, r2.run_hash, node)
-    assert isinstance(lost, runner.Ended) and lost.outcome == "lost"
-    assert runner.adopt(node.state_dir, r2.run_hash, node).outcome == "lost"  # recorded once
+    lost = restart.adopt(node.state_dir, r2.run_hash, node)
+    assert isinstance(lost, Ended) and lost.outcome == "lost"
+    assert restart.adopt(node.state_dir, r2.run_hash, node).outcome == "lost"  # recorded once
     for d in list(r2.cgroups.dirs.values()) if r2.cgroups else []:
         assert not os.path.exists(d)
 
