@@ -51,7 +51,9 @@ Modules = dict[str, ast.Module]
 
 @functools.cache
 def _modules() -> Modules:
-    return {rel.removesuffix(".py").removesuffix("/__init__"): tree for rel, tree in source_trees.modules(SRC)}
+    return {
+        rel.removesuffix(".py").removesuffix("/__init__"): tree for rel, tree in source_trees.modules(SRC)
+    }
 
 
 def _top_names(tree: ast.Module) -> dict[str, ast.AST]:
