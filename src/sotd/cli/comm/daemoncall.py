@@ -160,6 +160,21 @@ def chosen_endpoint(named: str, environ: Mapping[str, str]) -> str | None:
     return needed_endpoint(environ)[0]  # starts this box's daemon when none runs
 
 
+def required_endpoint(named: str, environ: Mapping[str, str]) -> str:
+    """``chosen_endpoint``, or ``DaemonNotFound`` (with the start command as its hint) when there is none:
+    what spawn and despawn need before they ask anything."""
+    endpoint = chosen_endpoint(named, environ)
+    if endpoint is None:
+        from sotd.cli.comm import hints
+        from sotd.errors import DaemonNotFound
+
+        raise DaemonNotFound(
+            "ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].",
+            hint=f"or start this box's daemon: {hints.START_DAEMON}",
+        )
+    return endpoint
+
+
 def silent_hint(environ: Mapping[str, str], endpoint: str) -> str:
     """The next step when the daemon at ``endpoint`` did not answer: none runs there (start it), or one
     is there and silent (check it), or a far box's (check it there)."""

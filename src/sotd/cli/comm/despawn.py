@@ -23,7 +23,6 @@ from sotd.cli.comm.common import check_ancestry, err, line_buffered, open_contex
 from sotd.errors import (
     EXIT_OK,
     AnswerWithoutPart,
-    DaemonNotFound,
     DespawnFailed,
     IdentityRefused,
     RegistryUnreadable,
@@ -107,12 +106,7 @@ def run(argv: list[str]) -> int:
         agents = registry.agents_of(doc) if doc is not None else {}
     except RegistryUnreadable:
         raise RegistryUnreadable("FAILED: the registry could not be read; nothing was despawned") from None
-    endpoint = daemoncall.chosen_endpoint(named, ctx.environ)  # a refused endpoint is raised with its hint
-    if endpoint is None:
-        raise DaemonNotFound(
-            "ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].",
-            hint=f"or start this box's daemon: {hints.START_DAEMON}",
-        )
+    endpoint = daemoncall.required_endpoint(named, ctx.environ)  # a refused endpoint is raised with its hint
 
     entry = agents.get(who)
     wid, handle = row_of_entry(entry, who)
