@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from sotd.cli.comm.common import err, out
+from sotd.cli.comm.common import out
 from sotd.cli.install import codex_config
 from sotd.cli.install.record import (
     b64,
@@ -22,6 +22,7 @@ from sotd.cli.install.record import (
     replace_keeping_mode,
     sha256,
     strs,
+    undo_each,
     undo_if_untouched,
 )
 from sotd.cli.install.scripts import WRAPPERS
@@ -159,14 +160,4 @@ def check(setup: Setup) -> None:
 def uninstall(setup: Setup, record: dict[str, object]) -> int:
     """Take our lines out of each ``config.toml`` ``record["codex_config"]`` names; 1 when one could not
     be changed (it is left as it is)."""
-    status = 0
-    configs = record.get("codex_config")
-    if isinstance(configs, dict):
-        for path, entry in configs.items():
-            if isinstance(path, str) and isinstance(entry, dict):
-                try:
-                    out(unwrite_codex_functions(path, entry))
-                except OSError as e:
-                    err(f"FAILED to change {path}: {e.strerror or e}; it was left as it is")
-                    status = 1
-    return status
+    return undo_each(record, "codex_config", unwrite_codex_functions)

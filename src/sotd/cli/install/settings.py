@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 
-from sotd.cli.comm.common import err, out
+from sotd.cli.comm.common import out
 from sotd.cli.install.codex_config import codex_dir
 from sotd.cli.install.record import (
     b64,
@@ -26,6 +26,7 @@ from sotd.cli.install.record import (
     read_bytes,
     replace_keeping_mode,
     sha256,
+    undo_each,
     undo_if_untouched,
 )
 from sotd.errors import SettingsRefused, SotdError
@@ -413,14 +414,4 @@ def install(setup: Setup, record: dict[str, object]) -> None:
 def uninstall(setup: Setup, record: dict[str, object]) -> int:
     """Take our entries out of each file ``record["settings"]`` names (in the record's order); 1 when one
     could not be changed (it is left as it is)."""
-    status = 0
-    files = record.get("settings")
-    if isinstance(files, dict):
-        for path, entry in list(files.items()):
-            if isinstance(path, str) and isinstance(entry, dict):
-                try:
-                    out(unwrite_claude_settings(path, entry))
-                except OSError as e:
-                    err(f"FAILED to change {path}: {e.strerror or e}; it was left as it is")
-                    status = 1
-    return status
+    return undo_each(record, "settings", unwrite_claude_settings)
