@@ -9,6 +9,8 @@ bare name (``Context``, ``chosen_name``) is defined somewhere in the package (a 
 ``sync=False`` and a pattern such as ``holder.*_field`` are not checked); docs/jobs.md's module table
 has one row per module of ``sotd.jobs`` (but ``__init__`` and ``errors``, described below it), and each
 name a row gives is defined in its module (``Class (member, ...)``: members of that class).
+docs/daemon.md's command table has a row for each ``sotd daemon`` and ``sotd topology`` command of the
+command table (``sotd.cmdtable``) and names no other, with only the options that command takes.
 What would break it: a module renamed, split or moved with its row left behind (``runner.supervise`` after
 the runner's split), or a new module of ``sotd.jobs`` with no row. The measurement tables (timings) are
 not checked: they are records of a run, not claims about the code.
@@ -172,6 +174,31 @@ def jobs_misses(text: str, mods: Modules) -> list[str]:
     return out
 
 
+def command_misses(text: str, table: dict[str, object]) -> list[str]:
+    """docs/daemon.md's "Commands" table against ``table`` (``cmdtable.TABLE``): the ``daemon`` and
+    ``topology`` commands, each row's options among its command's."""
+    out, seen = [], set()
+    for row in _rows(text, "## Commands"):
+        words = row[0].strip("`").split()[1:]  # after "sotd"
+        path = " ".join(w for w in words if not w.startswith(("[", "-")) and w.islower())
+        opts = {w.strip("[]") for w in words if w.startswith(("[--", "--"))}
+        seen.add(path)
+        entry = table.get(path)
+        parent, _, last = path.rpartition(" ")
+        if entry is None:
+            above = table.get(parent)
+            if above is None or last not in getattr(above, "synopsis", "").split("|"):
+                out.append(f"{row[0]}: no such command")
+            continue
+        taken = {o[0] for o in getattr(entry, "options", ())}
+        out += [f"{row[0]}: {o} is not an option of sotd {path}" for o in sorted(opts - taken)]
+    wanted = {k for k in table if k.startswith("daemon ")}
+    topo = table.get("topology")
+    wanted |= {f"topology {w}" for w in getattr(topo, "synopsis", "").split("|") if w}
+    out += [f"no row for sotd {k}" for k in sorted(wanted - seen)]
+    return out
+
+
 def _read(name: str) -> str:
     with open(os.path.join(DOCS, name), encoding="utf-8") as f:
         return f.read()
@@ -183,6 +210,36 @@ def test_the_design_tables_name_what_exists() -> None:
 
 def test_the_jobs_module_table_matches_the_package() -> None:
     assert jobs_misses(_read("jobs.md"), _modules()) == []
+
+
+def test_the_daemon_command_table_matches_the_command_table() -> None:
+    from sotd import cmdtable
+
+    assert command_misses(_read("daemon.md"), dict(cmdtable.TABLE)) == []
+
+
+def test_the_command_reader_finds_a_stale_row() -> None:
+    class Entry:
+        def __init__(self, synopsis: str, options: tuple[tuple[str, str, str], ...] = ()) -> None:
+            self.synopsis, self.options = synopsis, options
+
+    table: dict[str, object] = {
+        "daemon start": Entry("[options]", (("--socket", "PATH", "the socket"),)),
+        "daemon stop": Entry("[options]"),
+        "topology": Entry("relay-endpoint|path"),
+    }
+    text = (
+        "## Commands\n\n| command | what |\n|---|---|\n"
+        "| `sotd daemon start [--socket P]` | starts |\n"
+        "| `sotd daemon stop [--socket P]` | stops |\n"
+        "| `sotd daemon nap` | naps |\n"
+        "| `sotd topology path` | the path |\n"
+    )
+    assert command_misses(text, table) == [
+        "`sotd daemon stop [--socket P]`: --socket is not an option of sotd daemon stop",
+        "`sotd daemon nap`: no such command",
+        "no row for sotd topology relay-endpoint",
+    ]
 
 
 def test_the_readers_find_a_stale_row() -> None:
