@@ -35,10 +35,11 @@ DAEMON = {
 
 
 def _verb_files() -> list[str]:
-    """The admin commands in ``cli/`` and the comm verbs and their helpers in ``cli/comm/``."""
+    """The admin commands in ``cli/`` and ``cli/doctor/``, and the comm verbs and their helpers in
+    ``cli/comm/``."""
     return sorted(
         os.path.join(d, f)
-        for d in ("", "comm")
+        for d in ("", "comm", "doctor")
         for f in os.listdir(os.path.join(CLI, d))
         if f.endswith(".py") and f not in NOT_HERE
     )
