@@ -103,7 +103,8 @@ def test_a_run_capped_at_8m_lands_at_most_8m_and_ends_limit_disk(node: runner.No
         "why": "the workspace's file system of 8M (run.limits.disk) is full: writes past it get ENOSPC",
         "exit": e.exit, "outputs": {}, "logs": e.logs, "limits_hit": ["disk"],
     }  # fmt: skip
-    assert log(r, "stdout") == "head 1\n"
+    # head met ENOSPC (its stderr says so); the node's kill at the full disk may land before the echo
+    assert log(r, "stdout") in ("head 1\n", "")
     assert "No space left on device" in log(r, "stderr")
     ws = r.values["workspace"]
     img = r.disks.image(r.run_hash)
