@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.multihost, pytest.mark.serial, pytest.mark.root, pytes
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PAGE = os.path.join(ROOT, "docs", "deploy.md")
 PROMPT = re.compile(r"^(box[a-z])\$ (.*)$")
-# what converges: the page says each daemon applies an edit within 2 s
+# what converges, so a step of it is retried: the page says each daemon applies an edit within 2 s
 RETRIED = ("sotd daemon status", "sotd doctor")
 RETRY_S = 15.0
 PAGE_FOLDERS = (".local", ".ssh", ".sot-comm", "work", ".config")  # what the page makes in the home
