@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 from bench import common
+from sotd.daemon.links import PING_S
 from sotd.wire import framing, payloads
 from sotd.wire import hello as wire_hello
 from sotd.wire.framing import Envelope
@@ -63,6 +64,7 @@ class Peer:
         self.decoder = framing.Decoder()
         self.next_id = 1
         self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.pings = 0
 
     @classmethod
     async def open(cls, sock: str, hello: dict[str, Any]) -> Peer:
@@ -84,6 +86,14 @@ class Peer:
         self.waiting[i] = fut
         self.writer.write(framing.encode(Envelope(i, "req", op, payload)))
         return await fut
+
+    async def keepalive(self, phase: float) -> None:
+        """As a real guest's link does (``links.Uplink._keepalive``): a ``version.query`` every ``PING_S``."""
+        await asyncio.sleep(phase)
+        while True:
+            await self.call(payloads.VERSION_QUERY, payloads.version_query_payload())
+            self.pings += 1
+            await asyncio.sleep(PING_S)
 
     async def pump(self, own: str | None) -> None:
         """Read until the end: answers resolve ``call``s; a ``comm.file`` offer is answered at once."""
@@ -110,22 +120,24 @@ class Peer:
                     self.writer.write(framing.encode(Envelope(env.id, "res", env.op, answer)))
 
 
-def start_hub(work: str, max_conns: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_hub(work: str, n_guests: int, profile: str = "") -> tuple[subprocess.Popen[bytes], str]:
     lay = common.make_comm(work)
     sock = os.path.join(work, "hub.sock")
     hosts = os.path.join(work, "hosts.toml")
-    with open(hosts, "w") as f:
+    with open(hosts, "w") as f:  # a fleet's file lists every box (the hub names a missing one's link)
         f.write('hub = "hub"\n\n[boxes.hub]\n')
+        f.writelines(f'\n[boxes.g{i}]\nssh = "g{i}"\n' for i in range(n_guests))
     env = common.clean_env()
     env.update(
         SOT_COMM_HOME=lay.home,
         SOT_SOCKET=sock,
         SOT_SELF_HOST="hub",
         SOT_HOSTS_TOML=hosts,
-        SOTD_TEST_MAX_CONNECTIONS=str(max_conns),
     )
+    # ``--profile``: the hub under cProfile (its event loop's thread; the worker threads are not seen)
+    wrap = ["-m", "cProfile", "-o", profile] if profile else []
     proc = subprocess.Popen(
-        [common.PYTHON, "-m", "sotd.cli.main", "daemon", "run"],
+        [common.PYTHON, *wrap, "-m", "sotd.cli.main", "daemon", "run"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=open(os.path.join(work, "hub.log"), "wb"),  # noqa: SIM115 - the child holds it
@@ -162,20 +174,20 @@ async def load(
             if op == payloads.COMM_FILE:
                 to = f"h{rng.choice(targets)}"
                 payload = payloads.comm_file_payload("sender", to, "x" * 200, broadcast=False, expires=None)
-            else:
-                payload = payloads.version_query_payload()
+            else:  # the floor: ``agent.send`` naming no handle (a window notification: answered ok, no I/O)
+                payload = {}
             t0 = time.perf_counter()
             answer = await c.call(op, payload)
             lat.append(time.perf_counter() - t0)
-            counts[0 if answer.get("ok") or "daemon" in answer else 1] += 1
+            counts[0 if answer.get("ok") else 1] += 1
 
     await asyncio.gather(*(one(c) for c in clients))
     return counts[0], counts[1], lat
 
 
-async def run_n(n_guests: int, seconds: float) -> dict[str, Any]:
+async def run_n(n_guests: int, seconds: float, profile: str = "", n_clients: int = CLIENTS) -> dict[str, Any]:
     work = tempfile.mkdtemp(prefix="sotd-hubscale-", dir=common.bench_dir())
-    proc, sock = start_hub(work, n_guests + CLIENTS + 64)
+    proc, sock = start_hub(work, n_guests, f"{profile}.{n_guests}" if profile else "")
     pumps: list[asyncio.Task[None]] = []
     try:
         rss0 = rss_kib(proc.pid)
@@ -184,6 +196,7 @@ async def run_n(n_guests: int, seconds: float) -> dict[str, Any]:
             g = await Peer.open(sock, hello("link", f"g{i}", i))
             guests.append(g)
             pumps.append(asyncio.create_task(g.pump(f"h{i}")))
+            pumps.append(asyncio.create_task(g.keepalive(random.Random(i).uniform(0, PING_S))))
         rss_linked = rss_kib(proc.pid)
         warm = await Peer.open(sock, hello("cli", "bench-warm", 0))
         pumps.append(asyncio.create_task(warm.pump(None)))
@@ -201,17 +214,22 @@ async def run_n(n_guests: int, seconds: float) -> dict[str, Any]:
             )
             first.append(time.perf_counter() - t0)
         clients = []  # opened after the warm-up: a client silent for 60 s after its hello is closed
-        for i in range(CLIENTS):
+        for i in range(n_clients):
             c = await Peer.open(sock, hello("cli", "bench", i))
             clients.append(c)
             pumps.append(asyncio.create_task(c.pump(None)))
         rounds = []
-        routed_cpu = 0.0
+        routed_cpu = floor_cpu = bench_cpu = 0.0
+        floor_n = 0
         for _ in range(2):  # interleaved: floor, routed, floor, routed
-            f_ok, _f_bad, f_lat = await load(clients, targets, seconds / 2, payloads.VERSION_QUERY)
             c0 = cpu_s(proc.pid)
+            f_ok, _f_bad, f_lat = await load(clients, targets, seconds / 2, payloads.AGENT_SEND)
+            floor_cpu += cpu_s(proc.pid) - c0
+            floor_n += f_ok
+            c0, b0 = cpu_s(proc.pid), cpu_s(os.getpid())
             r_ok, r_bad, r_lat = await load(clients, targets, seconds, payloads.COMM_FILE)
             routed_cpu += cpu_s(proc.pid) - c0
+            bench_cpu += cpu_s(os.getpid()) - b0
             rounds.append((f_ok, f_lat, r_ok, r_bad, r_lat))
         f_lat = [x for r in rounds for x in r[1]]
         r_lat = [x for r in rounds for x in r[4]]
@@ -222,11 +240,13 @@ async def run_n(n_guests: int, seconds: float) -> dict[str, Any]:
         fp50, fp99 = common.pct(f_lat, 50), common.pct(f_lat, 99)
         return {
             "guests": n_guests,
-            "clients": CLIENTS,
+            "clients": n_clients,
             "routed": routed,
             "failed": failed,
             "routed_per_s": round(routed / (2 * seconds), 1),
             "hub_cpu_ms_per_routed": round(routed_cpu / max(routed, 1) * 1e3, 3),
+            "hub_cpu_ms_per_floor": round(floor_cpu / max(floor_n, 1) * 1e3, 3),
+            "bench_cpu_ms_per_routed": round(bench_cpu / max(routed, 1) * 1e3, 3),
             "floor_per_s": round(sum(r[0] for r in rounds) / seconds, 1),
             "routed_ms": {"p50": round(p50 * 1e3, 2), "p99": round(p99 * 1e3, 2)},
             "floor_ms": {"p50": round(fp50 * 1e3, 2), "p99": round(fp99 * 1e3, 2)},
@@ -234,6 +254,7 @@ async def run_n(n_guests: int, seconds: float) -> dict[str, Any]:
             "rss_kib": {"start": rss0, "linked": rss_linked, "after": rss_after},
             "rss_per_link_kib": round((rss_linked - rss0) / max(n_guests, 1), 1),
             "targets": len(targets),
+            "keepalives_answered": sum(g.pings for g in guests),
             "first_offer_ms": {
                 "p50": round(common.pct(first, 50) * 1e3, 1),
                 "max": round(max(first) * 1e3, 1),
@@ -251,26 +272,87 @@ async def run_n(n_guests: int, seconds: float) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def registry_cost(sizes: tuple[int, ...] = (0, 100, 1000), n: int = 1000) -> dict[str, float]:
+    """The hub's own steps of one routed send (``Ops._local_steps``: route, the fresh registry read, the
+    verdict ``not_here``), in this process, with ``k`` handles of its own in its registry: the rule that
+    every filing reads the registry afresh makes its size a cost of every send the hub routes. Median of
+    5 rounds of ``n`` calls each, interleaved over the sizes; microseconds per send."""
+    from sotd.daemon import ops
+    from sotd.formats import registry
+
+    made = []
+    for k in sizes:
+        work = tempfile.mkdtemp(prefix="sotd-hubscale-reg-", dir=common.bench_dir())
+        lay = common.make_comm(work)
+        registry.ensure(lay)
+        doc = registry.read(lay) or {}
+        for i in range(k):
+            entry = {
+                "root": f"/work/p{i}",
+                "host": "hub",
+                "repo": f"p{i}",
+                "last_seen": "2026-12-02T06:00:00Z",
+            }
+            registry.put(doc, f"local{i}", entry)
+        registry.write_locked(lay, doc)
+        environ = {"SOT_COMM_HOME": lay.home}
+        o = ops.Ops(
+            layout=lay,
+            environ=environ,
+            self_host="hub",
+            is_hub=True,
+            forward=None,  # type: ignore[arg-type]  # not reached: the hub files or refuses
+            offer=None,  # type: ignore[arg-type]
+            version_info=dict,
+        )
+        made.append((k, work, o))
+    p = payloads.comm_file_payload("sender", "h1", "x" * 200, broadcast=False, expires=None)
+    times: dict[int, list[float]] = {k: [] for k in sizes}
+    try:
+        for _ in range(5):
+            for k, _work, o in made:
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    answer, _req = o._local_steps(p, "client")
+                times[k].append((time.perf_counter() - t0) / n * 1e6)
+                assert answer is not None and answer.get("code") == "not_here", answer
+    finally:
+        for _k, work, _o in made:
+            shutil.rmtree(work, ignore_errors=True)
+    return {str(k): round(sorted(v)[len(v) // 2], 1) for k, v in times.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = common.base_parser(__doc__ or "")
     ap.add_argument("--seconds", type=float, default=0.0, help="per routed round (default 4, quick 1.5)")
+    ap.add_argument("--sizes", default="", help="guest counts, comma-separated (default 10,100,1000)")
+    ap.add_argument("--clients", type=int, default=CLIENTS, help=f"closed-loop senders (default {CLIENTS})")
+    ap.add_argument("--profile", default="", help="write the hub's cProfile to PATH.<guests> (not timed)")
     args = ap.parse_args(argv)
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))  # 1,000 links + the hub's own
     seconds = args.seconds or (1.5 if args.quick else 4.0)
     sizes = [10, 100] if args.quick else [10, 100, 1000]
-    runs = [asyncio.run(run_n(n, seconds)) for n in sizes]
+    if args.sizes:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    machine = common.machine(tempfile.gettempdir())  # the load average before the runs
+    runs = [asyncio.run(run_n(n, seconds, args.profile, args.clients)) for n in sizes]
+    machine["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
     for r in runs:
         print(
             f"{r['guests']:5d} guests: {r['routed_per_s']:8.1f} routed/s, p50 {r['routed_ms']['p50']} ms, "
             f"p99 {r['routed_ms']['p99']} ms (added p99 {r['added_ms']['p99']} ms), "
-            f"RSS {r['rss_kib']['linked']} KiB",
+            f"RSS {r['rss_kib']['linked']} KiB, hub CPU {r['hub_cpu_ms_per_routed']} ms/routed "
+            f"({r['hub_cpu_ms_per_floor']} per floor op), bench CPU {r['bench_cpu_ms_per_routed']} ms/routed",
             file=sys.stderr,
         )
+    reg = registry_cost()
+    print(f"hub's own steps per routed send by local handles: {reg} us", file=sys.stderr)
     result = {
         "bench": "hubscale",
+        "local_steps_us_by_registry_size": reg,
         "what": "a real hub daemon; N in-process guest links over Unix sockets; 16 closed-loop clients",
-        "machine": common.machine(tempfile.gettempdir()),
+        "machine": machine,
         "runs": runs,
     }
     return common.finish("hubscale", result, args.no_write, args.quick)

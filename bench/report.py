@@ -975,23 +975,40 @@ def _mcp(r: dict[str, object]) -> str:
 
 def _hubscale(r: dict[str, object]) -> str:
     out = ["## One hub, many linked guests (`bench/hubscale.py`, issue 27)\n"]
+    runs = r["runs"]  # type: ignore[index]
+    clients = runs[0].get("clients", 16) if runs else 16  # type: ignore[index]
     out += [
         f"{_machine(r['machine'])}  \n"  # type: ignore[arg-type]
-        "A real hub daemon (`sotd daemon run`); N guests as in-process links over Unix sockets in the bench "
-        "process (they answer offers at once, no disk work); 16 closed-loop clients sending `comm.file` for "
-        "handles of 20 of the guests (each first offered to every link, then known). Floor: `version.query` "
-        "on the same connections, interleaved.\n",
-        "| guests | routed/s | hub CPU ms / routed | routed p50 / p99 ms | floor p50 / p99 ms | added p50 / p99 ms "
-        "| first offer p50 / max ms | hub RSS start / linked / after KiB |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "A real hub daemon (`sotd daemon run`, its hosts.toml listing every guest); N guests as in-process "
+        "links over Unix sockets in the bench process (they answer offers at once, no disk work, and send a "
+        f"keepalive every 3 s as a real link does); {clients} closed-loop clients sending `comm.file` for "
+        "handles of 20 of the guests (each first offered to every link, then known). Floor: `agent.send` "
+        "naming no handle (answered at once, no I/O) on the same connections, interleaved. Hub capacity: "
+        "1 / (hub CPU per routed send), what one idle core of this machine would route.\n",
+        "| guests | routed/s | hub CPU ms / routed (/ floor op) | hub capacity, 1 core, /s | bench CPU ms / routed "
+        "| routed p50 / p99 ms | floor p50 / p99 ms | added p50 / p99 ms | first offer p50 / max ms "
+        "| hub RSS start / linked / after KiB | keepalives answered |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for x in r["runs"]:  # type: ignore[attr-defined]
+    for x in runs:  # type: ignore[attr-defined]
+        cpu = x.get("hub_cpu_ms_per_routed", float("nan"))
+        cap = 1000.0 / cpu if cpu and cpu == cpu else float("nan")
         out.append(
-            f"| {x['guests']} | {x['routed_per_s']:.0f} | {x.get('hub_cpu_ms_per_routed', float('nan')):.2f} | "
+            f"| {x['guests']} | {x['routed_per_s']:.0f} | {cpu:.2f} (/ {x.get('hub_cpu_ms_per_floor', float('nan')):.2f}) | "
+            f"{cap:.0f} | {x.get('bench_cpu_ms_per_routed', float('nan')):.2f} | "
             f"{x['routed_ms']['p50']:.1f} / {x['routed_ms']['p99']:.1f} | "
             f"{x['floor_ms']['p50']:.1f} / {x['floor_ms']['p99']:.1f} | {x['added_ms']['p50']:.1f} / "
             f"{x['added_ms']['p99']:.1f} | {x['first_offer_ms']['p50']:.0f} / {x['first_offer_ms']['max']:.0f} | "
-            f"{x['rss_kib']['start']} / {x['rss_kib']['linked']} / {x['rss_kib']['after']} |"
+            f"{x['rss_kib']['start']} / {x['rss_kib']['linked']} / {x['rss_kib']['after']} | "
+            f"{x.get('keepalives_answered', '—')} |"
+        )
+    reg = r.get("local_steps_us_by_registry_size")
+    if isinstance(reg, dict) and reg:
+        out.append(
+            "\nThe hub's own steps of one routed send (`Ops._local_steps`: route, fresh registry read, verdict; "
+            "in process, median of 5 rounds), by the handles its own registry lists: "
+            + ", ".join(f"{k} handles {v:.0f} µs" for k, v in reg.items())
+            + "."
         )
     return "\n".join(out) + "\n"
 

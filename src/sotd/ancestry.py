@@ -155,6 +155,16 @@ def agent_of(argv: list[str]) -> str | None:
     return None
 
 
+def nearest_agent(chain: list[list[str]]) -> str | None:
+    """The agent (``"claude"``/``"codex"``) nearest this process in ``chain`` (``read_chain``'s records,
+    nearest first), None when no record is one. Pure."""
+    for argv in chain:
+        agent = agent_of(argv)
+        if agent is not None:
+            return agent
+    return None
+
+
 def _agent_args(argv: list[str]) -> tuple[str, bool, list[str]] | None:
     """(agent, hosted_by_node, the arguments the agent received) or None."""
     if not argv:

@@ -65,8 +65,10 @@ def last_phase(log: str) -> str:
 
 
 def pane_of(box: Box, wid: str) -> str:
+    """The row's pane, once the daemon has recorded it (a row just created may not have one yet)."""
+    wait_for(lambda: bool((box.row(wid) or {}).get("pane")), what=f"row {wid}'s pane")
     row = box.row(wid)
-    assert row is not None and row["pane"], row
+    assert row is not None
     return str(row["pane"])
 
 

@@ -43,7 +43,7 @@ COMMANDS = {
 
 # the commands whose first word picks a subcommand (their members are in ``sotd.cmdtable``)
 GROUPS = ("daemon", "ocx")
-COMMANDS["doctor"] = "sotd.cli.doctor"  # top level: it checks more than the comm folder
+COMMANDS["doctor"] = "sotd.cli.doctor.command"  # top level: it checks more than the comm folder
 COMMANDS["mcp"] = "sotd.cli.mcp"  # mail as MCP tools (issue 26): one stdio server per agent session
 
 
@@ -121,6 +121,11 @@ def _main(argv: list[str] | None) -> int:
         if verdict == cmdtable.BAD and not cmdtable.TABLE[path].pinned:
             return _refuse(path, problem)  # a pinned verb's own parser says it in the spec's words
     os.umask(0o077)
+    if args[0] == "comm" and args[1] != "hook" and os.environ.get("CODEX_THREAD_ID"):
+        # a Codex session's command: its private self file (hooks find theirs from session_id)
+        from sotd.cli.comm.hooks.shared import adopt_command_self_file
+
+        adopt_command_self_file()
     from sotd.errors import SotdError
 
     try:

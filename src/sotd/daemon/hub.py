@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from sotd.daemon.links import Uplink
-    from sotd.daemon.server import Server
+    from sotd.daemon.server import Conn, Server
     from sotd.formats.layout import Layout
     from sotd.topology import Topology
 
@@ -144,13 +144,20 @@ def frame_too_long(frame: dict[str, Any], what: str) -> str:
     """Why a ``comm.file`` frame this daemon built (the sender's, plus ``forwarded`` and ``expires``) cannot
     be sent to ``what``, or ``""`` when it fits the line bound. A legal frame from a sender can outgrow the
     bound by what is added, so it is checked where it is built and refused in words (issue 25). Pure."""
+    return prepared_frame(frame, what)[1]
+
+
+def prepared_frame(frame: dict[str, Any], what: str) -> tuple[framing.PreparedRequest | None, str]:
+    """``frame`` as a ``comm.file`` request encoded once (sent down one link or many with ids of their
+    own), and ``""``; or None and why it cannot be sent to ``what`` (``frame_too_long``'s words). Pure."""
     try:
-        n = framing.request_length(payloads.COMM_FILE, frame)
+        prepared = framing.PreparedRequest(payloads.COMM_FILE, frame)
     except WireError as e:
-        return f"the message cannot be framed to {what}: {e.message}"
+        return None, f"the message cannot be framed to {what}: {e.message}"
+    n = prepared.widest
     if n <= framing.MAX_LINE:
-        return ""
-    return (
+        return prepared, ""
+    return None, (
         f"the message is too long to {what}: its frame would be {n} bytes, over the "
         f"{framing.MAX_LINE}-byte line bound (send it in parts)"
     )
@@ -233,22 +240,26 @@ class Hub:
         """D4: offer a handle this folder does not list to every linked daemon (not the one it came from).
 
         None when there is nobody to ask and no topology box is missing (the caller's own not_here stands).
+        The steady state costs O(1) in the number of links (issue 27's scale): the box that filed the
+        handle last is asked alone first (``offer_order``'s first round, without listing the others), the
+        frame is encoded once for every box asked, and the topology's boxes are walked only when no box
+        said ok (to name the missing links).
         """
         exclude = origin[5:] if origin.startswith("link:") else None
-        links = {h: c for h, c in self.server.links.items() if h != exclude}
+        links = self.server.links
         to = payloads.read_to(payload)
         handle = to if isinstance(to, str) else ""
         bound = self.lock_wait() + OFFER_SLACK_S
         expires = payloads.read_expires(payload)
         if expires is not None:
             bound = max(0.0, min(bound, expires - time.time() - ops.ANSWER_MARGIN_S))
-        should = [b for b in self.should_link() if b != exclude]
         known = self.where.get(handle)
-        lost = known is not None and known not in self.server.links  # its box is known, its link is not up
-        if not links and not (set(should) - set(self.server.links)) and not lost:
+        lost = known is not None and known not in links  # its box is known, its link is not up
+        askable = len(links) - (1 if exclude is not None and exclude in links else 0)
+        if not askable and not lost and not self._missing(exclude):
             return None
         frame = dict(payload, forwarded=True, expires=round(time.time() + bound, 3))
-        too_long = frame_too_long(frame, "offer it to the linked boxes") if links else ""
+        prepared, too_long = prepared_frame(frame, "offer it to the linked boxes") if askable else (None, "")
         if too_long:
             log.warning("offer of @%s: %s", handle, too_long)
             return wire_answers.refusal(
@@ -257,38 +268,68 @@ class Hub:
         answers: list[tuple[str, dict[str, Any] | None]] = []
         deadline = time.monotonic() + bound
 
-        async def ask(box: str) -> tuple[str, dict[str, Any] | None]:
+        async def ask(box: str, conn: Conn) -> tuple[str, dict[str, Any] | None]:
             try:
                 left = max(0.0, deadline - time.monotonic())
-                return box, await links[box].channel.call(payloads.COMM_FILE, frame, left)
+                assert prepared is not None
+                return box, await conn.channel.call_prepared(prepared, left)
             except (TimeoutError, ConnectionError, WireError) as e:
                 log.info("offer of @%s to %s: no answer (%s)", handle, box, e or "timeout")
                 return box, None
 
-        first, then = offer_order(known, links)
-        for group in (first, then):
-            if not group or time.monotonic() >= deadline:
+        def others(skip: str | None) -> dict[str, Conn]:
+            return {h: c for h, c in self.server.links.items() if h not in (exclude, skip)}
+
+        filed = False
+        # the known box alone when it is linked: ``offer_order(known, links)`` without sorting every link
+        fast = known is not None and known != exclude and known in links
+        for round_no in (0, 1):
+            if round_no == 0:
+                group = {known: links[known]} if fast and known is not None else others(None)
+                order = [known] if fast and known is not None else offer_order(None, group)[0]
+            else:
+                if filed or not fast:
+                    break
+                group = others(known)  # the links up now, less the box already asked
+                order = offer_order(None, group)[0]
+            if not order or time.monotonic() >= deadline:
                 continue
-            tasks = [asyncio.create_task(ask(box)) for box in group]
-            filed = False
+            if len(order) == 1:  # one box (the steady state): asked in this task, no task per box
+                box, answer = await ask(order[0], group[order[0]])
+                answers.append((box, answer))
+                filed = self._heard(handle, box, answer)
+                continue
+            tasks = [asyncio.create_task(ask(box, group[box])) for box in order]
             try:
                 for next_done in asyncio.as_completed(tasks):
                     box, answer = await next_done
                     answers.append((box, answer))
-                    if answer is not None and wire_answers.is_ok(answer):
-                        log.info("offer of @%s: filed by %s", handle, box)
-                        remember(self.where, handle, box)
+                    if self._heard(handle, box, answer):
                         filed = True
                         break
-                    if answer is not None and self.where.get(handle) == box:
-                        remember(self.where, handle, None)  # it no longer files it there
             finally:
                 for t in tasks:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
-            if filed:
-                break
+        if filed:
+            return offer_outcome(handle, answers, (), (), bound)
+        should = [b for b in self.should_link() if b != exclude]
         down = {b: self.server.link_state(b) for b in should if b not in self.server.links}
         if lost and known is not None:
             down[known] = self.server.link_state(known)
         return offer_outcome(handle, answers, should, self.server.links, bound, down=down, known=known)
+
+    def _heard(self, handle: str, box: str, answer: dict[str, Any] | None) -> bool:
+        """Note what ``box`` answered an offer of ``handle`` (``remember``); True when it filed it."""
+        if answer is not None and wire_answers.is_ok(answer):
+            if self.where.get(handle) != box:  # logged when it is learnt, not at every send
+                log.info("offer of @%s: filed by %s", handle, box)
+            remember(self.where, handle, box)
+            return True
+        if answer is not None and self.where.get(handle) == box:
+            remember(self.where, handle, None)  # it no longer files it there
+        return False
+
+    def _missing(self, exclude: str | None) -> bool:
+        """Whether a topology box (other than ``exclude``) should hold a link and holds none."""
+        return any(b != exclude and b not in self.server.links for b in self.should_link())

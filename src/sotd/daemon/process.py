@@ -32,16 +32,16 @@ import time
 from typing import Any
 
 from sotd import __version__, runtime, sysprobe, topology
+from sotd.daemon import filers, onedaemon, statusfile
 from sotd.daemon import heartbeat as heartbeat_mod
 from sotd.daemon import hub as hub_mod
 from sotd.daemon import ocxnode as ocxnode_mod
-from sotd.daemon import onedaemon, statusfile
 from sotd.daemon import ops as ops_mod
 from sotd.daemon import rows as rows_mod
 from sotd.daemon import wake as wake_mod
 from sotd.daemon.links import Uplink
 from sotd.daemon.server import Server
-from sotd.errors import EXIT_FAILED, EXIT_OK, SotdError
+from sotd.errors import EXIT_FAILED, EXIT_OK, DaemonWithoutHost, SotdError
 from sotd.formats import lockmanager
 from sotd.formats.layout import Layout, ensure_home
 from sotd.wire import answers
@@ -126,7 +126,9 @@ class Daemon:
 
     async def serve(self) -> None:
         if not self.host:
-            raise SotdError("sotd daemon: this box's declared host could not be read (set SOT_SELF_HOST)")
+            raise DaemonWithoutHost(
+                "sotd daemon: this box's declared host could not be read (set SOT_SELF_HOST)"
+            )
         # the socket's folder, before anything is written in it or beside the socket (issue 25)
         await asyncio.to_thread(runtime.prepare_socket_folder, self.socket_path, self.environ)
         self.folder_lock = await asyncio.to_thread(onedaemon.claim, self.layout, self.host, self.socket_path)
@@ -175,6 +177,7 @@ class Daemon:
             publish=self._publish,
         )
         await asyncio.to_thread(rows.boot)
+        filing_threads = filers.Filers()
         ops = ops_mod.Ops(
             layout=self.layout,
             environ=self.environ,
@@ -186,6 +189,7 @@ class Daemon:
             rows=rows,
             workspaces=rows.workspace_op,
             reload=self._reload_op,
+            blocking=filing_threads.run,
         )
         self.ops = ops
         self.server = server = Server(self.socket_path, self.host, ops.handle)
@@ -228,6 +232,7 @@ class Daemon:
                 await server.close()
         finally:
             await server.close()
+            await filing_threads.close()  # the filings already running end (appended and synced)
             await asyncio.to_thread(ocxnode_mod.stop, ocx_node)
             statusfile.remove(self.status_path, os.getpid())
             if self.folder_lock is not None:

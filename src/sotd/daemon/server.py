@@ -18,7 +18,8 @@ peer's uid (``SO_PEERCRED``), the timers below, the connection cap, the link tab
 
 Bounds on what one same-user client can hold (docs/daemon.md, "Connection bounds"): ``HELLO_WAIT_S`` of
 silence before hello, ``IDLE_WAIT_S`` of silence after it for a one-shot role with no request in flight,
-and at most ``MAX_CONNECTIONS`` connections at once (test seams ``SOTD_TEST_IDLE_SECS``,
+and at most ``MAX_CONNECTIONS`` connections at once (fewer when the open-file limit, raised at the start to
+its hard limit as far as needed, allows fewer: ``connection_cap``) (test seams ``SOTD_TEST_IDLE_SECS``,
 ``SOTD_TEST_MAX_CONNECTIONS``).
 
 Requests run as tasks owned by their connection's TaskGroup, so a slow ``comm.file`` never holds up the
@@ -41,9 +42,9 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sotd import __version__, runtime
-from sotd.errors import AlreadyServed, SotdError, WireError
+from sotd.errors import AlreadyServed, SocketPathTaken, WireError
 from sotd.wire import answers, hello, payloads, serverconn
-from sotd.wire.framing import Envelope, encode
+from sotd.wire.framing import Envelope, PreparedRequest, encode
 from sotd.wire.hello import (
     Peer,
     hello_verdict,  # noqa: F401 -- the hello's rule is the wire's; named here too
@@ -51,6 +52,8 @@ from sotd.wire.hello import (
 from sotd.wire.serverconn import Accepted, Answer, Close, End, Resolve, ServerConnection, ServeRequest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sotd.wire.serverconn import Action
 
 log = logging.getLogger("sotd")
@@ -58,10 +61,49 @@ log = logging.getLogger("sotd")
 HELLO_WAIT_S = 10.0  # a connection that says nothing this long after connecting is closed
 IDLE_WAIT_S = 60.0  # a one-shot client (role cli/agent) silent this long after hello, nothing in flight
 ONE_SHOT_ROLES = hello.ONE_SHOT_ROLES  # fe, bridge and link connections wait for events by design
-MAX_CONNECTIONS = 256  # connections served at once; one more is closed at accept, with a log line
+MAX_CONNECTIONS = 4096  # connections served at once at most; one more is closed at accept, with a log line
+FD_RESERVE = 256  # descriptors kept for everything but connections (log, rows' pipes and tmux, filings, ssh)
+MIN_CONNECTIONS = 16  # what a daemon serves however few descriptors it may open
 WRITE_WAIT_S = 5.0  # one response's drain
 EVENT_BACKLOG_MAX = 1 << 20  # unsent bytes a peer may owe before an event drops it
 _READ = 65536
+
+
+def nofile_target(soft: int, hard: int) -> int:
+    """The soft ``RLIMIT_NOFILE`` the daemon asks for at its start: enough for ``MAX_CONNECTIONS`` and the
+    reserve, never past the hard limit (an unprivileged process may raise its soft limit up to it), never
+    below what it has. Pure (``RLIM_INFINITY`` is -1 on Linux: no bound)."""
+    want = MAX_CONNECTIONS + FD_RESERVE
+    if hard >= 0:
+        want = min(want, hard)
+    return max(soft, want) if soft >= 0 else soft
+
+
+def connection_cap(soft: int) -> int:
+    """Connections served at once with ``soft`` descriptors: ``MAX_CONNECTIONS``, or fewer when the
+    descriptors run out first (each connection holds one; ``FD_RESERVE`` stay for the rest), at least
+    ``MIN_CONNECTIONS``. Pure."""
+    if soft < 0:
+        return MAX_CONNECTIONS
+    return max(MIN_CONNECTIONS, min(MAX_CONNECTIONS, soft - FD_RESERVE))
+
+
+def raise_nofile() -> int:
+    """Raise this process's soft descriptor limit as ``nofile_target`` says (the ``ulimit -n`` a shell
+    left is often 1,024 under a hard limit far above it); the connection cap that follows. Logged."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = nofile_target(soft, hard)
+    if target != soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as e:
+            log.warning("could not raise the open-file limit from %d to %d: %s", soft, target, e)
+    cap = connection_cap(soft)
+    log.info("open-file limit %d (hard %s): at most %d connections at once", soft, hard, cap)
+    return cap
 
 
 class _Idle(Exception):
@@ -75,6 +117,16 @@ def _env_number(name: str, default: float) -> float:
     except ValueError:
         return default
     return v if v > 0 else default
+
+
+def _flushed(writer: Any) -> bool:
+    """Whether every byte written to ``writer`` is in the kernel already, so a drain has nothing to wait for
+    (False when it cannot tell: then the caller drains)."""
+    transport = getattr(writer, "transport", None)
+    closing = getattr(transport, "is_closing", None)
+    if transport is None or closing is None:
+        return False
+    return bool(transport.get_write_buffer_size() == 0 and not closing())
 
 
 def peer_uid(sock: socket.socket | None) -> int | None:
@@ -107,6 +159,8 @@ class Channel:
         if self.closed is not None:
             raise ConnectionError(self.closed)
         self.writer.write(data)
+        if _flushed(self.writer):
+            return  # all of it is in the kernel's buffer already: nothing to drain (no timer per line)
         async with asyncio.timeout(WRITE_WAIT_S):
             await self.writer.drain()
 
@@ -122,13 +176,20 @@ class Channel:
 
     async def call(self, op: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send a request and wait (bounded) for its response's payload."""
+        return await self.call_line(lambda rid: encode(Envelope(rid, "req", op, payload)), timeout)
+
+    async def call_prepared(self, request: PreparedRequest, timeout: float) -> dict[str, Any]:
+        """``call`` for a request encoded once (``framing.PreparedRequest``: one offer down many links)."""
+        return await self.call_line(request.line, timeout)
+
+    async def call_line(self, line: Callable[[int], bytes], timeout: float) -> dict[str, Any]:
         rid = self._next_id
         self._next_id += 1
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.pending[rid] = fut
         try:
             async with asyncio.timeout(timeout):
-                await self.send(Envelope(rid, "req", op, payload))
+                await self.send_line(line(rid))
                 return await fut
         finally:
             self.pending.pop(rid, None)
@@ -189,7 +250,7 @@ def prepare_folder(path: str) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(st.st_mode):
-        raise SotdError(f"refusing to serve {path}: something that is not a socket is there")
+        raise SocketPathTaken(f"refusing to serve {path}: something that is not a socket is there")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(1.0)
     try:
@@ -210,15 +271,20 @@ class Server:
         self.host = host
         self.handler = handler
         self.conns: set[Conn] = set()
+        self.fes: set[Conn] = set()  # the front ends among them (``frontends``: no scan of every connection)
         self.links: dict[str, Conn] = {}
         # a box whose link ended: since when (wall clock) and why; cleared when it links again
         self.links_down: dict[str, tuple[float, str]] = {}
         self.started_wall = time.time()
         self._srv: asyncio.Server | None = None
         self.idle_wait = _env_number("SOTD_TEST_IDLE_SECS", IDLE_WAIT_S)
-        self.max_connections = int(_env_number("SOTD_TEST_MAX_CONNECTIONS", MAX_CONNECTIONS))
+        self.max_connections = MAX_CONNECTIONS  # ``start`` lowers it to what the descriptors allow
+        self.test_max = os.environ.get("SOTD_TEST_MAX_CONNECTIONS")
 
     async def start(self) -> None:
+        self.max_connections = raise_nofile()
+        if self.test_max:
+            self.max_connections = int(_env_number("SOTD_TEST_MAX_CONNECTIONS", MAX_CONNECTIONS))
         await asyncio.to_thread(prepare_folder, self.path)
         old = os.umask(0o177)
         try:
@@ -263,6 +329,7 @@ class Server:
             log.exception("%s: closed after an internal error", conn)
         finally:
             self.conns.discard(conn)
+            self.fes.discard(conn)
             conn.channel.fail_all(f"{conn} closed")
             if conn.role == "link" and self.links.get(conn.host) is conn:
                 del self.links[conn.host]
@@ -346,6 +413,8 @@ class Server:
         conn.host = peer.host
         conn.name = peer.name
         conn.client_id = peer.client_id
+        if conn.role == "fe":
+            self.fes.add(conn)
         if conn.role != hello.LINK_ROLE:
             return "client"
         old = self.links.get(conn.host)
@@ -411,7 +480,7 @@ class Server:
 
     def frontends(self) -> list[dict[str, str]]:
         """The front ends attached now (``fe`` connections past their hello), in connection order."""
-        fe = sorted((c for c in self.conns if c.role == "fe"), key=lambda c: c.n)
+        fe = sorted(self.fes, key=lambda c: c.n)
         return [{"host": c.host, "client_id": c.client_id, "name": c.name} for c in fe]
 
     # ------------------------------------------------------------------------------------------ events

@@ -129,12 +129,13 @@ def decode_line(line: bytes) -> Envelope:
 def encode(env: Envelope) -> bytes:
     """The envelope's line, newline included. Refuses (``WireError``) what ``decode_line`` would refuse:
     an envelope of ours that cannot be sent is not the peer's fault, so never a ``RemoteProtocolError``."""
+    d = env.to_dict()
     try:
-        validate(env.to_dict())
+        validate(d)
     except RemoteProtocolError as e:
         raise WireError(e.message) from None
     try:
-        line = json_text(env.to_dict()).encode("utf-8")
+        line = json_text(d).encode("utf-8")
     except (ValueError, TypeError) as e:
         raise WireError(f"envelope is not JSON ({e})") from None
     if len(line) > MAX_LINE:
@@ -155,6 +156,43 @@ def request_length(op: str, payload: dict[str, Any]) -> int:
     daemon builds (an offer, a forward: the sender's frame plus ``forwarded`` and ``expires``) is checked
     against ``MAX_LINE`` where it is built, whatever id it is later sent with. Pure."""
     return line_length(Envelope(U64_MAX, "req", op, payload))
+
+
+_HEAD = b'{"v":1,"id":'
+
+
+class PreparedRequest:
+    """A request of ours encoded once and sent with many ids: an offer of one frame to many linked boxes
+    pays one JSON encoding, not one per box (issue 27's scale). ``line(rid)`` is byte for byte what
+    ``encode(Envelope(rid, "req", op, payload))`` gives; ``widest`` is ``request_length(op, payload)``.
+    Built, it refuses (``WireError``) what ``encode`` refuses but the length: the caller checks ``widest``
+    against ``MAX_LINE`` and says why in its own words (``hub.prepared_frame``)."""
+
+    __slots__ = ("tail", "widest")
+
+    def __init__(self, op: str, payload: dict[str, Any]) -> None:
+        d = Envelope(0, "req", op, payload).to_dict()
+        try:
+            validate(d)
+        except RemoteProtocolError as e:
+            raise WireError(e.message) from None
+        try:
+            text = json_text(d).encode("utf-8")
+        except (ValueError, TypeError) as e:
+            raise WireError(f"envelope is not JSON ({e})") from None
+        # compact JSON of a dict in insertion order: the id's digits follow the head, then ``,"kind"…``
+        assert text.startswith(_HEAD + b"0,"), text[:40]
+        self.tail = text[len(_HEAD) + 1 :] + b"\n"
+        self.widest = len(_HEAD) + len(str(U64_MAX)) + len(self.tail) - 1
+
+    def line(self, rid: int) -> bytes:
+        """The request's line with id ``rid`` (an unsigned 64-bit integer), newline included."""
+        if not _is_u64(rid):
+            raise WireError(f"envelope field 'id' must be an unsigned 64-bit integer (got {rid!r})")
+        line = b"".join((_HEAD, str(rid).encode("ascii"), self.tail))
+        if len(line) - 1 > MAX_LINE:
+            raise WireError(f"envelope longer than {MAX_LINE} bytes")
+        return line
 
 
 def _blob_len(env: Envelope) -> int:

@@ -1,4 +1,4 @@
-"""``sotd comm hook start`` (``comm-session-start.sh``): Claude Code's ``SessionStart`` hook.
+"""``sotd comm hook start`` (``comm-session-start.sh``): the ``SessionStart`` hook of Claude Code and Codex.
 
 Issue 11 part 2 items 1 and 4; seed 000 "The self file" ("or any private file a launcher pins").
 At a session's start (and again after a resume, ``/clear`` or a compaction) the hook joins the session
@@ -14,6 +14,11 @@ mail, and to close each turn with a ``SITREP`` marker (docs/agents.md, "Joining"
   note ``state/pinned-<leaf>`` keeps them on it after a ``comm-leave.sh`` removed it). So two sessions
   on one box never share a slot, and neither un-joins the other. Its leaf has no ``__``, so it names no
   row (identity, behaviour 5). Without the env file the session keeps the shared ``nopane`` slot.
+- Outside a row under Codex (no env file: its hooks get none): the same private file, from ``session_id``
+  (Codex's thread id). The start hook's note ``state/pinned-<leaf>`` is what pins it: the model's commands
+  carry ``CODEX_THREAD_ID`` (the same id), and ``sotd comm`` adopts the file the note names
+  (``hooks.shared.command_pinned_self_file``), so the session no longer takes the shell's shared slot
+  (issue 27 item 7). Without the note (it could not be written) the session keeps the shared slot.
 - A launcher's own ``SOT_COMM_SELF_FILE`` is kept as it is.
 
 Guarantee: the hook never fails its agent (exit 0; a failed join is said in the text, with the command that
@@ -177,7 +182,10 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
     cwd = hook.get("cwd") if isinstance(hook.get("cwd"), str) else ""
     sid = hook.get("session_id")
     env_file = environ.get("CLAUDE_ENV_FILE", "")
-    slot = private_slot(environ, sid if isinstance(sid, str) else "", lay.self_dir) if env_file else None
+    # Codex gives its hooks no env file, but its commands carry CODEX_THREAD_ID, the hook's session_id
+    codex = not env_file and ancestry.nearest_agent(ancestry.read_chain()[0]) == "codex"
+    pins = bool(env_file) or codex
+    slot = private_slot(environ, sid if isinstance(sid, str) else "", lay.self_dir) if pins else None
     lines = env_file_lines(slot, lay.bin_dir, environ.get("PATH", ""))
     on_path = lay.bin_dir in environ.get("PATH", "").split(os.pathsep)
     if env_file and lines:
@@ -195,8 +203,13 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
             with open(lay.state(pin_note(slot)), "w") as f:
                 f.write(slot + "\n")
         except OSError:
-            pass  # the hooks still find the file itself while it is there
-        os.environ["SOT_COMM_SELF_FILE"] = slot
+            if codex:
+                slot = (
+                    None  # a Codex session's commands find the slot by this note alone: keep the shared one
+                )
+            # (Claude Code: the hooks still find the file itself while it is there)
+        if slot is not None:
+            os.environ["SOT_COMM_SELF_FILE"] = slot
     outs: list[str] = []
     errs: list[str] = []
     if hook.get("source") == "compact" and _still_joined():

@@ -162,6 +162,35 @@ def hook_pinned_self_file(environ: Mapping[str, str], hook: Mapping[str, object]
     return None
 
 
+CODEX_THREAD = "CODEX_THREAD_ID"  # set by Codex (0.171.0) for every command it runs: its hooks' session_id
+
+
+def command_pinned_self_file(environ: Mapping[str, str]) -> str | None:
+    """For a command a Codex session outside a row runs: the private self file its start hook pinned,
+    found from ``CODEX_THREAD_ID`` (the hook's ``session_id``), when the hook's note is there; None
+    otherwise (a pinned file, a row, no thread id, no note: the command acts as it would anyway)."""
+    from sotd.formats.layout import Layout
+
+    tid = environ.get(CODEX_THREAD, "")
+    if not tid:
+        return None
+    lay = Layout.from_env(dict(environ))
+    path = private_slot(environ, tid, lay.self_dir)
+    if path is not None and os.path.isfile(lay.state(pin_note(path))):
+        return path
+    return None
+
+
+def adopt_command_self_file() -> None:
+    """``command_pinned_self_file`` put into this process's environment. Best effort."""
+    try:
+        path = command_pinned_self_file(os.environ)
+    except (OSError, ValueError):
+        return
+    if path is not None:
+        os.environ["SOT_COMM_SELF_FILE"] = path
+
+
 def pin_note(slot: str) -> str:
     """The name of the start hook's note, under ``state/``, that it pinned ``slot`` for its session."""
     return "pinned-" + os.path.basename(slot)
