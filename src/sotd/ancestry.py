@@ -244,15 +244,6 @@ def row_named(
 # ------------------------------------------------------------------------------------------------ verdict
 
 
-def nearest_agent(chain: list[list[str]]) -> str | None:
-    """The agent nearest this process in the chain (``claude`` / ``codex``), or None. Pure."""
-    for rec in chain:
-        found = agent_of(rec)
-        if found is not None:
-            return found
-    return None
-
-
 def is_sandbox_launcher(argv: list[str]) -> bool:
     """Whether ``argv`` is Codex's sandbox launcher, the first process of the PID namespace Codex runs a
     sandboxed command in. Pure."""

@@ -214,3 +214,36 @@ def test_refusal(tool: str, args: object, sentence: str | None) -> None:
 )
 def test_argv_of(tool: str, args: dict[str, object], argv: list[str]) -> None:
     assert tools.argv_of(tool, args) == argv
+
+
+@pytest.mark.parametrize(
+    ("meta", "thread"),
+    [
+        ({"x-codex-turn-metadata": {"thread_id": "01a2359e-af34", "turn_id": "t"}}, "01a2359e-af34"),
+        ({}, None),
+        ({"x-codex-turn-metadata": "01a2359e"}, None),
+        ({"x-codex-turn-metadata": {"thread_id": 7}}, None),
+        ({"x-codex-turn-metadata": {"thread_id": ""}}, None),
+        ({"x-codex-turn-metadata": {"thread_id": "x" * 201}}, None),
+        ({"progressToken": 1}, None),
+    ],
+)  # fmt: skip
+def test_codex_thread_is_read_from_the_calls_meta(meta: dict[str, object], thread: str | None) -> None:
+    from sotd.mcp import tools
+
+    assert tools.codex_thread(meta) == thread
+
+
+def test_a_tool_call_keeps_its_meta_as_data() -> None:
+    from sotd.mcp import protocol
+
+    conn = protocol.McpConnection(lambda v: [{"name": "poll"}])
+    conn.receive(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
+    )
+    call = conn.receive({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                         "params": {"name": "poll", "arguments": {}, "_meta": {"a": 1}}})  # fmt: skip
+    assert isinstance(call, protocol.ToolCall) and call.meta == {"a": 1}
+    bad = conn.receive({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                        "params": {"name": "poll", "_meta": "x"}})  # fmt: skip
+    assert isinstance(bad, protocol.ToolCall) and bad.meta == {}

@@ -100,14 +100,16 @@ def valid_id(rid: object) -> bool:
 
 
 class ToolCall:
-    """A ``tools/call`` the connection handed out: the tool's name and its arguments as sent."""
+    """A ``tools/call`` the connection handed out: the tool's name, its arguments as sent, and the
+    request's ``_meta`` (an object, else empty: what the client says about the call, as data)."""
 
-    __slots__ = ("arguments", "name", "rid")
+    __slots__ = ("arguments", "meta", "name", "rid")
 
-    def __init__(self, rid: object, name: str, arguments: object) -> None:
+    def __init__(self, rid: object, name: str, arguments: object, meta: object = None) -> None:
         self.rid = rid
         self.name = name
         self.arguments = arguments
+        self.meta: dict[str, Any] = meta if isinstance(meta, dict) else {}
 
 
 class McpConnection:
@@ -186,7 +188,7 @@ class McpConnection:
             known = [t["name"] for t in self.listing(self.version)]
             if name not in known:
                 return error(rid, INVALID_PARAMS, f"unknown tool: {name} (the tools are {', '.join(known)})")
-            return ToolCall(rid, name, p.get("arguments", {}))
+            return ToolCall(rid, name, p.get("arguments", {}), p.get("_meta"))
         return error(rid, METHOD_NOT_FOUND, f"method not found: {method}")
 
     def _modern_refusal(self, rid: object, method: str, params: object) -> dict[str, Any] | None:

@@ -90,6 +90,6 @@ def _answer(conn: protocol.McpConnection, line: bytes | None) -> object:
 
 def _called(conn: protocol.McpConnection, answer: object) -> object:
     if isinstance(answer, protocol.ToolCall):
-        text, is_error = tools.call(answer.name, answer.arguments)
+        text, is_error = tools.call(answer.name, answer.arguments, answer.meta)
         return conn.tool_result(answer, text, is_error)
     return answer

@@ -4,7 +4,9 @@ Spec: behaviour 1.2 (join), 1.3 (send), 1.5 (poll), 1.6 (unread), 1.7 (list), 1.
 item 1. Guarantee: a tool does what its verb does, through the verb's own functions (``send.send``,
 ``poll.run``, ``unread.run``, ``listing.run``, ``join.run``, ``status.run``: no shell, no second copy of a
 rule), in this process, whose parent is the agent: so the identity check (behaviour 5) and the session's
-self file apply exactly as for the wrappers, and a second agent below the first gets no identity. The
+self file apply exactly as for the wrappers, and a second agent below the first gets no identity (a
+session's private self file is found as its hooks find it: Claude Code's from ``CLAUDE_CODE_SESSION_ID``,
+Codex's from the thread each call's ``_meta`` names). The
 result's text is what the verb prints (stdout and stderr in the order written) then, on a failure, the
 error's lines as ``sotd.cli.main`` prints them (reason, sentence, hint, after); ``isError`` is a status
 other than 0. A send's text goes verbatim (no word splitting, no ``--broadcast`` read out of it).
@@ -308,7 +310,7 @@ def _run_verb(tool: str, args: dict[str, Any]) -> int:
     return status.run(argv)
 
 
-def call(tool: str, args: object) -> tuple[str, bool]:
+def call(tool: str, args: object, meta: dict[str, Any] | None = None) -> tuple[str, bool]:
     """Run one checked tool call in this process: (the result's text, whether it is an error). The verb's
     lines are caught from ``sys.stdout``/``sys.stderr`` (one buffer, in the order written); an error is
     added as ``sotd.cli.main`` prints it. A fault of our own is said in one line and logged on stderr."""
@@ -318,6 +320,17 @@ def call(tool: str, args: object) -> tuple[str, bool]:
         return _lines_of(refused), True
     assert isinstance(args, dict)
     adopt_session_slot(os.environ)
+    slot = codex_slot(os.environ, codex_thread(meta or {}))
+    if slot is not None:  # this call's thread's own slot, for this call only (a Codex has several threads)
+        os.environ["SOT_COMM_SELF_FILE"] = slot
+        try:
+            return _called(tool, args)
+        finally:
+            os.environ.pop("SOT_COMM_SELF_FILE", None)
+    return _called(tool, args)
+
+
+def _called(tool: str, args: dict[str, Any]) -> tuple[str, bool]:
     import io
 
     buf = io.StringIO()
@@ -357,6 +370,30 @@ def adopt_session_slot(environ: dict[str, str] | os._Environ[str]) -> None:
     slot = private_slot(environ, sid, lay.self_dir)
     if slot is not None and os.path.exists(lay.state(pin_note(slot))):
         environ["SOT_COMM_SELF_FILE"] = slot
+
+
+def codex_thread(meta: dict[str, Any]) -> str | None:
+    """The Codex thread a call comes from: ``_meta["x-codex-turn-metadata"]["thread_id"]``, which Codex
+    (0.171.0) sends with every tools/call (it passes the server no thread id in its environment); None
+    for another client. Data from the client: only a non-empty string of at most 200 characters. Pure."""
+    turn = meta.get("x-codex-turn-metadata")
+    tid = turn.get("thread_id") if isinstance(turn, dict) else None
+    return tid if isinstance(tid, str) and 0 < len(tid) <= 200 else None
+
+
+def codex_slot(environ: dict[str, str] | os._Environ[str], thread: str | None) -> str | None:
+    """The private self file the start hook pinned for Codex thread ``thread`` (outside a row; its note in
+    ``state/`` says it did), or None: no thread, a pinned self file or a row's slot (kept), no note."""
+    if thread is None or environ.get("SOT_COMM_SELF_FILE"):
+        return None
+    from sotd.cli.comm.hooks.shared import pin_note, private_slot
+    from sotd.formats.layout import Layout
+
+    lay = Layout.from_env(dict(environ))
+    slot = private_slot(environ, thread, lay.self_dir)
+    if slot is not None and os.path.exists(lay.state(pin_note(slot))):
+        return slot
+    return None
 
 
 def _quiet_success(tool: str, args: dict[str, Any]) -> str:
