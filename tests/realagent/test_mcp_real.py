@@ -63,6 +63,10 @@ def test_the_real_claude_code_sends_and_polls_through_the_mcp_tools(
         before = f.read()
     r = _install(claude_home, comm, "install", "--agent-settings")
     assert f"Registered the MCP server 'sotd' (sotd mcp) with Claude Code in {claude_json}" in r.stdout, r
+    # both folders trusted before either session starts: a running Claude Code (2.1.332 seen) writes its
+    # own copy of ~/.claude.json back, and a trust added after its start can be lost (a trust dialog)
+    for name in ("alpha", "beta"):
+        claude_home.trust(os.path.join(str(tmp_path), name))
     a = start_claude("alpha", extra_env=_outside_env(comm))
     a.wait_idle()
     b = start_claude("beta", extra_env=_outside_env(comm))

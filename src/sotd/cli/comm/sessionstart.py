@@ -183,7 +183,8 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
     sid = hook.get("session_id")
     env_file = environ.get("CLAUDE_ENV_FILE", "")
     # Codex gives its hooks no env file, but its commands carry CODEX_THREAD_ID, the hook's session_id
-    codex = not env_file and ancestry.nearest_agent(ancestry.read_chain()[0]) == "codex"
+    agent = ancestry.nearest_agent(ancestry.read_chain()[0])  # also names the tools' line for Codex
+    codex = not env_file and agent == "codex"
     pins = bool(env_file) or codex
     slot = private_slot(environ, sid if isinstance(sid, str) else "", lay.self_dir) if pins else None
     lines = env_file_lines(slot, lay.bin_dir, environ.get("PATH", ""))
@@ -230,6 +231,5 @@ def run(environ: Mapping[str, str], hook: Mapping[str, object]) -> int:
     if handle is None:
         _context_out(start_text(None, cmd_dir=cmd_dir, skill=skill, problem=errs or outs, tools=tools))
         return EXIT_OK
-    agent = ancestry.nearest_agent(ancestry.read_chain()[0])
     _context_out(start_text(handle, cmd_dir=cmd_dir, skill=skill, where=where, tools=tools, agent=agent))
     return EXIT_OK
