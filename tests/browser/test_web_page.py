@@ -14,8 +14,10 @@ import json
 import os
 import urllib.error
 import urllib.request
+from typing import Any
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 from tests.browser.conftest import Fleet, Page, within
 from tests.conftest import wait_for
@@ -51,9 +53,31 @@ def open_page(fleet: Fleet, page: Page) -> None:
     )
 
 
-def handle_row(page: Page, name: str) -> object:
-    found = page.driver.find_elements(By.CSS_SELECTOR, f'#handles tr[data-handle="{name}"]')
-    return found[0] if found else None
+def handle_row(page: Page, name: str) -> dict[str, str] | None:
+    """The handle's row as the page shows it now: its colour and text, read in one script (the page
+    replaces its rows at every event, so a found element may be gone by the next call)."""
+    return page.driver.execute_script(  # type: ignore[no-any-return]
+        'const r = document.querySelector(`#handles tr[data-handle="${arguments[0]}"]`);'
+        "return r ? {colour: r.dataset.colour, text: r.textContent} : null;",
+        name,
+    )
+
+
+def row_div(page: Page, wid: str) -> dict[str, object] | None:
+    """A row's block: its screen's text, the elements inside the screen, its attach command."""
+    return page.driver.execute_script(  # type: ignore[no-any-return]
+        'const d = document.querySelector(`div[data-row="${arguments[0]}"]`); if (!d) return null;'
+        "const s = d.querySelector('pre.screen'), a = d.querySelector('pre.attach');"
+        "return {screen: s.textContent, elements: s.children.length, attach: a ? a.textContent : ''};",
+        wid,
+    )
+
+
+def mail_shown(page: Page) -> dict[str, object]:
+    return page.driver.execute_script(  # type: ignore[no-any-return]
+        "return {msgs: [...document.querySelectorAll('#mail .msg')].map(m => m.textContent),"
+        " markup: document.querySelectorAll('#mail img, #mail b, #mail i, #handles i').length};"
+    )
 
 
 def test_secret_sets_the_cookie_and_everything_else_is_a_plain_403(fleet: Fleet, page: Page) -> None:
@@ -152,26 +176,33 @@ def test_a_send_from_the_page_is_filed(fleet: Fleet, page: Page) -> None:
     page.shot("sent")
 
 
+def colour_of(page: Page, name: str) -> str | None:
+    row = handle_row(page, name)
+    return row["colour"] if row else None
+
+
 def test_a_join_appears_and_a_work_state_recolours_within_2s(fleet: Fleet, page: Page) -> None:
     open_page(fleet, page)
     newbie = fleet.session("newbie")
     assert fleet.run(newbie, "join", "newbie").code == 0
-    row = within(2, lambda: handle_row(page, "newbie"), "@newbie to appear")
-    assert row.get_attribute("data-colour") == "grey"  # type: ignore[attr-defined]
+    within(2, lambda: handle_row(page, "newbie"), "@newbie to appear")
+    assert colour_of(page, "newbie") == "grey"
     page.shot("joined")
     # a turn starts (the prompt hook's event), and the agent says what it works on
     assert fleet.run(newbie, "status", "prompt").code == 0
     assert fleet.run(newbie, "status", "working", "building the page").code == 0
-    within(
-        2, lambda: (r := handle_row(page, "newbie")) and r.get_attribute("data-colour") == "green", "green"
-    )  # type: ignore[attr-defined]
-    assert "building the page" in handle_row(page, "newbie").text  # type: ignore[attr-defined]
+    within(2, lambda: colour_of(page, "newbie") == "green", "green")
+    assert "building the page" in (handle_row(page, "newbie") or {})["text"]
     page.shot("working")
     # it asks a question and its turn ends: blocked (behaviour 4.3's order)
     assert fleet.run(newbie, "status", "blocked", "needs a key").code == 0
     assert fleet.run(newbie, "status", "stop").code == 0
-    within(2, lambda: (r := handle_row(page, "newbie")) and r.get_attribute("data-colour") == "red", "red")  # type: ignore[attr-defined]
+    within(2, lambda: colour_of(page, "newbie") == "red", "red")
     page.shot("blocked")
+
+
+def workspaces(fleet: Fleet) -> list[dict[str, Any]]:
+    return fleet.request("workspace.list", {})["workspaces"]  # type: ignore[no-any-return]
 
 
 def test_a_row_s_screen_updates_and_escapes_render_as_text(fleet: Fleet, page: Page) -> None:
@@ -190,44 +221,43 @@ def test_a_row_s_screen_updates_and_escapes_render_as_text(fleet: Fleet, page: P
     assert answer.get("ok") is True, answer
     wid = answer["workspace_id"]
     pane = wait_for(
-        lambda: next(
-            (
-                w["pane"]
-                for w in fleet.request("workspace.list", {})["workspaces"]
-                if w["workspace_id"] == wid and w["pane"]
-            ),
-            None,
-        ),
+        lambda: next((w["pane"] for w in workspaces(fleet) if w["workspace_id"] == wid and w["pane"]), None),
         20,
         "the row's pane",
     )
     open_page(fleet, page)
-    d = page.driver
-    screen = f'div[data-row="{wid}"] pre.screen'
-    within(3, lambda: d.find_elements(By.CSS_SELECTOR, screen), "the row's screen")
-    attach = d.find_element(By.CSS_SELECTOR, f'div[data-row="{wid}"] pre.attach').text
-    assert attach == f"tmux -S {fleet.tmux.socket_path} attach-session -t {pane} ';' select-window -t {pane}"
+    shown = within(3, lambda: row_div(page, wid), "the row's screen")
+    assert (
+        shown["attach"]
+        == f"tmux -S {fleet.tmux.socket_path} attach-session -t {pane} ';' select-window -t {pane}"
+    )
     # the shell prints colour and markup: the page shows the characters, no element, no escape
     fleet.tmux.send_text(pane, "printf 'RED-\\033[31m<b>bold</b>\\033[0m-END\\n'")
     fleet.tmux.send_enter(pane)
-    within(
+    shown = within(
         2,
-        lambda: "RED-<b>bold</b>-END" in d.find_element(By.CSS_SELECTOR, screen).text,
+        lambda: (r := row_div(page, wid)) and "\nRED-<b>bold</b>-END\n" in str(r["screen"]) and r,
         "the screen to update",
     )
-    assert d.find_elements(By.CSS_SELECTOR, f"{screen} b") == []
-    assert ESC not in d.find_element(By.CSS_SELECTOR, screen).text
+    assert shown["elements"] == 0
+    assert ESC not in str(shown["screen"])
     page.shot("screen")
     # mail holding an escape sequence and markup: shown as its \u escape and its characters
     hostile = f"{ESC}[2J{ESC}]0;title\a<img src=x onerror=alert(1)><b>loud</b>"
     assert fleet.run(fleet.me, "send", "@boss", hostile).code == 0
-    item = within(
-        2,
-        lambda: next((m for m in d.find_elements(By.CSS_SELECTOR, "#mail .msg") if "loud" in m.text), None),
-        "the mail",
+    mail = within(
+        2, lambda: (m := mail_shown(page)) and any("loud" in x for x in m["msgs"]) and m, "the mail"
     )
-    assert item.text == "\\u001b[2J\\u001b]0;title\\u0007<img src=x onerror=alert(1)><b>loud</b>"
-    assert d.find_elements(By.CSS_SELECTOR, "#mail img, #mail b") == []
+    assert "\\u001b[2J\\u001b]0;title\\u0007<img src=x onerror=alert(1)><b>loud</b>" in mail["msgs"]
+    assert mail["markup"] == 0
+    # a second handle at work, so the state this shot keeps has its colours (docs/web.png is this shot)
+    peer = fleet.session("peer")
+    assert fleet.run(peer, "join", "peer").code == 0
+    assert fleet.run(peer, "status", "prompt").code == 0
+    assert fleet.run(peer, "status", "working", "<i>reviewing</i> the page").code == 0
+    within(2, lambda: colour_of(page, "peer") == "green", "green")
+    assert "<i>reviewing</i> the page" in (handle_row(page, "peer") or {})["text"]
+    assert mail_shown(page)["markup"] == 0
     page.shot("hostile-mail")
 
 
@@ -238,35 +268,21 @@ def test_spawn_and_despawn_from_the_page(fleet: Fleet, page: Page) -> None:
     d = page.driver
     d.find_element(By.ID, "spawn-path").send_keys(root)
     d.find_element(By.ID, "spawn-name").send_keys("spawned")
-    d.find_element(
-        By.CSS_SELECTOR, "#spawn-agent option[value='none'], #spawn-agent option:nth-child(3)"
-    ).click()
+    Select(d.find_element(By.ID, "spawn-agent")).select_by_visible_text("none")
     d.find_element(By.ID, "spawn-command").send_keys("bash --norc --noprofile -i")
     d.find_element(By.ID, "spawn-button").click()
     text = wait_for(
         lambda: "ready" in (t := d.find_element(By.ID, "spawn-answer").text) and t, 60, "the spawn's answer"
     )
     assert "Capsule row ready" in text
-    rows = fleet.request("workspace.list", {})["workspaces"]
-    (row,) = [w for w in rows if w["project_root"] == root]
-    div = within(
-        2, lambda: d.find_elements(By.CSS_SELECTOR, f'div[data-row="{row["workspace_id"]}"]'), "the row"
-    )
+    (row,) = [w for w in workspaces(fleet) if w["project_root"] == root]
+    wid = row["workspace_id"]
+    within(2, lambda: row_div(page, wid), "the row on the page")
     page.shot("spawned")
-    div[0].find_element(By.CSS_SELECTOR, "button.despawn").click()
-    wait_for(
-        lambda: (
-            not any(
-                w["workspace_id"] == row["workspace_id"]
-                for w in fleet.request("workspace.list", {})["workspaces"]
-            )
-        ),
-        30,
-        "the row gone",
+    d.execute_script(f"document.querySelector('div[data-row=\"{wid}\"] button.despawn').click()")
+    text = wait_for(
+        lambda: wid in (t := d.find_element(By.ID, "spawn-answer").text) and t, 30, "the despawn's answer"
     )
-    within(
-        2,
-        lambda: not d.find_elements(By.CSS_SELECTOR, f'div[data-row="{row["workspace_id"]}"]'),
-        "the row off the page",
-    )
+    assert not any(w["workspace_id"] == wid for w in workspaces(fleet)), text
+    within(2, lambda: row_div(page, wid) is None, "the row off the page")
     page.shot("despawned")

@@ -24,7 +24,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 
-from sotd.errors import EXIT_OK, ScriptUsage
+from sotd.errors import EXIT_OK, UsageError
 from sotd.web import actions, guard
 from sotd.web.snapshot import Reader
 
@@ -276,7 +276,7 @@ def parse(argv: list[str]) -> tuple[int, str]:
         elif word == "--socket" and value:
             sock = value
         else:
-            raise ScriptUsage(USAGE)
+            raise UsageError(USAGE)
     return port, sock
 
 
