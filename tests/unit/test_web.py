@@ -213,3 +213,35 @@ def test_screens_in_one_call_split_by_the_secret_marker() -> None:
     assert tmux.split_screens("a\nb\nM\nc\nM\n", "M", 2) == ["a\nb\n", "c\n"]
     assert tmux.split_screens("a\nM\n", "M", 2) is None
     assert tmux.split_screens("a\nM\ntrailing", "M", 1) is None
+
+
+def test_far_box_reads_a_linked_daemon_s_answer() -> None:
+    from sotd.daemon import ops
+    from sotd.wire import answers, payloads
+
+    assert payloads.agents_list_payload() == {} and payloads.agents_list_payload(fleet=True) == {
+        "fleet": True
+    }
+    assert payloads.read_agents_list({"fleet": True}) and not payloads.read_agents_list({"fleet": 1})
+    ok = answers.ok_with(
+        {"boxes": [{"box": "b", "registry": {"x": {}}, "error": ""}, {"box": "c", "registry": 5}, 7]}
+    )
+    assert ops.far_box("b", ok) == [
+        {"box": "b", "registry": {"x": {}}, "error": ""},
+        {"box": "c", "registry": {}, "error": ""},
+    ]
+    assert ops.far_box("b", None, "timeout") == [{"box": "b", "registry": {}, "error": "no answer: timeout"}]
+    assert ops.far_box("b", answers.unknown_op("agents.list")) == [
+        {
+            "box": "b",
+            "registry": {},
+            "error": "its daemon does not answer agents.list (an older sotd, or the 0.6.6 scripts)",
+        }
+    ]
+    (odd,) = ops.far_box("b", {"ok": False})
+    assert odd["error"].startswith("it answered ")
+    assert snapshot.far_view({"box": "b\x1b", "registry": {"x": {}, "y": {}}, "error": None}) == {
+        "box": "b\\u001b",
+        "handles": 2,
+        "error": "",
+    }

@@ -20,7 +20,7 @@ function renderHandles(state) {
     const dot = el("td"); dot.appendChild(el("span", { class: "dot", title: h.state }));
     tr.appendChild(dot);
     tr.appendChild(el("td", { class: "name" }, "@" + h.name + (h.me ? " (you)" : "")));
-    tr.appendChild(el("td", {}, h.host));
+    tr.appendChild(el("td", { class: "host" }, h.host + (h.box && h.box !== h.host ? " (via " + h.box + ")" : "")));
     tr.appendChild(el("td", {}, h.repo));
     tr.appendChild(el("td", { class: "liveness" }, h.live ? "live" : "stale"));
     const st = el("td", { class: "state" });
@@ -44,6 +44,8 @@ function renderDaemon(state) {
   if (d.link) items.push(el("li", { "data-link": d.link.endpoint, class: d.link.up ? "up" : "down" },
     "link to the hub at " + d.link.endpoint + ": " + (d.link.up ? "up" : "down") + " since " + d.link.since + (d.link.error ? ": " + d.link.error : "")));
   for (const box of d.links || []) items.push(el("li", { "data-linked": box, class: "up" }, "linked here: " + box + " (up)"));
+  for (const b of d.boxes || []) items.push(el("li", { "data-box": b.box, class: b.error ? "down" : "up" },
+    "box " + b.box + ": " + (b.error ? b.error : b.handles + " handles")));
   if (d.error) items.push(el("li", { class: "down" }, d.error));
   replace(document.getElementById("links"), items);
 }

@@ -96,6 +96,16 @@ def daemon_view(info: object, why: str = "") -> dict[str, Any]:
     return out
 
 
+def far_view(box: dict[str, Any]) -> dict[str, Any]:
+    """Another box as ``agents.list`` gave it: its name, how many handles, why none (``""``). Pure."""
+    agents = box.get("registry")
+    return {
+        "box": inert(str(box.get("box", ""))),
+        "handles": len(agents) if isinstance(agents, dict) else 0,
+        "error": inert(str(box.get("error") or "")),
+    }
+
+
 def mail_view(obj: dict[str, Any]) -> dict[str, str]:
     """One inbox line as the page shows it (the message text keeps its newlines). Pure."""
     return {
@@ -136,8 +146,10 @@ class Reader:
         self.marker = "sotd-web-" + secrets.token_hex(16)
         self.daemon_every = daemon_every
         self._daemon_at = -1e9
+        self._window = 600
         self._daemon: dict[str, Any] = {"up": False, "line": "not asked yet"}
         self._rows: list[dict[str, Any]] = []
+        self._far: list[dict[str, Any]] = []  # the other boxes of agents.list (fleet), as answered
         self._unread: dict[str, tuple[tuple[int, int, int, int], int | None]] = {}
         self._mail: tuple[object, list[dict[str, str]]] = (None, [])
 
@@ -182,7 +194,7 @@ class Reader:
             return [], [], "the registry could not be read"
         agents = registry.agents_of(doc) if doc is not None else {}
         now = _clock.now()
-        window = stale_window(self.environ)
+        window = self._window = stale_window(self.environ)
         out, local = [], []
         for name in sorted(agents):
             entry = agents[name]
@@ -192,6 +204,24 @@ class Reader:
                 local.append(name)
             out.append(handle_view(name, entry, now, window, unread=count, me=self.ctx.name))
         return out, local, ""
+
+    def far_handles(self, listed: set[str]) -> list[dict[str, Any]]:
+        """The handles other boxes' daemons list (``agents.list`` with fleet) that this registry does not."""
+        now = _clock.now()
+        window = self._window
+        out = []
+        for box in self._far:
+            agents = box.get("registry")
+            if not isinstance(agents, dict):
+                continue
+            for name in sorted(agents):
+                if name in listed:
+                    continue
+                listed.add(name)
+                view = handle_view(str(name), agents[name], now, window, unread=None, me="")
+                view["box"] = inert(str(box.get("box", "")))
+                out.append(view)
+        return out
 
     def mail(self, local: list[str]) -> list[dict[str, str]]:
         """The newest ``MAIL_SHOWN`` lines of the inboxes of ``local``, newest first."""
@@ -222,14 +252,14 @@ class Reader:
 
     # ----------------------------------------------------------------------------- the daemon side
 
-    def _request(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def _request(self, op: str, payload: dict[str, Any], bound: float = 2.0) -> dict[str, Any]:
         from sotd.client import unix
         from sotd.wire import hello as wire_hello
 
         hello = wire_hello.hello_payload(
             host=self.ctx.host, os_user=wire_hello.os_user_for_uid(os.geteuid()), role="cli", name="sotd-web"
         )
-        return unix.request(self.socket, op, payload, hello, deadline_s=2.0)
+        return unix.request(self.socket, op, payload, hello, deadline_s=bound)
 
     def ask_daemon_now(self) -> None:
         """The next ``daemon`` asks again whatever the time (an action just changed the rows)."""
@@ -252,8 +282,20 @@ class Reader:
             listed = self._request(payloads.WORKSPACE_LIST, {}).get("workspaces")
         except (SotdError, OSError) as e:
             self._daemon = daemon_view(None, getattr(e, "message", str(e)))
-            self._rows = []
+            self._rows, self._far = [], []
             return self._daemon, self._rows
+        try:
+            boxes = self._request(payloads.AGENTS_LIST, payloads.agents_list_payload(fleet=True), 5.0).get(
+                "boxes"
+            )
+        except (SotdError, OSError) as e:
+            boxes = [{"box": "?", "registry": {}, "error": f"agents.list: {getattr(e, 'message', e)}"}]
+        self._far = [
+            b
+            for b in (boxes if isinstance(boxes, list) else [])
+            if isinstance(b, dict) and b.get("box") != self.ctx.host
+        ]
+        self._daemon["boxes"] = [far_view(b) for b in self._far]
         rows = [r for r in listed if isinstance(r, dict)] if isinstance(listed, list) else []
         panes = [
             str(r.get("pane") or "")
@@ -280,6 +322,7 @@ class Reader:
         """The whole page's object."""
         handles, local, problem = self.handles()
         daemon, rows = self.daemon()
+        handles += self.far_handles({h["name"] for h in handles})
         return {
             "box": {
                 "host": inert(self.ctx.host),
