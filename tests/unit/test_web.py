@@ -245,3 +245,44 @@ def test_far_box_reads_a_linked_daemon_s_answer() -> None:
         "handles": 2,
         "error": "",
     }
+
+
+def test_ocx_runs_of_this_node_as_the_page_shows_them(tmp_path: object) -> None:
+    """The node's own files as its writers write them (``records.write_json`` for the answers record, the
+    runner's ``Ended.to_json`` for ``ended.json``), read back by ``node_runs`` and shown by ``run_view``.
+    A planted state folder: a real OCX run needs Fossil, bubblewrap and a node (tests/integration/
+    test_ocx_runs.py drives those); this test is about what the page reads of them."""
+    import json
+    import os
+
+    from sotd.jobs.runner import Ended
+    from sotd.ocxrun import records
+    from sotd.ocxrun.runs import node_runs
+
+    state = str(tmp_path)
+    os.makedirs(os.path.join(state, "answers"))
+    a, b = "a" * 40, "b" * 40
+    records.write_json(
+        os.path.join(state, "answers", f"{a}.json"),
+        {"run": a, "repo": "r", "to": "n", "sender": "s\x1b", "phase": "done"},
+    )
+    records.write_json(
+        os.path.join(state, "answers", f"{b}.json"),
+        {"run": b, "repo": "r", "to": "n", "sender": "s", "phase": "started"},
+    )
+    os.utime(os.path.join(state, "answers", f"{a}.json"), (1, 1))  # the older
+    os.makedirs(os.path.join(state, "jobs", a))
+    ended = Ended("limit", limit="wall", outputs={"out.bin": "c" * 40}, limits_hit=["wall"])
+    with open(os.path.join(state, "jobs", a, "ended.json"), "w") as f:
+        json.dump(ended.to_json(), f)
+    with open(os.path.join(state, "answers", "junk.json"), "w") as f:
+        f.write("[1]")
+    got = node_runs(state)
+    assert [r["run"] for r in got] == [b, a]
+    assert [snapshot.run_view(r) for r in got] == [
+        {"run": "b" * 16, "repo": "r", "to": "n", "sender": "s", "phase": "started", "outcome": "", "limit": "",
+         "limits_hit": [], "outputs": []},
+        {"run": "a" * 16, "repo": "r", "to": "n", "sender": "s\\u001b", "phase": "done", "outcome": "limit",
+         "limit": "wall", "limits_hit": ["wall"], "outputs": ["out.bin " + "c" * 16]},
+    ]  # fmt: skip
+    assert node_runs(os.path.join(state, "nowhere")) == []

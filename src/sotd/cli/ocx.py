@@ -407,6 +407,21 @@ VERBS = {
 }
 
 
+def node_runs(environ: dict[str, str]) -> tuple[list[dict[str, object]], str]:
+    """The OCX runs this box's node took (``ocxrun.runs.node_runs``) and ``""``, or none and why (no
+    configuration, an unreadable one). For ``sotd web`` (issue 30)."""
+    from sotd.errors import SotdError
+    from sotd.ocx.config import load_config
+    from sotd.ocxrun.runs import node_runs as read_runs
+    from sotd.ocxrun.settings import load_settings
+
+    try:
+        settings = load_settings(load_config(environ), environ)
+    except SotdError as e:
+        return [], e.message
+    return read_runs(settings.state), ""
+
+
 def run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE)

@@ -76,12 +76,25 @@ function renderMail(state) {
   replace(document.getElementById("mail"), items);
 }
 
+function renderOcx(state) {
+  const o = state.ocx || { runs: [], why: "" };
+  document.getElementById("ocx-why").textContent = o.runs.length ? "" : (o.why || "(no runs)");
+  const rows = o.runs.map((r) => {
+    const tr = el("tr", { "data-run": r.run, "data-phase": r.phase });
+    for (const v of [r.run, r.repo, r.to, r.sender, r.phase, r.outcome + (r.limit ? " (" + r.limit + ")" : ""),
+      r.limits_hit.join(", "), r.outputs.join(", ")]) tr.appendChild(el("td", {}, v));
+    return tr;
+  });
+  replace(document.querySelector("#ocx tbody"), rows);
+}
+
 function render(state) {
   document.getElementById("box").textContent = "on " + state.box.host + (state.box.me ? " as @" + state.box.me : "");
   renderDaemon(state);
   renderHandles(state);
   renderRows(state);
   renderMail(state);
+  renderOcx(state);
 }
 
 async function act(action, form, answerId) {

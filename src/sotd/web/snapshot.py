@@ -36,6 +36,7 @@ COLOURS = {"working": "green", "blocked": "red", "waiting": "amber", "done": "bl
 MAIL_SHOWN = 40  # the newest lines of this box's inboxes the page shows
 MAIL_TAIL_BYTES = 64 * 1024  # read of each inbox's end
 SCREEN_LINES = 60
+RUNS_EVERY_S = 5.0
 
 
 def colour(state: str) -> str:
@@ -131,6 +132,26 @@ def row_view(row: dict[str, Any], screen: str, attach: str) -> dict[str, Any]:
     }
 
 
+def run_view(rec: dict[str, Any]) -> dict[str, Any]:
+    """One OCX run of this node: its answers record and, once ended, the ``ended`` body. Pure."""
+    ended = rec.get("ended") if isinstance(rec.get("ended"), dict) else {}
+    assert isinstance(ended, dict)
+    outputs = ended.get("outputs") if isinstance(ended.get("outputs"), dict) else {}
+    hits = ended.get("limits_hit") if isinstance(ended.get("limits_hit"), list) else []
+    assert isinstance(outputs, dict) and isinstance(hits, list)
+    return {
+        "run": inert(str(rec.get("run", ""))[:16]),
+        "repo": inert(str(rec.get("repo", ""))),
+        "to": inert(str(rec.get("to", ""))),
+        "sender": inert(str(rec.get("sender", ""))),
+        "phase": inert(str(rec.get("phase", ""))),
+        "outcome": inert(str(ended.get("outcome", ""))),
+        "limit": inert(str(ended.get("limit") or "")),
+        "limits_hit": [inert(str(x)) for x in hits],
+        "outputs": [inert(f"{k} {str(v)[:16]}") for k, v in sorted(outputs.items())],
+    }
+
+
 class Reader:
     """Reads the fleet for one ``sotd web`` process. Inbox work is redone only for an inbox or cursor whose
     size or mtime moved since the last read; the daemon is asked at most once per ``daemon_every``."""
@@ -149,7 +170,12 @@ class Reader:
         self._window = 600
         self._daemon: dict[str, Any] = {"up": False, "line": "not asked yet"}
         self._rows: list[dict[str, Any]] = []
-        self._far: list[dict[str, Any]] = []  # the other boxes of agents.list (fleet), as answered
+        self._far: list[dict[str, Any]] = []
+        self._runs_at = -1e9
+        self._runs: dict[str, Any] = {
+            "runs": [],
+            "why": "",
+        }  # the other boxes of agents.list (fleet), as answered
         self._unread: dict[str, tuple[tuple[int, int, int, int], int | None]] = {}
         self._mail: tuple[object, list[dict[str, str]]] = (None, [])
 
@@ -318,6 +344,17 @@ class Reader:
         ]
         return self._daemon, self._rows
 
+    def ocx_runs(self) -> dict[str, Any]:
+        """The OCX runs this box's node took, read again at most every ``RUNS_EVERY_S``."""
+        now = time.monotonic()
+        if now - self._runs_at >= RUNS_EVERY_S:
+            self._runs_at = now
+            from sotd.cli.ocx import node_runs
+
+            runs, why = node_runs(self.environ)
+            self._runs = {"runs": [run_view(r) for r in runs], "why": inert(why)}
+        return self._runs
+
     def read(self) -> dict[str, Any]:
         """The whole page's object."""
         handles, local, problem = self.handles()
@@ -334,4 +371,5 @@ class Reader:
             "daemon": daemon,
             "rows": rows,
             "mail": self.mail(local),
+            "ocx": self.ocx_runs(),
         }
