@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from typing import Any
 
+import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
@@ -108,6 +111,33 @@ def test_secret_sets_the_cookie_and_everything_else_is_a_plain_403(fleet: Fleet,
         lambda: page.driver.execute_script("return document.body.dataset.updated"), 10, "the state again"
     )
     assert handle_row(page, "boss") is not None
+
+
+CLIENT = (
+    "import http.cookiejar, sys, urllib.request, urllib.error\n"
+    "jar = urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())\n"
+    "try:\n"
+    "    r = urllib.request.build_opener(jar).open(sys.argv[1], timeout=10)\n"
+    "    print(r.status, r.read())\n"
+    "except urllib.error.HTTPError as e:\n"
+    "    print(e.code, e.read())\n"
+)
+
+
+@pytest.mark.root
+def test_another_local_account_is_refused_even_with_the_secret(fleet: Fleet) -> None:
+    """The connection's owner is read from /proc/net/tcp: a client running as ``nobody`` that holds the
+    address with the secret still gets the plain 403; the same client as this account is let in."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run a client as another account (setpriv)")
+    argv = [sys.executable, "-c", CLIENT, fleet.url]
+    other = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
+        capture_output=True, text=True, timeout=30, check=False, cwd="/",
+    )  # fmt: skip
+    assert (other.returncode, other.stdout.strip()) == (0, "403 b'forbidden\\n'"), other.stderr
+    mine = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert mine.stdout.startswith("200 b'<!doctype html>"), mine.stdout + mine.stderr
 
 
 def test_a_post_from_another_origin_or_none_is_refused(fleet: Fleet, page: Page) -> None:
