@@ -79,6 +79,7 @@ function renderMail(state) {
 function renderOcx(state) {
   const o = state.ocx || { runs: [], why: "" };
   document.getElementById("ocx-why").textContent = o.runs.length ? "" : (o.why || "(no runs)");
+  document.getElementById("ocx").hidden = !o.runs.length;
   const rows = o.runs.map((r) => {
     const tr = el("tr", { "data-run": r.run, "data-phase": r.phase });
     for (const v of [r.run, r.repo, r.to, r.sender, r.phase, r.outcome + (r.limit ? " (" + r.limit + ")" : ""),

@@ -8,7 +8,7 @@ Every request first passes ``guard.verdict`` (the secret or its cookie, a loopba
 own ``Origin``) and the connection's peer must be a socket of this account (``guard.peer_uid`` on
 ``/proc/net/tcp``); anything else is the same plain 403.
 Guarantee: nothing is read while no page is open (the reading thread runs only while an event stream
-does, and stops within a tick of the last one closing), so an idle ``sotd web`` costs its daemon nothing;
+does, and stops within 5 s of the last one closing: its next keepalive write fails), so an idle ``sotd web`` costs its daemon nothing;
 the daemon itself is untouched (this is a process of its own, its client).
 What would break it: a route served before the guard, an error page of the standard library's (it
 names the server and the path), or the reading thread kept alive with no stream open.
@@ -24,7 +24,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 
-from sotd.errors import EXIT_OK, UsageError
+from sotd.errors import EXIT_OK, UsageError, WebListenFailed
 from sotd.web import actions, guard
 from sotd.web.snapshot import Reader
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 TICK_S = 0.5
-KEEPALIVE_S = 15.0
+KEEPALIVE_S = 5.0  # also how soon a closed page's stream is noticed (its next write fails)
 BODY_MAX = 256 * 1024
 STATIC = {
     "/": ("page.html", "text/html; charset=utf-8"),
@@ -287,7 +287,13 @@ def run(argv: list[str]) -> int:
 
     port, sock = parse(argv)
     environ = dict(os.environ)
-    server = WebServer(port, environ, runtime.socket_path(environ, sock or None))
+    try:
+        server = WebServer(port, environ, runtime.socket_path(environ, sock or None))
+    except OSError as e:
+        raise WebListenFailed(
+            f"sotd web: cannot listen on 127.0.0.1:{port}: {e.strerror or e}",
+            hint="choose another port (--port N), or none and the system picks one",
+        ) from None
 
     def stop(_signo: int, _frame: object) -> None:
         raise KeyboardInterrupt
