@@ -60,3 +60,43 @@ def test_prints_its_address_and_ends_on_sigterm(tmp_path: object) -> None:
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?s=[A-Za-z0-9_-]{32}\n", first)
         p.send_signal(signal.SIGTERM)
         assert p.wait(10) == 0
+
+
+def threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
+
+
+def test_nothing_reads_while_no_page_is_open(tmp_path: object) -> None:
+    """The reading thread runs only while an event stream is open: one thread (the listener) before the
+    first page, three with one open (its stream and the reader), one again within seconds after it
+    closed (each stream looks for its end every second)."""
+    import http.client
+
+    out = os.path.join(str(tmp_path), "out")
+    with (
+        open(out, "wb") as o,
+        subprocess.Popen([SOTD, "web"], env=env(str(tmp_path)), stdout=o, stderr=subprocess.DEVNULL) as p,
+    ):
+        try:
+
+            def line() -> str | None:
+                with open(out, encoding="utf-8") as f:
+                    first = f.readline()
+                return first if first.endswith("\n") else None
+
+            url = wait_for(line, 20, "the address").strip()
+            port, secret = int(url.split(":")[2].split("/")[0]), url.split("?s=")[1]
+            assert threads(p.pid) == 1
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/events", headers={"Cookie": f"sotd_web_{port}={secret}"})
+            r = conn.getresponse()
+            assert (r.status, r.getheader("Content-Type")) == (200, "text/event-stream")
+            assert r.readline() == b"event: state\n"
+            assert threads(p.pid) == 3
+            r.close()  # the response holds the socket too
+            conn.close()
+            wait_for(lambda: threads(p.pid) == 1, 5, "the stream's and the reader's threads to end")
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.wait(10)
