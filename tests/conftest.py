@@ -172,6 +172,18 @@ def _umask_kept() -> Iterator[None]:
     os.umask(old)
 
 
+def long_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The pass's tests with the ``long`` ones first, each group in its collected order (a stable sort)."""
+    return sorted(items, key=lambda item: item.get_closest_marker("long") is None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Start the ``long`` tests first (issue 31): under ``pytest -n`` the workers take tests in collected
+    order, and a 30 s test collected last keeps one worker busy after the others have run dry. Every
+    worker sorts the same collection the same way, as xdist requires."""
+    items[:] = long_first(items)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Each pass ends with its tiers' wall times and its slowest tests (``tests/timing.py``)."""
     from tests.timing import Times

@@ -346,6 +346,32 @@ class DespawnFailed(SotdError):
     next_step = "`sotd doctor`, or comm-leave.sh --name <h> for a bare registry entry"
 
 
+class SettingsRefused(SotdError):
+    """An agent's settings file (Claude Code's settings JSON or ``~/.claude.json``, Codex's ``config.toml``)
+    that ``sotd comm install`` cannot edit safely: not valid, or a part of the wrong type; nothing was
+    changed."""
+
+    code = "settings_refused"
+    sentence = "<file>: <what is wrong with it>; nothing was changed"
+    next_step = "fix it (the hint says how), then: sotd comm install --agent-settings"
+
+
+class NoSotdExecutable(SotdError):
+    """``sotd comm install`` found no ``sotd`` beside its interpreter and no ``$SOTD_BIN``."""
+
+    code = "no_sotd_executable"
+    sentence = "sotd comm install: cannot find this installation's sotd beside <python>"
+
+
+class FixNotApplicable(SotdError):
+    """A ``sotd doctor --fix`` step that does not apply on this box (the torn tail of an inbox whose lock
+    this box does not take); the finding stays."""
+
+    code = "fix_not_applicable"
+    sentence = "this box does not take the inbox lock itself, so it cannot cut the tail"
+    next_step = "the next message filed to it cuts it: sotd comm send @<h> ..."
+
+
 class SocketFolderRefused(SotdError):
     """A level of the daemon's socket folder is another account's, a link, or writable by others (issue 25:
     ``/tmp/sotd-<uid>/`` made first by another user); nothing was written in it."""
@@ -382,11 +408,26 @@ class EndpointRefused(SotdError):
     sentence = "comm-lib: refusing to substitute a local daemon for the endpoint you named: <value>"
 
 
+class EndpointDiscarded(SotdError):
+    """A verb or ``sotd doctor`` was handed an endpoint this version cannot dial (``pipe:``, ``tcp:``, a
+    malformed ``unix:`` or ``ssh:``): nothing is sent."""
+
+    code = "endpoint_discarded"
+    sentence = "comm-lib: discarding an endpoint this version cannot dial: <value>"
+
+
 class NoHello(SotdError):
     """No hello can be said: this box's declared host or this process's OS account could not be read."""
 
     code = "no_hello"
     sentence = "cannot say hello: this <box's declared host|process's OS account> could not be read"
+
+
+class DaemonWithoutHost(SotdError):
+    """``sotd daemon run`` cannot serve: this box's declared host could not be read (behaviour 1.1)."""
+
+    code = "daemon_without_host"
+    sentence = "sotd daemon: this box's declared host could not be read (set SOT_SELF_HOST)"
 
 
 class AlreadyServed(SotdError):
@@ -396,6 +437,32 @@ class AlreadyServed(SotdError):
     code = "already_running"
     sentence = "another sotd daemon already serves the comm folder <home> as host <host> (<pid, socket>)"
     next_step = "stop it first: sotd daemon stop --socket <socket>  (or find it: fuser -v <lock>)"
+
+
+class SocketPathTaken(SotdError):
+    """The daemon's socket path holds something that is not a socket; it is left as it is."""
+
+    code = "socket_path_taken"
+    sentence = "refusing to serve <path>: something that is not a socket is there"
+
+
+class AnswerWithoutPart(SotdError):
+    """A daemon answered an op without the part the op's answer carries (``version.query``'s ``daemon``
+    object, ``workspace.list``'s ``workspaces``): the answer is not used."""
+
+    code = "answer_without_part"
+    sentence = (
+        "the daemon at unix:<socket> answered <op> without a daemon object: <answer>  |  "
+        "workspace.list answered <answer>"
+    )
+
+
+class SessionRowFailed(SotdError):
+    """The daemon could not open an OCX session's row (its ``workspace.create`` or the handle's declaration
+    was refused, or the registry or inbox write failed); a row it made is closed again."""
+
+    code = "session_row_failed"
+    sentence = "<the daemon's refusal, or what could not be written>"
 
 
 class DaemonStartFailed(SotdError):

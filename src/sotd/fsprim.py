@@ -85,30 +85,26 @@ def open_nofollow(
     ``dir_fd``: the folder already opened by ``open_folder_nofollow`` (one descriptor for several opens)."""
     flags |= _O_NOFOLLOW | _O_CLOEXEC
     if dir_fd is not None:
-        name = os.path.basename(path)
-        try:
-            return os.open(name, flags, mode, dir_fd=dir_fd)
-        except OSError as e:
-            if e.errno == errno.ELOOP and is_link(name, dir_fd):
-                raise LinkedPath(path) from None
-            raise
+        return _open_last(os.path.basename(path), flags, mode, dir_fd, path)
     if not real_folder:
-        try:
-            return os.open(path, flags, mode)
-        except OSError as e:
-            if e.errno == errno.ELOOP and is_link(path):
-                raise LinkedPath(path) from None
-            raise
+        return _open_last(path, flags, mode, None, path)
     folder, name = os.path.split(path)
     dir_fd = open_folder_nofollow(folder or ".")
+    try:
+        return _open_last(name, flags, mode, dir_fd, path)
+    finally:
+        os.close(dir_fd)
+
+
+def _open_last(name: str, flags: int, mode: int, dir_fd: int | None, path: str) -> int:
+    """``os.open`` of ``name`` (below ``dir_fd``) with ``O_NOFOLLOW`` in ``flags``: a link there is
+    ``LinkedPath(path)``, any other failure the open's own ``OSError``."""
     try:
         return os.open(name, flags, mode, dir_fd=dir_fd)
     except OSError as e:
         if e.errno == errno.ELOOP and is_link(name, dir_fd):
             raise LinkedPath(path) from None
         raise
-    finally:
-        os.close(dir_fd)
 
 
 def read_nofollow(path: str, limit: int, *, real_folder: bool = False) -> bytes:

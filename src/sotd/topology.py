@@ -25,7 +25,7 @@ one line) — never a half-read, never another exception, whatever the bytes (ne
 newline in an endpoint, an ``ssh:`` target that is no plain host name, a bad type; issue 25), so every
 endpoint a ``Topology`` names can be dialled as it is.
 What would break it: treating an unreadable file as absent (an absent file makes a box its own hub), or
-a check of an endpoint's shape that is looser than the dial's (``sotd.client.unix.parse_endpoint``).
+a check of an endpoint's shape that is looser than the dial's (``sotd.client.dial.parse_endpoint``).
 
 A leaf module: stdlib only; ``tomllib`` is imported when a file is read.
 """

@@ -28,7 +28,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sotd import topology
-from sotd.client.unix import parse_endpoint
+from sotd.client.dial import parse_endpoint
 from sotd.daemon import links
 from tests.conftest import SOTD, clean_env, wait_for
 from tests.fuzz.conftest import Cases, fuzz

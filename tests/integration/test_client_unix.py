@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from sotd.client.unix import DISCARD, Endpoint, parse_endpoint, request
+from sotd.client.dial import DISCARD, DaemonEndpoint, parse_endpoint
+from sotd.client.unix import request
 from sotd.errors import DaemonUnreachable, WireError
 from sotd.wire.hello import hello_payload
 from sotd.wire.payloads import comm_file_payload
@@ -172,10 +173,10 @@ def test_listener_that_never_accepts_fails_in_time(sock_dir):
 @pytest.mark.parametrize(
     ("text", "want"),
     [
-        ("unix:/run/sot/d.sock", Endpoint("unix", path="/run/sot/d.sock")),
-        ("ssh:hub", Endpoint("ssh", target="hub")),
-        ("ssh:hub.lan/laptop-2", Endpoint("ssh", target="hub.lan", host="laptop-2")),
-        ("ssh:0box/a_b", Endpoint("ssh", target="0box", host="a_b")),
+        ("unix:/run/sot/d.sock", DaemonEndpoint("unix", path="/run/sot/d.sock")),
+        ("ssh:hub", DaemonEndpoint("ssh", target="hub")),
+        ("ssh:hub.lan/laptop-2", DaemonEndpoint("ssh", target="hub.lan", host="laptop-2")),
+        ("ssh:0box/a_b", DaemonEndpoint("ssh", target="0box", host="a_b")),
         ("ssh:box/Laptop", None),
         ("ssh:box/a b", None),
         ("ssh:Hub", None),

@@ -528,7 +528,9 @@ def test_a_second_daemon_for_one_folder_and_host_refuses(tmp_path: Any, daemons:
 
 
 def never_linked(box: str, d: Daemon) -> str:
-    """The state the hub adds for a topology box that has not linked since the hub started (issue 20)."""
+    """The state the hub adds for a topology box that has not linked since the hub started (issue 20). The
+    daemon writes its status file just after it starts listening, so a test that got an answer waits for it."""
+    wait_for(lambda: os.path.exists(d.sock + ".status.json"), what="the daemon's status file")
     with open(d.sock + ".status.json") as f:
         started = json.load(f)["started"]
     return f"the link from {box} is down since {started}: it has not linked since this daemon started"

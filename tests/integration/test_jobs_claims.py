@@ -1,6 +1,6 @@
 """Workspace claims that end (issue 24 item 4), in process with real bubblewrap: a claim is recorded
 only for a run that passed its checks, and dropped when the run is refused, ends, or is found dead at a
-restart (``runner.adopt``), so one refused run never blocks the seed's default workspace for later
+restart (``restart.adopt``), so one refused run never blocks the seed's default workspace for later
 runs. The same through a real node and its restart: tests/integration/test_ocx_root_attacks.py."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from sotd.jobs import claims as wsc
-from sotd.jobs import runner
+from sotd.jobs import restart, runner
+from sotd.jobs.outcome import Ended
 from tests.integration import test_jobs_limits as jl
 
 pytestmark = [
@@ -28,13 +29,13 @@ PROJ = "$$root$$/build-user/projects/proj"
 
 
 @pytest.fixture
-def node() -> Iterator[runner.JobNode]:
+def node() -> Iterator[runner.NodeSupplies]:
     """test_jobs_limits' lab node (its fixture, entered as a context)."""
     with contextlib.contextmanager(jl.node.__wrapped__)() as n:  # type: ignore[attr-defined]
         yield n
 
 
-def claims(node: runner.JobNode) -> dict[str, str]:
+def claims(node: runner.NodeSupplies) -> dict[str, str]:
     d = os.path.join(node.state_dir, wsc.WORKSPACES)
     out = {}
     for n in sorted(os.listdir(d)) if os.path.isdir(d) else []:
@@ -44,7 +45,7 @@ def claims(node: runner.JobNode) -> dict[str, str]:
     return out
 
 
-def test_a_refused_run_leaves_no_claim_and_the_default_workspace_runs(node: runner.JobNode) -> None:
+def test_a_refused_run_leaves_no_claim_and_the_default_workspace_runs(node: runner.NodeSupplies) -> None:
     """The issue's case: a run whose workspace is ``$$root$$/build-user/projects/proj`` (holding every
     default workspace) is refused while another run lives there, and records nothing; once that run
     ended, a run with the seed's default workspace passes; the proj-level run refused for another reason
@@ -76,7 +77,9 @@ def test_a_refused_run_leaves_no_claim_and_the_default_workspace_runs(node: runn
     assert claims(node) == {}
 
 
-def test_a_run_found_dead_at_a_restart_drops_its_claim_and_a_live_one_keeps_it(node: runner.JobNode) -> None:
+def test_a_run_found_dead_at_a_restart_drops_its_claim_and_a_live_one_keeps_it(
+    node: runner.NodeSupplies,
+) -> None:
     keep = jl.body(["sh", "-c", "sleep 30"], {"wall": 20})
     keep["sandbox"]["ends_with_parent"] = False
     alive = jl.make_run(node, keep)
@@ -85,9 +88,9 @@ def test_a_run_found_dead_at_a_restart_drops_its_claim_and_a_live_one_keeps_it(n
     dead.launcher.kill()  # its processes die with the node; no wait() records the end
     jl.child(dead).wait(timeout=5)
     assert set(claims(node)) == {alive.run_hash, dead.run_hash}
-    lost = runner.adopt(node.state_dir, dead.run_hash, node)
-    assert isinstance(lost, runner.Ended) and lost.outcome == "lost"
-    adopted = runner.adopt(node.state_dir, alive.run_hash, node)
+    lost = restart.adopt(node.state_dir, dead.run_hash, node)
+    assert isinstance(lost, Ended) and lost.outcome == "lost"
+    adopted = restart.adopt(node.state_dir, alive.run_hash, node)
     assert isinstance(adopted, runner.JobRun)
     assert claims(node) == {alive.run_hash: alive.values["workspace"]}
     adopted.stop()

@@ -32,7 +32,7 @@ SHOW = 'echo "HOME=${HOME-unset}"; cat "${HOME-/nonexistent}/.agentrc/conf" 2>&1
 
 
 @pytest.fixture
-def lab() -> Iterator[tuple[runner.JobNode, str]]:
+def lab() -> Iterator[tuple[runner.NodeSupplies, str]]:
     """A node whose policy brings ``<top>/admin/.agentrc`` (a 0700 folder of root's, like /root/.claude)."""
     top = f"/tmp/sotd-homes-{secrets.token_hex(4)}"
     os.mkdir(top, 0o755)
@@ -51,7 +51,7 @@ def lab() -> Iterator[tuple[runner.JobNode, str]]:
             "homes": [entry], "limits": {"wall": "1h", "processes": 64},
         }
     )  # fmt: skip
-    node = runner.JobNode(root=os.path.join(top, "root"), policy=policy, carrier=DirCarrier(src),
+    node = runner.NodeSupplies(root=os.path.join(top, "root"), policy=policy, carrier=DirCarrier(src),
                           state_dir=os.path.join(top, "state"))  # fmt: skip
     yield node, entry
     disk.release_below(top)
@@ -74,7 +74,7 @@ def _body(homes: list[str], process: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _run(node: runner.JobNode, homes: list[str], env: dict[str, str]) -> tuple[runner.JobRun, str]:
+def _run(node: runner.NodeSupplies, homes: list[str], env: dict[str, str]) -> tuple[runner.JobRun, str]:
     b = _body(homes, {"user": "build-user", "command": ["sh", "-c", SHOW], "env": env})
     raw = json.dumps({"ocx": 2, "to": "lab-user", "run": b}).encode()
     r = runner.JobRun(b, run_hash=hashlib.sha3_256(raw).hexdigest(), repository_name="proj",
@@ -86,7 +86,7 @@ def _run(node: runner.JobNode, homes: list[str], env: dict[str, str]) -> tuple[r
         return r, f.read()
 
 
-def test_a_run_that_brings_homes_finds_them_at_home(lab: tuple[runner.JobNode, str]) -> None:
+def test_a_run_that_brings_homes_finds_them_at_home(lab: tuple[runner.NodeSupplies, str]) -> None:
     node, entry = lab
     r, out = _run(node, [entry], {"PATH": "/usr/bin:/bin"})
     ws = r.values["workspace"]
@@ -95,7 +95,7 @@ def test_a_run_that_brings_homes_finds_them_at_home(lab: tuple[runner.JobNode, s
     assert os.stat(copy).st_uid == 1000 and os.stat(os.path.join(ws, "home")).st_uid == 1000
 
 
-def test_a_home_the_run_sets_itself_wins(lab: tuple[runner.JobNode, str]) -> None:
+def test_a_home_the_run_sets_itself_wins(lab: tuple[runner.NodeSupplies, str]) -> None:
     node, entry = lab
     r, out = _run(node, [entry], {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$"})
     ws = r.values["workspace"]
@@ -103,7 +103,7 @@ def test_a_home_the_run_sets_itself_wins(lab: tuple[runner.JobNode, str]) -> Non
     assert os.path.isfile(os.path.join(ws, "home", ".agentrc", "conf"))
 
 
-def test_without_homes_the_environment_is_exactly_process_env(lab: tuple[runner.JobNode, str]) -> None:
+def test_without_homes_the_environment_is_exactly_process_env(lab: tuple[runner.NodeSupplies, str]) -> None:
     node, _ = lab
     r, out = _run(node, [], {"PATH": "/usr/bin:/bin"})
     assert out.splitlines()[0] == "HOME=unset"
@@ -134,7 +134,7 @@ class OneRow:
         self.closed.append(session_id)
 
 
-def test_a_session_run_is_prepared_with_the_same_home(lab: tuple[runner.JobNode, str]) -> None:
+def test_a_session_run_is_prepared_with_the_same_home(lab: tuple[runner.NodeSupplies, str]) -> None:
     """A ``session: true`` run shares the preparation: the row's command (``RowLauncher``) runs
     ``sotd.jobs.launch`` on a launch spec whose argv sets HOME to the copies, inside the run's cgroups."""
     from dataclasses import replace
@@ -184,7 +184,7 @@ class NoRows(OneRow):
 
 
 def test_a_session_whose_row_cannot_open_ends_error_and_keeps_nothing(
-    lab: tuple[runner.JobNode, str],
+    lab: tuple[runner.NodeSupplies, str],
 ) -> None:
     """``RowLauncher.start`` fails (``LaunchFailed``): the run ends ``error`` with the exact sentence, its
     cgroups are gone and its workspace claim is released."""
@@ -219,7 +219,7 @@ class LinkCarrier(DirCarrier):
 
 
 def test_a_link_a_check_in_put_at_home_is_refused_and_nothing_outside_changes(
-    lab: tuple[runner.JobNode, str],
+    lab: tuple[runner.NodeSupplies, str],
 ) -> None:
     """Issue 24, in process: a ``files`` step extracts a check-in holding ``.agentrc`` as a link to a
     root-only 0700 folder (and ``.agentrc.json`` as a link to a root-owned 0644 file) into

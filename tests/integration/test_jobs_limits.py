@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from sotd.demo.ocx_seed import BOARD_C, MAKEFILE  # the board project the demo builds too
-from sotd.jobs import disk, nodepolicy, runner, spec
+from sotd.jobs import disk, nodepolicy, restart, runner, spec, statefolder
 from sotd.jobs import launchers as la
 from sotd.jobs import limits as lim
 from sotd.jobs.nodepolicy import DEFAULT_MAXIMA
+from sotd.jobs.outcome import Ended
 from sotd.jobs.steps import Target
 
 pytestmark = [
@@ -61,7 +62,7 @@ class DirCarrier:
 
 
 @pytest.fixture
-def node() -> Iterator[runner.JobNode]:
+def node() -> Iterator[runner.NodeSupplies]:
     top = f"/tmp/sotd-jobs-{secrets.token_hex(4)}"
     os.mkdir(top, 0o755)
     src = os.path.join(top, "src")
@@ -78,7 +79,7 @@ def node() -> Iterator[runner.JobNode]:
             "limits": {"wall": "1h", "processes": 512},
         }
     )  # fmt: skip
-    n = runner.JobNode(
+    n = runner.NodeSupplies(
         root=os.path.join(top, "root"),
         policy=policy,
         carrier=DirCarrier(src),
@@ -133,7 +134,7 @@ def child(r: runner.JobRun) -> subprocess.Popen[bytes]:
     return r.launcher.proc
 
 
-def make_run(node: runner.JobNode, b: dict[str, Any], hash_name: str = "sha3_256") -> runner.JobRun:
+def make_run(node: runner.NodeSupplies, b: dict[str, Any], hash_name: str = "sha3_256") -> runner.JobRun:
     raw = json.dumps({"ocx": 2, "to": "lab-user", "run": b}).encode()
     h = hashlib.new(hash_name, raw).hexdigest()
     return runner.JobRun(
@@ -146,7 +147,7 @@ def make_run(node: runner.JobNode, b: dict[str, Any], hash_name: str = "sha3_256
     )
 
 
-def test_seed_build_example_passes_and_hashes_the_image(node: runner.JobNode) -> None:
+def test_seed_build_example_passes_and_hashes_the_image(node: runner.NodeSupplies) -> None:
     r = make_run(
         node,
         body(
@@ -182,23 +183,23 @@ def test_seed_build_example_passes_and_hashes_the_image(node: runner.JobNode) ->
     b = ended.body()
     assert b["outcome"] == "passed" and b["verdict"] is True and b["exit"] == 0
     assert list(b) == ["outcome", "verdict", "exit", "outputs", "logs"]
-    assert runner.adopt(node.state_dir, r.run_hash).outcome == "passed"  # recorded: adopt returns it
+    assert restart.adopt(node.state_dir, r.run_hash).outcome == "passed"  # recorded: adopt returns it
 
 
-def test_sha1_repositories_hash_with_sha1(node: runner.JobNode) -> None:
+def test_sha1_repositories_hash_with_sha1(node: runner.NodeSupplies) -> None:
     r = make_run(node, body(["make", "-C", "$$tree$$", "image"]), hash_name="sha1")
     _, ended = r.execute()
     assert ended.outcome == "passed" and len(ended.outputs["builds/board.img"]) == 40
 
 
-def test_failed_verdict_and_exited(node: runner.JobNode) -> None:
+def test_failed_verdict_and_exited(node: runner.NodeSupplies) -> None:
     _, e = make_run(node, body(["sh", "-c", "exit 3"])).execute()
     assert (e.outcome, e.exit, e.missing) == ("failed", 3, ["builds/board.img"])
     _, e = make_run(node, body(["sh", "-c", "exit 4"], verdict=False)).execute()
     assert (e.outcome, e.exit) == ("exited", 4)
 
 
-def test_wall_limit_ends_a_sleeping_run(node: runner.JobNode) -> None:
+def test_wall_limit_ends_a_sleeping_run(node: runner.NodeSupplies) -> None:
     r = make_run(node, body(["sleep", "30"], {"wall": 1}))
     t0 = time.monotonic()
     _, e = r.execute()
@@ -206,7 +207,7 @@ def test_wall_limit_ends_a_sleeping_run(node: runner.JobNode) -> None:
     assert r.cgroups is not None and r.cgroups.empty()
 
 
-def test_cpu_budget_is_for_the_whole_run_across_processes(node: runner.JobNode) -> None:
+def test_cpu_budget_is_for_the_whole_run_across_processes(node: runner.NodeSupplies) -> None:
     # three busy processes of ~0.8 s each: each stays under RLIMIT_CPU (1 s), together they pass the budget
     hog = "i=0; while [ $i -lt 10000000 ]; do i=$((i+1)); done"
     r = make_run(
@@ -218,7 +219,7 @@ def test_cpu_budget_is_for_the_whole_run_across_processes(node: runner.JobNode) 
     assert (e.outcome, e.limit) == ("limit", "cpu") and time.monotonic() - t0 < 3
 
 
-def test_fork_bomb_is_held_by_processes(node: runner.JobNode) -> None:
+def test_fork_bomb_is_held_by_processes(node: runner.NodeSupplies) -> None:
     bomb = "b() { b & b & }; b; sleep 5"
     r = make_run(node, body(["sh", "-c", bomb], {"processes": 16, "wall": 2}))
     started, e = r.execute()
@@ -227,13 +228,13 @@ def test_fork_bomb_is_held_by_processes(node: runner.JobNode) -> None:
     assert r.cgroups is not None and r.cgroups.empty()
 
 
-def test_fork_failure_under_processes_is_limit_processes(node: runner.JobNode) -> None:
+def test_fork_failure_under_processes_is_limit_processes(node: runner.NodeSupplies) -> None:
     script = "for i in $(seq 40); do sleep 3 & done 2>/dev/null; wait; exit 1"
     _, e = make_run(node, body(["sh", "-c", script], {"processes": 8, "wall": 6})).execute()
     assert (e.outcome, e.limit) == ("limit", "processes")
 
 
-def test_file_size_cuts_a_large_write(node: runner.JobNode) -> None:
+def test_file_size_cuts_a_large_write(node: runner.NodeSupplies) -> None:
     script = "mkdir -p $HOME/tree/out; head -c 4194304 /dev/zero > $HOME/tree/out/board.img"
     r = make_run(node, body(["sh", "-c", script], {"file_size": "1M", "wall": 5}))
     _, e = r.execute()
@@ -241,7 +242,7 @@ def test_file_size_cuts_a_large_write(node: runner.JobNode) -> None:
     assert os.path.getsize(r.values["workspace"] + "/tree/out/board.img") == 1 << 20
 
 
-def test_stop_kills_the_whole_tree(node: runner.JobNode) -> None:
+def test_stop_kills_the_whole_tree(node: runner.NodeSupplies) -> None:
     r = make_run(node, body(["sh", "-c", "sleep 30 & sleep 30 & wait"], {"wall": 20}))
     assert r.start() is not None
     threading.Timer(0.3, r.stop).start()
@@ -249,7 +250,7 @@ def test_stop_kills_the_whole_tree(node: runner.JobNode) -> None:
     assert e.outcome == "stopped" and r.cgroups is not None and r.cgroups.empty()
 
 
-def test_refused_and_error_end_before_starting(node: runner.JobNode) -> None:
+def test_refused_and_error_end_before_starting(node: runner.NodeSupplies) -> None:
     b = body(["true"])
     b["sandbox"]["uid"] = 0
     r = make_run(node, b)
@@ -265,19 +266,19 @@ def test_refused_and_error_end_before_starting(node: runner.JobNode) -> None:
     assert (r.result.outcome, r.result.step) == ("error", 0) and "already exists" in (r.result.why or "")
 
 
-def test_an_output_symlink_out_of_the_workspace_is_not_read(node: runner.JobNode) -> None:
+def test_an_output_symlink_out_of_the_workspace_is_not_read(node: runner.NodeSupplies) -> None:
     script = "mkdir -p $HOME/tree/out && ln -s /etc/shadow $HOME/tree/out/board.img"
     _, e = make_run(node, body(["sh", "-c", script])).execute()
     assert e.outcome == "passed" and e.outputs == {} and e.missing == ["builds/board.img"]
 
 
-def test_adopt_lost_when_processes_are_gone_and_adopted_when_alive(node: runner.JobNode) -> None:
+def test_adopt_lost_when_processes_are_gone_and_adopted_when_alive(node: runner.NodeSupplies) -> None:
     b = body(["sh", "-c", "sleep 30"], {"wall": 20})
     b["sandbox"]["ends_with_parent"] = False
     r = make_run(node, b)
     assert r.start() is not None
-    assert runner.unfinished(node.state_dir) == [r.run_hash]
-    adopted = runner.adopt(node.state_dir, r.run_hash, node)  # as a restarted node would
+    assert statefolder.unfinished(node.state_dir) == [r.run_hash]
+    adopted = restart.adopt(node.state_dir, r.run_hash, node)  # as a restarted node would
     assert isinstance(adopted, runner.JobRun)
     adopted.stop()
     e = adopted.wait(timeout=5)
@@ -289,14 +290,14 @@ def test_adopt_lost_when_processes_are_gone_and_adopted_when_alive(node: runner.
     r2.launcher.kill()  # the processes die with the node; no wait() ever records the end
     child(r2).wait(timeout=5)
     assert not os.path.exists(os.path.join(r2.dir, "ended.json"))
-    lost = runner.adopt(node.state_dir, r2.run_hash, node)
-    assert isinstance(lost, runner.Ended) and lost.outcome == "lost"
-    assert runner.adopt(node.state_dir, r2.run_hash, node).outcome == "lost"  # recorded once
+    lost = restart.adopt(node.state_dir, r2.run_hash, node)
+    assert isinstance(lost, Ended) and lost.outcome == "lost"
+    assert restart.adopt(node.state_dir, r2.run_hash, node).outcome == "lost"  # recorded once
     for d in list(r2.cgroups.dirs.values()) if r2.cgroups else []:
         assert not os.path.exists(d)
 
 
-def test_a_pull_that_fails_ends_error_and_builds_nothing(node: runner.JobNode) -> None:
+def test_a_pull_that_fails_ends_error_and_builds_nothing(node: runner.NodeSupplies) -> None:
     """Fresh trees: before a ``files`` step the node pulls; when it cannot, the run ends ``error`` naming
     the step, and no tree is exported (it never builds the old trunk silently)."""
     from sotd.errors import SotdError
@@ -315,14 +316,14 @@ def test_a_pull_that_fails_ends_error_and_builds_nothing(node: runner.JobNode) -
     assert not os.path.exists(os.path.join(node.root, "build-user/projects/proj", r.run_hash, "tree"))
 
 
-def test_the_filter_and_userns_follow_the_policy(node: runner.JobNode) -> None:
+def test_the_filter_and_userns_follow_the_policy(node: runner.NodeSupplies) -> None:
     """By default every sandbox runs under the seccomp filter with nested user namespaces off; a policy
     saying ``seccomp = false`` / ``user_namespaces = true`` gets neither (real bwrap, /proc/self/status)."""
     import dataclasses
 
     script = "grep ^Seccomp: /proc/self/status; unshare -U true 2>/dev/null; echo userns $?"
 
-    def out(n: runner.JobNode) -> str:
+    def out(n: runner.NodeSupplies) -> str:
         b = body(["sh", "-c", script], verdict=False)
         b["process"]["unversioned_files"] = []
         b["objective"] = str(n.policy.seccomp)  # another RUN-HASH per policy

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sotd.jobs import runner
+from sotd.jobs import statefolder
 from sotd.jobs.nodepolicy import DEFAULT_MAXIMA
 from sotd.jobs.spec import output_name
 from sotd.ocx.config import load_config
@@ -172,7 +172,7 @@ def test_restart_adopts_live_runs_and_ends_gone_ones_lost(lab: rk.Lab) -> None:
         rk.wait_answer(lab, "a", gone, "started")
     finally:
         rk.stop_node(node, signal.SIGKILL)  # the node dies without a word
-    assert sorted(runner.unfinished(os.path.join(lab.state["b"], "jobs"))) == sorted([alive, gone])
+    assert sorted(statefolder.unfinished(os.path.join(lab.state["b"], "jobs"))) == sorted([alive, gone])
     log_b = rk.node_once(lab, "b")
     assert "found alive after a restart: adopted" in log_b and "lost" in log_b, log_b
     a_ans = rk.answers(lab, "a", alive)
@@ -183,7 +183,7 @@ def test_restart_adopts_live_runs_and_ends_gone_ones_lost(lab: rk.Lab) -> None:
     assert img is not None and ended["outputs"]["builds/board.img"] == hashlib.sha3_256(img).hexdigest()
     g_ans = rk.answers(lab, "a", gone)
     assert [k for k, _, _ in g_ans] == ["started", "ended"] and g_ans[1][1]["outcome"] == "lost"
-    assert runner.unfinished(os.path.join(lab.state["b"], "jobs")) == []
+    assert statefolder.unfinished(os.path.join(lab.state["b"], "jobs")) == []
 
 
 def test_run_accepted_but_never_started_ends_lost_after_restart(lab: rk.Lab) -> None:

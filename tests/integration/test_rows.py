@@ -379,6 +379,7 @@ def test_spawn_refusals(box: Box) -> None:
 # ------------------------------------------------------------------------------------------- the wake
 
 
+@pytest.mark.long
 def test_wake_once_per_batch_again_after_restart_and_latency(box: Box) -> None:
     wid, log = box.create("alpha")
     assert wakes(log) == 0
@@ -411,6 +412,7 @@ def test_wake_once_per_batch_again_after_restart_and_latency(box: Box) -> None:
     assert box.row(wid)["phase"] == "ready"
 
 
+@pytest.mark.long
 def test_no_wake_while_stop_at_is_fresh_nor_into_drafts_dialogs_menus_or_codex(box: Box) -> None:
     rows = {
         "held": box.create("held"),
@@ -563,6 +565,7 @@ def test_a_daemon_thread_holding_the_turn_past_the_bound(box: Box) -> None:
     assert "beta" not in box.agents()
 
 
+@pytest.mark.long
 def test_wake_checks_rows_concurrently(box: Box) -> None:
     """Behaviour 3.1: three Ready rows with mail at once are each woken once, within about one check
     (a check holds 1.5 s of stillness; one after another would spread the three wakes over 3 s or more)."""
@@ -664,6 +667,7 @@ def test_spawn_through_a_daemon_on_another_box_writes_no_provisional_row(box: Bo
     assert not os.path.exists(box.layout.inbox("far"))
 
 
+@pytest.mark.long
 def test_first_mail_after_a_join_wakes_at_once_without_a_tick() -> None:
     """inotify looks at the rows as they stand when the inbox changes: with the daemon's tick set to a
     minute, a row that declared its handle after the last tick is still woken within seconds of its first
@@ -687,6 +691,7 @@ def test_first_mail_after_a_join_wakes_at_once_without_a_tick() -> None:
         b.close()
 
 
+@pytest.mark.long
 def test_a_refusal_streak_is_logged_once_after_its_silent_time() -> None:
     """Behaviour 3.2: a row with unread mail whose prompt keeps refusing the wake (a draft in its input box)
     is logged once, after the streak's silent time (60 s; 3 s here through the test seam), with the handle,

@@ -65,8 +65,10 @@ def last_phase(log: str) -> str:
 
 
 def pane_of(box: Box, wid: str) -> str:
+    """The row's pane, once the daemon has recorded it (a row just created may not have one yet)."""
+    wait_for(lambda: bool((box.row(wid) or {}).get("pane")), what=f"row {wid}'s pane")
     row = box.row(wid)
-    assert row is not None and row["pane"], row
+    assert row is not None
     return str(row["pane"])
 
 
@@ -125,6 +127,7 @@ def test_hold_refuses_a_prompt_that_flashes_free_while_busy(tmp_path) -> None:
 # ------------------------------------------------------------------------------- the wake, end to end
 
 
+@pytest.mark.long
 def test_busy_row_is_never_typed_into_and_each_batch_wakes_once(box: Box) -> None:
     wid, log = box.create("busy", *BUSY_ARGS)
     assert wakes(log) == 0
@@ -161,6 +164,7 @@ def test_busy_row_is_never_typed_into_and_each_batch_wakes_once(box: Box) -> Non
     assert box.row(wid)["phase"] == "ready"
 
 
+@pytest.mark.long
 def test_a_draft_is_never_overwritten(box: Box) -> None:
     wid, log = box.create("drafty", "--log-keys")
     pane = pane_of(box, wid)

@@ -91,10 +91,12 @@ def test_the_lock_gets_what_is_left_of_the_bound(
         return real(*a, bound=bound, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(registry, "update", spy)
+    timer_at = time.monotonic()
     threading.Timer(0.4, turn_held.set).start()
+    late = time.monotonic() - timer_at  # a loaded machine may call update a while after the timer started
     _doc, got = regturn.update(lay, "h", stamp, bound=3.0)
     assert got == "wrote"
-    assert len(seen) == 1 and 1.5 < seen[0] <= 2.65, seen
+    assert len(seen) == 1 and 1.5 < seen[0] <= 3.0 - (0.4 - late) + 0.05, (seen, late)
     assert regturn.TURN.acquire(blocking=False)  # released after the write
     regturn.TURN.release()
 

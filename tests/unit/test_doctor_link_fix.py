@@ -1,11 +1,12 @@
 """``sotd doctor``'s fix line for a box that does not answer over its route (issue 27 part 4): the next
-step for each link failure by ssh's own words, naming the box each command runs on (``doctor.link_fix``)."""
+step for each link failure by ssh's own words, naming the box each command runs on
+(``doctor.daemon_checks.link_fix``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sotd.cli import doctor
+from sotd.cli.doctor import daemon_checks, folder_checks
 
 pytestmark = pytest.mark.unit
 
@@ -84,12 +85,12 @@ RETRY = "then on boxa: sotd daemon reload (the link dials at once) and sotd doct
     ],
 )
 def test_link_fix_table(err: str, route: str, config: str, want: str) -> None:
-    assert doctor.link_fix(err, "boxb", "boxa", route, config) == want
+    assert daemon_checks.link_fix(err, "boxb", "boxa", route, config) == want
 
 
 def test_the_hub_asking_a_guest_does_not_reload_a_link_it_does_not_hold() -> None:
     err = "the daemon did not answer at ssh:boxb/boxb: sotd stdio-bridge: no daemon socket at /run/s"
-    assert doctor.link_fix(err, "boxb", "boxa", "ssh:boxb/boxb", "", dials=False) == (
+    assert daemon_checks.link_fix(err, "boxb", "boxa", "ssh:boxb/boxb", "", dials=False) == (
         "on boxb: sotd daemon start (its daemon is down); then on boxa: sotd doctor"
     )
 
@@ -109,7 +110,7 @@ def test_the_hub_asking_a_guest_does_not_reload_a_link_it_does_not_hold() -> Non
     ],
 )
 def test_hub_disagreement_table(far: object, want: str) -> None:
-    assert doctor.hub_disagreement("boxa", "boxb", far) == want
+    assert daemon_checks.hub_disagreement("boxa", "boxb", far) == want
 
 
 @pytest.mark.parametrize(
@@ -136,7 +137,7 @@ def test_a_registry_lock_held_long_is_a_problem(
     holder_host: str, verdict: str, age: float, want_what: str, want_fix: str
 ) -> None:
     """Issue 27: a lock held for hours by a holder on another machine was reported ok."""
-    f = doctor.held_long_finding(
+    f = folder_checks.held_long_finding(
         "/c/registry.lock",
         holder_host,
         42,

@@ -5,8 +5,9 @@ File: ``tests/unit/test_errors_raised_by_class.py``, a source walk over ``src/so
 ``ocx/errors.py``, ``wire/errors.py``) no call passes ``code="<literal>"``, and no call of an error class
 passes ``code=`` or ``exit_status=`` at all, so ``except CursorFailed`` matches every cursor failure and
 docs/errors.md lists every code a command can end with; and every error class is raised somewhere (called
-by name or by an alias, or the base of one that is), so no class documents a code nothing raises.
-What would break it: ``SotdError("...", code="cursor_failed")`` again, a status given by hand
+by name or by an alias, or the base of one that is), so no class documents a code nothing raises; and no
+``SotdError(...)`` is made outside an errors module (its code would be the bare ``error``).
+What would break it: ``SotdError("...", code="cursor_failed")`` or a bare ``SotdError("...")`` again, a status given by hand
 (``exit_status=3``), or a class left behind when its last raise moved.
 One exception, named here: ``RemoteProtocolError`` carries the wire's answer code (``sotd.wire.answers``,
 the refusal a peer is sent, behaviour 2.3), one class for the wire's whole table (h11's shape), not a
@@ -86,6 +87,18 @@ def by_hand(mods: Modules, family: dict[str, list[str]]) -> list[str]:
     return found
 
 
+def base_made(mods: Modules) -> list[str]:
+    """``rel:line`` for each ``SotdError(...)`` made outside an errors module: a code that has no class of
+    its own (``except`` on a class cannot pick it out, docs/errors.md lists it as the bare ``error``)."""
+    return [
+        f"{rel}:{node.lineno}: {BASE}(...) made by hand"
+        for rel, tree in mods
+        if not is_errors_module(rel)
+        for node in source_trees.walk(tree)
+        if isinstance(node, ast.Call) and _name(node.func) == BASE
+    ]
+
+
 def never_raised(mods: Modules, family: dict[str, list[str]]) -> list[str]:
     """The error classes nothing calls (by name or through a module-level alias) and no subclass of which
     is called: a code documented that no command can end with."""
@@ -115,6 +128,10 @@ def _planted(sources: dict[str, str]) -> Modules:
 def test_no_code_or_status_is_given_by_hand() -> None:
     mods = source_trees.modules(ROOT)
     assert by_hand(mods, error_family(mods)) == []
+
+
+def test_no_error_is_made_of_the_base_class() -> None:
+    assert base_made(source_trees.modules(ROOT)) == []
 
 
 def test_every_error_class_is_raised() -> None:
@@ -172,6 +189,7 @@ def test_the_walk_finds_what_it_looks_for() -> None:
         "formats/cursor.py:6: SelfFileError(code=...) by hand",
         "formats/cursor.py:6: SelfFileError(exit_status=...) by hand",
     ]
+    assert base_made(mods) == ["formats/cursor.py:4: SotdError(...) made by hand"]
     # Family is raised through Member, Aliased through its alias, SelfFileError (by hand) and the wire's
     # classes by their calls; CursorFailed's one raise is the base's with its code, so nothing raises it
     assert never_raised(mods, family) == ["CursorFailed", "Unused"]

@@ -132,13 +132,13 @@ def test_endpoint_problem(endpoint: str, good: bool) -> None:
 
 
 def test_every_endpoint_a_topology_names_can_be_dialled() -> None:
-    """The shape ``parse`` accepts is never looser than the dial's (``client.unix.parse_endpoint``)."""
-    from sotd.client import unix
+    """The shape ``parse`` accepts is never looser than the dial's (``client.dial.parse_endpoint``)."""
+    from sotd.client import dial
 
     for ep in ("unix:/run/h.sock", "ssh:boxa", "ssh:boxa.lan/boxa"):
         t = topology.parse(box_endpoint(json.dumps(ep)))
         assert topology.relay_endpoint(t, "boxb") == ep
-        assert unix.parse_endpoint(ep)[0] is not None
+        assert dial.parse_endpoint(ep)[0] is not None
 
 
 def test_a_file_past_the_read_bound_is_refused(tmp_path: Any) -> None:

@@ -1,4 +1,4 @@
-"""Prepare, then launch (issue 29): ``launchers.PreparedRun`` and ``runner.supervise`` over a launcher.
+"""Prepare, then launch (issue 29): ``launchers.PreparedRun`` and ``supervision.supervise`` over a launcher.
 
 ``supervise`` is the one loop of a job and of a session; here it runs over ``Steps``, a launcher of this
 file that ends after a given number of polls and records each kill (the real ones, ``Direct`` and the
@@ -16,7 +16,7 @@ import pytest
 
 from sotd.jobs import launchers as la
 from sotd.jobs import limits as lim
-from sotd.jobs import nodepolicy, runner, spec
+from sotd.jobs import nodepolicy, runner, spec, supervision
 from sotd.jobs import steps as stp
 
 TYPE_CHECKING = False
@@ -71,7 +71,7 @@ class Steps:
 
 
 def a_run(tmp_path: str, launcher: Steps) -> runner.JobRun:
-    node = runner.JobNode(
+    node = runner.NodeSupplies(
         root="/srv", policy=nodepolicy.Policy(), carrier=stp.FossilCarrier(), state_dir=tmp_path
     )
     return runner.JobRun(BODY, run_hash="a" * 64, repository_name="proj", target=stp.Target(""), node=node,
@@ -105,7 +105,9 @@ def test_supervise_names_the_bound_that_ended_the_run(
         return stop_at is not None and asked[0] > stop_at
 
     ticks: list[int] = []
-    got = runner.supervise(r, stop=stop, poll=0.0, tick=lambda: ticks.append(1), bounds_first=bounds_first)
+    got = supervision.supervise(
+        r, stop=stop, poll=0.0, tick=lambda: ticks.append(1), bounds_first=bounds_first
+    )
     assert (got, steps.killed) == (want, kills)
     assert len(ticks) <= polls
 
@@ -113,7 +115,7 @@ def test_supervise_names_the_bound_that_ended_the_run(
 def test_supervise_gives_up_with_timeout_error_past_give_up(tmp_path: str) -> None:
     r = a_run(str(tmp_path), Steps(1000))
     with pytest.raises(TimeoutError, match=f"run {'a' * 12} still running"):
-        runner.supervise(r, stop=lambda: False, poll=0.0, give_up=time.monotonic())
+        supervision.supervise(r, stop=lambda: False, poll=0.0, give_up=time.monotonic())
 
 
 def test_a_prepared_run_binds_each_source_once_and_not_usrs_merged_links(tmp_path: str) -> None:

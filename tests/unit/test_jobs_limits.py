@@ -11,8 +11,9 @@ import pytest
 from sotd.jobs import limits as lim
 from sotd.jobs import seccomp
 from sotd.jobs.errors import Refused
-from sotd.jobs.runner import classify, limits_hit, read_exit
+from sotd.jobs.outcome import classify, limits_hit
 from sotd.jobs.spec import Limits
+from sotd.jobs.statefolder import read_exit
 
 pytestmark = pytest.mark.unit
 

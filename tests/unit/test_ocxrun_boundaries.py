@@ -144,10 +144,10 @@ def test_no_module_depends_on_a_private_member_of_jobs(name: str) -> None:
 
 def test_the_jobs_reader_finds_each_kind_of_reach() -> None:
     private = jobs_private()
-    assert {"_disk_used", "_check_sources", "_close_binds", "_write_json"} <= private
+    assert {"_disk_used", "_check_sources", "_close_binds", "_adopt"} <= private
     source = (
         "from sotd.jobs import runner\n"
-        "from sotd.jobs.runner import _write_json\n"
+        "from sotd.jobs.restart import _adopt\n"
         "class SessionRun(runner.JobRun):\n"
         "    def _own(self):\n"
         "        self._own()\n"
@@ -156,7 +156,7 @@ def test_the_jobs_reader_finds_each_kind_of_reach() -> None:
         "        self.r._check_sources()\n"
     )
     assert jobs_reaches(source, private) == [
-        "line 2: imports _write_json from sotd.jobs.runner",
+        "line 2: imports _adopt from sotd.jobs.restart",
         "line 3: class SessionRun subclasses runner.JobRun",
         "line 6: self._disk_used",
         "line 7: runner._claims_locked",

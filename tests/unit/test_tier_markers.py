@@ -3,8 +3,8 @@
 File: ``tests/unit/test_tier_markers.py`` (issue 29: 50 unit tests had none and ran in no tier). A test
 module passes when its module-level ``pytestmark`` names a tier, when its folder's ``conftest.py`` adds one
 to every item (``add_marker(pytest.mark.<tier>)``: the fuzz and real-agent folders), or when each of its
-top-level tests is decorated with one. The tiers are the markers ``pyproject.toml`` declares but ``serial``
-and ``root``, which say how a test runs, not which tier it is in.
+top-level tests is decorated with one. The tiers are the markers ``pyproject.toml`` declares but ``serial``,
+``root`` and ``long``, which say how a test runs, not which tier it is in.
 What would break it: a tier marker spelt in a way the walk does not read (a marker built at run time).
 """
 
@@ -21,7 +21,7 @@ import tests
 pytestmark = pytest.mark.unit
 
 TESTS = os.path.dirname(os.path.abspath(tests.__file__))
-NOT_TIERS = frozenset(("serial", "root"))
+NOT_TIERS = frozenset(("serial", "root", "long"))
 
 
 def tiers() -> frozenset[str]:

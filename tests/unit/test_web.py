@@ -255,7 +255,7 @@ def test_ocx_runs_of_this_node_as_the_page_shows_them(tmp_path: object) -> None:
     import json
     import os
 
-    from sotd.jobs.runner import Ended
+    from sotd.jobs.outcome import Ended
     from sotd.ocxrun import records
     from sotd.ocxrun.runs import node_runs
 

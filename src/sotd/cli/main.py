@@ -43,7 +43,7 @@ COMMANDS = {
 
 # the commands whose first word picks a subcommand (their members are in ``sotd.cmdtable``)
 GROUPS = ("daemon", "ocx")
-COMMANDS["doctor"] = "sotd.cli.doctor"  # top level: it checks more than the comm folder
+COMMANDS["doctor"] = "sotd.cli.doctor.command"  # top level: it checks more than the comm folder
 COMMANDS["mcp"] = "sotd.cli.mcp"  # mail as MCP tools (issue 26): one stdio server per agent session
 COMMANDS["web"] = "sotd.cli.web"  # the fleet as a local live page (issue 30): a server beside the daemon
 

@@ -11,7 +11,7 @@ import os
 import sys
 
 from sotd import cmdtable
-from sotd.errors import UsageError
+from sotd.errors import EXIT_FAILED, EXIT_NOT_DELIVERED, EXIT_OK, EXIT_USAGE, UsageError
 from sotd.text import inert
 
 TYPE_CHECKING = False
@@ -54,6 +54,12 @@ def _parse(argv: list[str], positional: int, allowed: tuple[str, ...]) -> tuple[
 def _out(line: str) -> None:
     """One line to stdout, made inert (``sotd.text.inert``): a message's fields are a peer's bytes."""
     sys.stdout.write(inert(line, lines=True) + "\n")
+
+
+def _note(line: str) -> None:
+    """One line of progress to stderr (what the index did with a post, the node's banner), as written."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _json(obj: object) -> None:
@@ -158,12 +164,12 @@ def _report_post(res: PostResult, opts: dict[str, str]) -> int:
                 "indexed": res.indexed,
             }
         )
-        return 0 if res.delivered else 3
+        return EXIT_OK if res.delivered else EXIT_NOT_DELIVERED
     require_delivered(res)
     _out(res.hash)
     if res.indexed:
-        sys.stderr.write(res.indexed + "\n")
-    return 0
+        _note(res.indexed)
+    return EXIT_OK
 
 
 def cmd_answer(argv: list[str]) -> int:
@@ -198,7 +204,7 @@ def cmd_list(argv: list[str]) -> int:
     finally:
         node.close()
     _print_rows(rows, "--json" in opts, "no messages")
-    return 0
+    return EXIT_OK
 
 
 def cmd_show(argv: list[str]) -> int:
@@ -217,7 +223,7 @@ def cmd_show(argv: list[str]) -> int:
     text = carry(got) if got is not None else None
     if "--json" in opts:
         _json({"rows": [dict(r) for r in rows], "message": text})
-        return 0
+        return EXIT_OK
     for r in rows:
         _out(f"hash:     {r['hash']}")
         _out(f"repo:     {r['repo']}  ({r['name']})")
@@ -237,7 +243,7 @@ def cmd_show(argv: list[str]) -> int:
     if text is not None:
         _out("")
         _out(text)
-    return 0
+    return EXIT_OK
 
 
 def cmd_answers(argv: list[str]) -> int:
@@ -248,7 +254,7 @@ def cmd_answers(argv: list[str]) -> int:
     finally:
         node.close()
     _print_rows(rows, "--json" in opts, f"no answers to {h}")
-    return 0
+    return EXIT_OK
 
 
 def cmd_sync(argv: list[str]) -> int:
@@ -266,7 +272,7 @@ def cmd_sync(argv: list[str]) -> int:
             _out(
                 f"{r.repo}: " + (f"FAILED: {r.error}" if r.error else f"{r.new} new") + _restored(r.restored)
             )
-    return 1 if any(r.error for r in reports) else 0
+    return EXIT_FAILED if any(r.error for r in reports) else EXIT_OK
 
 
 def _restored(n: int) -> str:
@@ -280,7 +286,7 @@ def cmd_rebuild(argv: list[str]) -> int:
         node.rebuild(opts.get("--repo"))
     finally:
         node.close()
-    return 0
+    return EXIT_OK
 
 
 def cmd_clone(argv: list[str]) -> int:
@@ -308,7 +314,7 @@ def cmd_clone(argv: list[str]) -> int:
         f"cloned {fossil.redact_password(url)} into {path}; server-code {code}"
         + (f" (the clone's first server-code was the one of the clone {clash!r}: replaced)" if clash else "")
     )
-    return 0
+    return EXIT_OK
 
 
 def server_code_target(repo: str) -> str:
@@ -339,7 +345,7 @@ def cmd_server_code(argv: list[str]) -> int:
         _out(fossil.new_server_code(path))
     else:
         _out(fossil.repo_info(path).server_code)
-    return 0
+    return EXIT_OK
 
 
 def cmd_node(argv: list[str]) -> int:
@@ -369,15 +375,14 @@ def cmd_node(argv: list[str]) -> int:
         signal.signal(sig, lambda *_: stop.set())
     node = _node()
     runs = Runs(node, load_settings(node.config, os.environ)).attach()
-    sys.stderr.write(
+    _note(
         f"sotd ocx node: {len(node.config.clones)} clone(s) of {node.config.path}; "
-        f"node policy {runs.settings.path or 'none (this node runs nothing)'}\n"
+        f"node policy {runs.settings.path or 'none (this node runs nothing)'}"
     )
-    sys.stderr.flush()
     runs.recover()
     if "--once" not in opts:
         node.poll_loop(stop, interval)
-        return 0
+        return EXIT_OK
     failed = False
     for _ in range(2):
         for r in node.sync_once():
@@ -390,7 +395,7 @@ def cmd_node(argv: list[str]) -> int:
         while not runs.wait_idle(0.2) and not stop.is_set():
             pass
     node.close()
-    return 1 if failed else 0
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 VERBS = {
@@ -428,7 +433,7 @@ def node_runs(environ: dict[str, str]) -> tuple[list[dict[str, object]], str]:
 def run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE)
-        return 0 if argv else 2
+        return EXIT_OK if argv else EXIT_USAGE
     verb = VERBS.get(argv[0])
     if verb is None:
         raise UsageError(f"sotd ocx: unknown verb {argv[0]!r}\n{USAGE.rstrip()}")

@@ -24,59 +24,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_DEADLINE_S = 5.0
-DISCARD = "comm-lib: discarding an endpoint this version cannot dial: "
 _RECV = 65536
-
-
-class Endpoint:
-    """A dialable endpoint: ``unix:<path>`` or ``ssh:<target>[/<host>]``."""
-
-    __slots__ = ("host", "kind", "path", "target")
-
-    def __init__(self, kind: str, *, path: str = "", target: str = "", host: str = "") -> None:
-        self.kind = kind
-        self.path = path
-        self.target = target
-        self.host = host
-
-    def __str__(self) -> str:
-        if self.kind == "unix":
-            return "unix:" + self.path
-        return "ssh:" + self.target + ("/" + self.host if self.host else "")
-
-    def __repr__(self) -> str:
-        return f"Endpoint({self!s})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Endpoint) and str(self) == str(other)
-
-    def __hash__(self) -> int:
-        return hash(str(self))
-
-
-def _plain_host(s: str) -> bool:
-    """``[a-z0-9][a-z0-9._-]*``"""
-    if not s or not ("a" <= s[0] <= "z" or "0" <= s[0] <= "9"):
-        return False
-    return all("a" <= c <= "z" or "0" <= c <= "9" or c in "._-" for c in s)
-
-
-def parse_endpoint(s: str) -> tuple[Endpoint | None, str | None]:
-    """(endpoint, None) for a dialable string; (None, discard text) otherwise; (None, None) for empty.
-
-    ``pipe:`` (Windows named pipes) and ``tcp:`` cannot be dialled by this version and are discarded.
-    """
-    if not s:
-        return None, None
-    if s.startswith("unix:"):
-        path = s[5:]
-        if path and "\0" not in path and "\n" not in path:
-            return Endpoint("unix", path=path), None
-    elif s.startswith("ssh:"):
-        target, sep, host = s[4:].partition("/")
-        if _plain_host(target) and (not sep or _plain_host(host)):
-            return Endpoint("ssh", target=target, host=host), None
-    return None, DISCARD + s
 
 
 def _left(deadline: float) -> float:

@@ -27,6 +27,7 @@ from sotd import cmdtable, fsprim, runtime
 from sotd.daemon import statusfile
 from sotd.errors import (
     EXIT_OK,
+    AnswerWithoutPart,
     DaemonStartFailed,
     DaemonStopFailed,
     NoDaemonAnswered,
@@ -126,7 +127,7 @@ def query(sock: str, environ: dict[str, str], deadline_s: float = 5.0) -> dict[s
     answer = unix.request(sock, op, payloads.version_query_payload(), _hello(environ), deadline_s=deadline_s)
     daemon = answer.get("daemon")
     if not isinstance(daemon, dict):
-        raise SotdError(f"the daemon at unix:{sock} answered {op} without a daemon object: {answer}")
+        raise AnswerWithoutPart(f"the daemon at unix:{sock} answered {op} without a daemon object: {answer}")
     return daemon
 
 

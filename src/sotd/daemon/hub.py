@@ -61,9 +61,6 @@ def wall_text(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-HINT = "hint"  # a refusal's next-step line (the sender prints it after its FAILED line)
-
-
 def link_down_text(box: str, since: float, why: str) -> str:
     """The state of a box's missing link: ``the link from <box> is down since <UTC time>: <last error>``."""
     return f"the link from {box} is down since {wall_text(since)}: {why}"

@@ -169,9 +169,9 @@ class LinkError(Exception):
 def link_argv(endpoint: str, self_host: str, environ: Mapping[str, str]) -> list[str]:
     """The child that carries the link: ``ssh … <target> sotd stdio-bridge --host <self>`` for ``ssh:``;
     this interpreter's ``sotd stdio-bridge --endpoint unix:<path>`` for ``unix:``."""
-    from sotd.client import unix
+    from sotd.client.dial import parse_endpoint
 
-    ep, _discard = unix.parse_endpoint(endpoint)
+    ep, _discard = parse_endpoint(endpoint)
     if ep is None:  # hosts.toml's check refuses these; never a traceback per dial if one gets here
         raise LinkError(f"this version cannot dial the hub endpoint {endpoint!r}")
     if ep.kind == "unix":
@@ -293,9 +293,10 @@ class Uplink:
     async def _close_master(self) -> None:
         """``ssh -O exit`` for the link's target: the connection-sharing master this link may have started
         (or ridden) ends now, not ControlPersist later. Bounded; nothing to do for ``unix:``."""
-        from sotd.client import ssh, unix
+        from sotd.client import ssh
+        from sotd.client.dial import parse_endpoint
 
-        ep, _discard = unix.parse_endpoint(self.endpoint)
+        ep, _discard = parse_endpoint(self.endpoint)
         if ep is None or ep.kind != "ssh":
             return  # nothing to close for unix:, and no master was ever started for an endpoint not dialled
         argv = ssh.master_exit_argv(ep.target, self.environ)

@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 from sotd import _clock
-from sotd.errors import SotdError
+from sotd.errors import SessionRowFailed, SotdError
 from sotd.wire import answers
 
 TYPE_CHECKING = False
@@ -79,7 +79,7 @@ class RowSessions:
         }
         ans = self._on_loop(self.rows.create(payload, before=before))
         if not answers.is_ok(ans):
-            raise SotdError(str(ans.get("message") or ans.get("error") or ans))
+            raise SessionRowFailed(str(ans.get("message") or ans.get("error") or ans))
         row_id = str(ans["workspace_id"])
         try:
             self._register(handle, root, label, row_id)
@@ -89,12 +89,12 @@ class RowSessions:
 
             got = self._on_loop(declare())
             if not answers.is_ok(got):
-                raise SotdError(str(got.get("message") or got))
+                raise SessionRowFailed(str(got.get("message") or got))
             lay = self.rows.layout
             os.close(os.open(lay.inbox(handle), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600))
         except (SotdError, OSError) as e:
             self.close(row_id)
-            raise SotdError(getattr(e, "message", None) or str(e)) from None
+            raise SessionRowFailed(getattr(e, "message", None) or str(e)) from None
         self.handles[row_id] = handle
         log.info("ocx: session of run %s: row %s holds @%s", run_hash[:12], row_id, handle)
         return row_id

@@ -479,7 +479,7 @@ def version_payload(
     ``comm_folder`` (ours): the real path of the comm folder this daemon serves, so a command can tell
     a daemon of another folder at its socket (issue 27 item 5).
     ``send_command`` (ours): the command this box's rows reply with, for a task mail spawned from another
-    box (``Rows.send_command``). ``link`` (ours): this box's link to its hub (``endpoint``, ``up``,
+    box (``rows.send_command``). ``link`` (ours): this box's link to its hub (``endpoint``, ``up``,
     ``since``, ``error``), None when it holds none; ``links``: the boxes linked to this daemon now;
     ``topology_error`` (ours): why ``hosts.toml`` cannot be read and what the daemon goes on with, or ``""``;
     ``topology_hub`` (ours): the hub its ``hosts.toml`` names, ``""`` for none (``sotd doctor`` checks that

@@ -41,7 +41,7 @@ from sotd.daemon import rows as rows_mod
 from sotd.daemon import wake as wake_mod
 from sotd.daemon.links import Uplink
 from sotd.daemon.server import Server
-from sotd.errors import EXIT_FAILED, EXIT_OK, SotdError, WireError
+from sotd.errors import EXIT_FAILED, EXIT_OK, DaemonWithoutHost, SotdError, WireError
 from sotd.formats import lockmanager
 from sotd.formats.layout import Layout, ensure_home
 from sotd.wire import answers, payloads
@@ -127,7 +127,9 @@ class Daemon:
 
     async def serve(self) -> None:
         if not self.host:
-            raise SotdError("sotd daemon: this box's declared host could not be read (set SOT_SELF_HOST)")
+            raise DaemonWithoutHost(
+                "sotd daemon: this box's declared host could not be read (set SOT_SELF_HOST)"
+            )
         # the socket's folder, before anything is written in it or beside the socket (issue 25)
         await asyncio.to_thread(runtime.prepare_socket_folder, self.socket_path, self.environ)
         self.folder_lock = await asyncio.to_thread(onedaemon.claim, self.layout, self.host, self.socket_path)

@@ -230,7 +230,7 @@ def capsule_exe() -> str | None:
 
 
 class DaemonRows:
-    """The rows of this daemon: records, the tmux server, and the ops on them (``ops.Rows`` and more)."""
+    """The rows of this daemon: records, the tmux server, and the ops on them (``ops.JoinRows`` and more)."""
 
     def __init__(
         self,
@@ -332,7 +332,7 @@ class DaemonRows:
                 self.tmux.attach_command(),
             )
 
-    # ---------------------------------------------------------------------------------- ops.Rows
+    # ------------------------------------------------------------------------------ ops.JoinRows
 
     def holder_of(self, handle: str) -> str | None:
         for r in self.rows.values():

@@ -41,7 +41,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sotd import __version__, runtime
-from sotd.errors import AlreadyServed, SotdError, WireError
+from sotd.errors import AlreadyServed, SocketPathTaken, WireError
 from sotd.wire import answers, hello, payloads, serverconn
 from sotd.wire.framing import Envelope, encode
 from sotd.wire.hello import (
@@ -189,7 +189,7 @@ def prepare_folder(path: str) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(st.st_mode):
-        raise SotdError(f"refusing to serve {path}: something that is not a socket is there")
+        raise SocketPathTaken(f"refusing to serve {path}: something that is not a socket is there")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(1.0)
     try:

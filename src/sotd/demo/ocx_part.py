@@ -7,7 +7,7 @@ it, builds trunk in the bubblewrap sandbox and answers ``started``, then ``ended
 hash, then sends the image. A reads the answers and checks the image against the hash on record. Every
 step is the real ``sotd ocx`` CLI, printed as typed.
 
-Part 2 (``Demo.session``): the seed's agent-session example as written (password, clone, checkout steps).
+Part 2 (``OcxDemo.session``): the seed's agent-session example as written (password, clone, checkout steps).
 B's clone gets the run's login and a loopback server of its own (the commands the node's refusals name),
 B runs ``sotd daemon run`` with a policy allowing sessions. The session is the real Claude Code TUI when
 ``scripts/setup`` installed the pinned one (``$SOTD_DEMO_CLAUDE``, as for the rows demo: the native binary's

@@ -7,7 +7,7 @@ there is one way to make the run's cgroups (``make_cgroups``) and one way to bui
 line (``sandbox_argv``: ``setpriv + bwrap`` through ``sandbox.bwrap_argv``); the filter is always
 ``seccomp.memfd()`` (here, or in a session's row by ``sotd.jobs.launch``).
 
-A ``Launcher`` starts that sandbox and answers the supervisor (``runner.supervise``): ``start``,
+A ``Launcher`` starts that sandbox and answers the supervisor (``supervision.supervise``): ``start``,
 ``alive``, ``kill``, ``reap`` and ``exit_status``. Here: ``Direct`` (a child process, memfds and
 ``preexec_fn`` rlimits, its log files in the run's state folder) and ``Adopted`` (a run found alive after
 a node restart: a pid and its start time, and the cgroups). The session row's launcher is

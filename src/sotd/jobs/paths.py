@@ -273,14 +273,7 @@ def make_dir_at(dir_fd: int, name: str, mode: int, uid: int, gid: int) -> int:
     included), opened without following a link, set to ``mode`` and ``uid``/``gid`` through its own
     descriptor; that descriptor (the caller closes it)."""
     os.mkdir(name, 0o700, dir_fd=dir_fd)
-    fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
-    try:
-        os.fchown(fd, uid, gid)
-        os.fchmod(fd, mode)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _owned(os.open(name, DIR_FLAGS, dir_fd=dir_fd), mode, uid, gid)
 
 
 def make_file_at(dir_fd: int, name: str, mode: int, uid: int, gid: int) -> int:
@@ -288,7 +281,12 @@ def make_file_at(dir_fd: int, name: str, mode: int, uid: int, gid: int) -> int:
     there, a link included, is opened), its mode and owner set through its descriptor; that descriptor,
     open for writing (the caller closes it)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+    return _owned(os.open(name, flags, 0o600, dir_fd=dir_fd), mode, uid, gid)
+
+
+def _owned(fd: int, mode: int, uid: int, gid: int) -> int:
+    """``fd`` once its owner is ``uid``/``gid`` and its mode ``mode`` (set through the descriptor, in that
+    order: a chown clears set-id bits); closed when either fails."""
     try:
         os.fchown(fd, uid, gid)
         os.fchmod(fd, mode)

@@ -5,45 +5,39 @@ the workspace steps, makes the run's cgroups and hands the prepared run (``launc
 launcher: by default ``launchers.Direct``, the process under ``setpriv + bwrap`` in its own process group
 and cgroup with its stdout/stderr in log files of the run's state folder (a session's is
 ``sotd.ocxrun.sessions.RowLauncher``). It returns the ``started`` body, or ``None`` when the run ended
-before starting (``refused``/``error``; ``result`` holds it). ``wait()`` supervises (``supervise``: wall
-timer, whole-run CPU budget, disk, stop requests) and returns the ``Ended``. ``stop()`` may be called
-from any thread. ``adopt(state_dir, run_hash)`` after a node restart: the run is supervised again if its
-processes live (``launchers.Adopted``), else it ends ``lost``.
+before starting (``refused``/``error``; ``result`` holds it). ``wait()`` supervises
+(``supervision.supervise``: wall timer, whole-run CPU budget, disk, stop requests) and returns the
+``outcome.Ended``. ``stop()`` may be called from any thread. After a node restart ``restart.adopt``
+supervises the run again if its processes live, else it ends ``lost``.
 
-State folder ``STATE_DIR/<RUN-HASH>/``: ``state.json`` (written once the process started: what adopt
-needs), ``stdout``, ``stderr``, ``status.json`` (bwrap's ``--json-status-fd``: child pid, then
-``exit-code``; it survives our restart because bwrap holds the fd) and ``ended.json``.
+The parts beside this one, each its own concern: ``outcome`` (the ``ended`` record and the pure
+``classify``/``limits_hit``), ``statefolder`` (``STATE_DIR/<RUN-HASH>/``: the records, bwrap's status,
+the outputs hashed and copied without following links), ``supervision`` (the one watch loop of a job and
+a session), ``restart`` (a run rebuilt from its record), ``launchers`` (the prepared value, its cgroups and
+sandbox argv, and how it is started).
 
-Outcome order, first that holds: stopped, timed_out, limit cpu (budget reached, or SIGXCPU), limit
-file_size (SIGXFSZ, exit 153), limit processes (a fork refused by pids.max and a non-zero exit), then the
-verdict (``passed``/``failed``) or ``exited``; ``ended.limits_hit`` names every limit met whatever the
-outcome (``limits_hit``). Outputs are hashed with the repository's hash (``sha3_256`` or ``sha1``)
-through a descriptor opened one component at a time without following links and copied as hashed into
-the state folder, so a symlink planted by the process never makes the node read or upload a file
-outside the workspace, and what is uploaded is what was hashed. Bind sources reach bwrap as descriptors
-(``--bind-fd``), the seccomp filter as a memfd; a run's workspace may not nest with another's
-(``claim_workspace``: recorded only once the run passed its checks, dropped by ``release_workspace``
-when it is refused, fails, ends or is found dead by ``adopt``; issue 24). Before the steps the disk
-bounds admit the run (``disk.Disks.reserve``: the node-wide ``total`` and the free space, naming the
-bound that refuses); the ``directory`` step's workspace becomes a file system of exactly the disk cap
-(``Disks.make``), watched for full every poll; every end calls ``Disks.end`` (then the retention of
-finished workspaces). A run that brings ``homes`` gets ``HOME=$$workspace$$/home`` (where they were
+Bind sources reach bwrap as descriptors (``--bind-fd``), the seccomp filter as a memfd; a run's workspace
+may not nest with another's (``claim_workspace``: recorded only once the run passed its checks, dropped by
+``release_workspace`` when it is refused, fails, ends or is found dead by ``adopt``; issue 24). Before the
+steps the disk bounds admit the run (``disk.Disks.reserve``: the node-wide ``total`` and the free space,
+naming the bound that refuses); the ``directory`` step's workspace becomes a file system of exactly the
+disk cap (``Disks.make``), watched for full every poll; every end calls ``Disks.end`` (then the retention
+of finished workspaces). A run that brings ``homes`` gets ``HOME=$$workspace$$/home`` (where they were
 copied) unless its ``process.env`` sets ``HOME`` itself (``env_with_home``); a node that left ``HOME``
 unset there would hand the process entries it cannot find.
+What would break it: a start that launches before the policy, the steps and the homes are done (the
+prepared value would not be the run that was checked), or an end that keeps the workspace's claim.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
-import signal
 import threading
 import time
 from dataclasses import dataclass, field, replace
 
-from sotd import _clock, fsprim
+from sotd import _clock
 from sotd.jobs import disk as dsk
 from sotd.jobs import launchers as la
 from sotd.jobs import limits as lim
@@ -52,60 +46,17 @@ from sotd.jobs import sandbox as sbx
 from sotd.jobs import steps as stp
 from sotd.jobs.claims import claim_workspace, release_workspace
 from sotd.jobs.errors import LaunchFailed, Refused, StepFailed
+from sotd.jobs.outcome import Ended, classify, limits_hit
+from sotd.jobs.statefolder import hash_file, plan_record, read_exit, write_json
+from sotd.jobs.supervision import POLL, supervise
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-
-POLL = 0.05
-DISK_POLL = 2.0  # seconds between two measures of the workspace's disk use (limits.disk)
-
-
-@dataclass
-class Ended:
-    """The ``ended`` record, plus where the files named in it are (for the caller's upload after it)."""
-
-    outcome: str
-    exit: int | None = None
-    limit: str | None = None
-    why: str | None = None
-    step: int | None = None
-    outputs: dict[str, str] = field(default_factory=dict)
-    logs: dict[str, str] = field(default_factory=dict)
-    missing: list[str] = field(default_factory=list)
-    files: dict[str, str] = field(default_factory=dict)  # as -> path on this node
-    log_files: dict[str, str] = field(default_factory=dict)  # stdout/stderr -> path on this node
-    limits_hit: list[str] = field(default_factory=list)
-
-    def body(self) -> dict[str, object]:
-        """The JSON body of ``ended`` (O9): outcome first, then what applies."""
-        b: dict[str, object] = {"outcome": self.outcome}
-        if self.outcome in ("passed", "failed"):
-            b["verdict"] = self.outcome == "passed"
-        for k in ("limit", "why", "step", "exit"):
-            v = getattr(self, k)
-            if v is not None:
-                b[k] = v
-        if self.outputs or self.outcome not in ("refused", "error", "lost"):
-            b["outputs"] = dict(self.outputs)
-        if self.logs:
-            b["logs"] = dict(self.logs)
-        if self.missing:
-            b["missing"] = list(self.missing)
-        if self.limits_hit:
-            b["limits_hit"] = list(self.limits_hit)
-        return b
-
-    def to_json(self) -> dict[str, object]:
-        return {**self.__dict__}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, object]) -> Ended:
-        return cls(**d)  # type: ignore[arg-type]
+    from collections.abc import Mapping
 
 
 @dataclass(frozen=True)
-class JobNode:
+class NodeSupplies:
     """What the node supplies to every run: ``$$root$$``, ``$$release$$``, its policy, its Fossil carrier,
     the state folder, and (for tests) the host facts it would otherwise read."""
 
@@ -119,102 +70,6 @@ class JobNode:
     passwords: stp.PasswordClaims = field(default_factory=stp.PasswordClaims)
 
 
-def classify(
-    *,
-    exit_status: int | None,
-    verdict: bool,
-    stopped: bool,
-    timed_out: bool,
-    cpu_over: bool,
-    pids_refused: int,
-    memory_hit: bool = False,
-    disk_over: bool = False,
-) -> tuple[str, str | None]:
-    """Pure: ``(outcome, limit)`` from what the supervisor saw. ``exit_status`` is bwrap's (128+N for a
-    signal N)."""
-    if stopped:
-        return "stopped", None
-    if timed_out:
-        return "timed_out", None
-    if cpu_over or exit_status == 128 + signal.SIGXCPU:
-        return "limit", "cpu"
-    if disk_over:
-        return "limit", "disk"
-    if exit_status == 128 + signal.SIGXFSZ:
-        return "limit", "file_size"
-    if memory_hit and exit_status != 0:
-        return "limit", "memory"
-    if pids_refused and exit_status != 0:
-        return "limit", "processes"
-    if verdict:
-        return ("passed" if exit_status == 0 else "failed"), None
-    return "exited", None
-
-
-def limits_hit(
-    *,
-    cpu_over: bool,
-    pids_refused: int,
-    memory_hit: bool,
-    disk_over: bool,
-    file_size: int | None,
-    sizes: list[int],
-    killed_by_xfsz: bool,
-    missing: bool,
-) -> list[str]:
-    """Pure: ``ended.limits_hit``, every limit the run met, whatever its outcome (a fork bomb that met
-    ``processes`` and still exited 0, say): ``cpu``, ``processes`` (pids.max refused a fork), ``memory``
-    (the cgroup reached its cap), ``disk``, ``file_size`` (a process got SIGXFSZ, or an output or log is
-    exactly ``file_size`` bytes: cut there), ``outputs`` (a declared output is missing)."""
-    out = []
-    if cpu_over:
-        out.append("cpu")
-    if pids_refused:
-        out.append("processes")
-    if memory_hit:
-        out.append("memory")
-    if disk_over:
-        out.append("disk")
-    if killed_by_xfsz or (file_size is not None and any(n >= file_size for n in sizes)):
-        out.append("file_size")
-    if missing:
-        out.append("outputs")
-    return out
-
-
-def hash_file(path: str, top: str, hash_name: str, copy_to: str | None = None) -> str | None:
-    """The ``hash_name`` hex digest of the regular file ``path`` below ``top``, opened one component at a
-    time without following a symlink (``paths.open_nofollow``); ``None`` when it is missing, is or passes
-    through a symlink, or is not a regular file. With ``copy_to``, the bytes hashed are also written
-    there (a new file), so what is uploaded later is exactly what was hashed."""
-    if not placeholders.inside(path, top):
-        return None
-    try:
-        fd = paths.open_nofollow(path, "the output", flags=os.O_RDONLY | os.O_NONBLOCK)
-    except (OSError, Refused):
-        return None
-    try:
-        import stat
-
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        out = None if copy_to is None else os.open(copy_to, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            h = hashlib.new(hash_name)
-            while chunk := os.read(fd, 1 << 20):
-                h.update(chunk)
-                if out is not None:
-                    view = memoryview(chunk)
-                    while view:
-                        view = view[os.write(out, view) :]
-        finally:
-            if out is not None:
-                os.close(out)
-        return h.hexdigest()
-    finally:
-        os.close(fd)
-
-
 def env_with_home(env: Mapping[str, str], homes: tuple[str, ...], workspace: str) -> dict[str, str]:
     """The sandboxed process's whole environment (O7; docs/ocx.md "The HOME"): ``process.env`` as it is,
     plus ``HOME=<workspace>/home`` (where ``bring_homes`` copied them) when the run brings ``homes`` and
@@ -223,31 +78,6 @@ def env_with_home(env: Mapping[str, str], homes: tuple[str, ...], workspace: str
     if homes and "HOME" not in out:
         out["HOME"] = os.path.join(workspace, "home")
     return out
-
-
-def _write_json(path: str, obj: object) -> None:
-    fsprim.write_atomic(path, json.dumps(obj).encode(), tmp=path + ".tmp", mode=0o666, sync_folder=False)
-
-
-def read_exit(status_path: str) -> int | None:
-    """The ``exit-code`` bwrap wrote to its JSON status file, if it did."""
-    try:
-        with open(status_path) as f:
-            text = f.read()
-    except OSError:
-        return None
-    dec, i, code = json.JSONDecoder(), 0, None
-    while True:
-        while i < len(text) and text[i].isspace():
-            i += 1
-        if i >= len(text):
-            return code
-        try:
-            obj, i = dec.raw_decode(text, i)
-        except ValueError:
-            return code
-        if isinstance(obj, dict) and isinstance(obj.get("exit-code"), int):
-            code = obj["exit-code"]
 
 
 class JobRun:
@@ -260,7 +90,7 @@ class JobRun:
         run_hash: str,
         repository_name: str,
         target: stp.Target,
-        node: JobNode,
+        node: NodeSupplies,
         hash_name: str = "sha3_256",
         launcher: la.Launcher | None = None,
     ) -> None:
@@ -372,7 +202,7 @@ class JobRun:
         self.node.passwords.release(self.run_hash)
         release_workspace(self.node.state_dir, self.run_hash)
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
-        _write_json(os.path.join(self.dir, "ended.json"), e.to_json())
+        write_json(os.path.join(self.dir, "ended.json"), e.to_json())
         self.disks.end(self.run_hash)
 
     def start(self) -> dict[str, object] | None:
@@ -453,7 +283,7 @@ class JobRun:
 
     def _save_state(self, run: spec.RunSpec, launched: Mapping[str, object]) -> None:
         assert self.plan is not None and self.cgroups is not None
-        _write_json(
+        write_json(
             os.path.join(self.dir, "state.json"),
             {
                 "run_hash": self.run_hash,
@@ -503,7 +333,7 @@ class JobRun:
             self.launcher.reap()
             self.result = self._ended(met)
             self.node.passwords.release(self.run_hash)
-            _write_json(os.path.join(self.dir, "ended.json"), self.result.to_json())
+            write_json(os.path.join(self.dir, "ended.json"), self.result.to_json())
             release_workspace(self.node.state_dir, self.run_hash)
             self.disks.end(self.run_hash)  # then the retention (this run's outputs are copied already)
             return self.result
@@ -607,144 +437,7 @@ class JobRun:
         return started, self.wait()
 
 
-def supervise(
-    r: JobRun,
-    *,
-    stop: Callable[[], bool],
-    poll: float,
-    sleep: Callable[[float], object] = time.sleep,
-    tick: Callable[[], None] | None = None,
-    give_up: float | None = None,
-    bounds_first: bool = False,
-) -> str | None:
-    """Watch ``r.launcher`` until its sandbox ends or a bound is met, first that holds: ``stopped``
-    (``stop()``), ``timed_out`` (the wall deadline), ``cpu`` (the cgroups' whole-run budget), ``disk``
-    (``r.disk_hit``: every poll on a workspace file system of its own, else every ``DISK_POLL``). A bound
-    met kills the sandbox (``launcher.kill``) and is returned; ``None`` when it ended by itself. Each
-    poll asks ``launcher.alive()`` before the bounds (a job's own end wins the poll it ends in), or after
-    them with ``bounds_first`` (a session: a stop met as its row ends still ends it ``stopped``).
-    ``tick`` runs at every poll (a session's deliveries); past ``give_up`` (monotonic) ``TimeoutError``.
-    The one loop of a job and of a session."""
-    next_disk = time.monotonic() + DISK_POLL
-    measured = not r.own_fs()
-    while bounds_first or r.launcher.alive():
-        met = None
-        if stop():
-            met = "stopped"
-        elif r.deadline is not None and time.monotonic() >= r.deadline:
-            met = "timed_out"
-        elif r.cgroups is not None and lim.over_budget(r.cgroups.cpu_seconds(), r.limits.cpu):
-            met = "cpu"
-        elif not measured or time.monotonic() >= next_disk:
-            next_disk = time.monotonic() + DISK_POLL
-            met = "disk" if r.disk_hit() else None
-        if met is not None:
-            r.launcher.kill()
-            return met
-        if bounds_first and not r.launcher.alive():
-            break
-        if give_up is not None and time.monotonic() >= give_up:
-            raise TimeoutError(f"run {r.run_hash[:12]} still running")
-        if tick is not None:
-            tick()
-        sleep(poll)
-    return None
-
-
-def end_disk(node: JobNode, run_hash: str) -> None:
+def end_disk(node: NodeSupplies, run_hash: str) -> None:
     """The run ended (however: a session, ``lost``, refused by the OCX layer): its workspace counts as
     finished for the node-wide bound and the retention (``disk.Disks.end``; idempotent)."""
     dsk.Disks(node.state_dir, node.policy.workspaces).end(run_hash)
-
-
-def plan_record(p: lim.Plan) -> dict[str, object]:
-    """What a run's record keeps of its ``Plan``: the mechanisms its supervision needs again."""
-    return {"pids": p.pids, "cpu": p.cpu, "kill": p.kill}
-
-
-def plan_from(rec: object) -> lim.Plan:
-    """The ``Plan`` a record kept (``plan_record``): enough to read and kill the run's cgroups."""
-    pl = rec if isinstance(rec, dict) else {}
-    return lim.Plan(pids=pl.get("pids"), cpu=pl.get("cpu"), kill=pl.get("kill"), v2=None, v1={}, how={})
-
-
-def restored(
-    rec: Mapping[str, object], *, run_hash: str, node: JobNode, launcher: la.Launcher | None = None
-) -> JobRun:
-    """A ``JobRun`` rebuilt from what a node recorded of it (``state.json``, a session's record): body,
-    values, hash, CPU and disk limits, and its deadline on this clock; ``KeyError``/``TypeError`` when a
-    field is missing or of the wrong type. The caller resolves it again and reopens its cgroups."""
-    values = rec["values"]
-    if not isinstance(values, dict):
-        raise TypeError("the record's values are not an object")
-    r = JobRun(rec["body"], run_hash=run_hash, repository_name=str(rec["repository_name"]), target=stp.Target(""),
-               node=node, hash_name=str(rec.get("hash_name") or "sha3_256"), launcher=launcher)  # fmt: skip
-    r.values = {str(k): str(v) for k, v in values.items()}
-    cpu, disk, deadline = rec.get("cpu"), rec.get("disk"), rec.get("deadline")
-    r.limits = spec.Limits(
-        cpu=cpu if isinstance(cpu, int) else None, disk=disk if isinstance(disk, int) else None
-    )
-    if isinstance(deadline, (int, float)):
-        r.deadline = time.monotonic() + max(0.0, float(deadline) - _clock.now())
-    return r
-
-
-def unfinished(state_dir: str) -> list[str]:
-    """RUN-HASHes with a ``state.json`` and no ``ended.json``: runs a restart must adopt or end ``lost``."""
-    try:
-        names = sorted(os.listdir(state_dir))
-    except OSError:
-        return []
-    return [
-        n
-        for n in names
-        if os.path.exists(os.path.join(state_dir, n, "state.json"))
-        and not os.path.exists(os.path.join(state_dir, n, "ended.json"))
-    ]
-
-
-def adopt(state_dir: str, run_hash: str, node: JobNode | None = None) -> JobRun | Ended:
-    """After a node restart: a ``JobRun`` to ``wait()`` on when the run's processes still live, else the
-    ``Ended`` (``lost``, now recorded). A run that already ended gives its recorded ``Ended``. A run
-    found ended or dead drops its workspace claim (``release_workspace``); a live one keeps it."""
-    got = _adopt(state_dir, run_hash, node)
-    if isinstance(got, Ended):
-        release_workspace(state_dir, run_hash)
-    return got
-
-
-def _adopt(state_dir: str, run_hash: str, node: JobNode | None) -> JobRun | Ended:
-    d = os.path.join(state_dir, run_hash)
-    try:
-        with open(os.path.join(d, "ended.json")) as f:
-            return Ended.from_json(json.load(f))
-    except (OSError, ValueError, TypeError):
-        pass
-    try:
-        with open(os.path.join(d, "state.json")) as f:
-            st = json.load(f)
-    except (OSError, ValueError) as e:
-        lost = Ended("lost", why=f"the run's state is unreadable: {e}")
-        os.makedirs(d, mode=0o700, exist_ok=True)
-        _write_json(os.path.join(d, "ended.json"), lost.to_json())
-        return lost
-    n = node or JobNode(
-        root="/", policy=nodepolicy.Policy(), carrier=stp.FossilCarrier(), state_dir=state_dir
-    )
-    r = restored(st, run_hash=run_hash, node=n)
-    try:
-        r.run = r.resolve_again()
-    except (Refused, KeyError):
-        r.run = None
-    r.plan = plan_from(st.get("plan"))
-    r.cgroups = lim.Cgroups.existing(st.get("cgroups") or {}, r.plan)
-    r.launcher = la.Adopted(st.get("pid"), st.get("start_time"), r.cgroups)
-    if r.launcher.alive():
-        return r
-    if r.cgroups.dirs:
-        r.cgroups.remove()
-    lost = r.collect(Ended("lost", exit=r.exit_status()))
-    r.result = lost
-    _write_json(os.path.join(d, "ended.json"), lost.to_json())
-    r.disks.end(run_hash)
-    return lost

@@ -7,8 +7,8 @@
 - ``index``: the node's SQLite index of every message seen, the first valid bytes of each name, and the
   readers' hand-off record.
 - ``writeonce``: pure. When a name's kept bytes must be put back, and the sentence a post prints.
-- ``node``: ``Node``, which syncs its clones, fills the index, hands new valid messages to the readers of
-  their kind, posts and answers. The daemon runs ``Node.poll_loop`` in a thread.
+- ``node``: ``NodeClones``, which syncs its clones, fills the index, hands new valid messages to the readers of
+  their kind, posts and answers. The daemon runs ``NodeClones.poll_loop`` in a thread.
 
 See docs/ocx.md and ../shared/spec/ocx.md (decisions O1-O4, O12). This package imports only
 ``sotd.errors``, ``sotd._clock``, ``sotd.text`` and the standard library; only the CLI, the daemon and

@@ -9,7 +9,7 @@ Tables:
   envelope, with both hashes Fossil may list for them, and when they were first received. The valid rows
   are made from here, so a rebuild keeps every valid row the clone no longer holds, and the node re-adds
   these bytes where a clone or its remote holds other ones.
-- ``published``: files this node stored under other names (a run's outputs and logs, ``Node.upload``):
+- ``published``: files this node stored under other names (a run's outputs and logs, ``NodeClones.upload``):
   the hash stored and the node's private copy, to re-add when a clone or its remote holds other bytes.
 - ``provenance``: the sender (login, address) and where that record came from (O3): ``local`` (written
   here: on a clone with a remote, until the remote's listing confirms who it holds it from),

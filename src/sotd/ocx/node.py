@@ -1,8 +1,8 @@
-"""``Node``: the OCX part of a node. Syncs its clones, fills the index, hands messages to readers.
+"""``NodeClones``: the OCX part of a node. Syncs its clones, fills the index, hands messages to readers.
 
 Blocking throughout; the daemon runs ``poll_loop`` in a thread and may call ``sync_once`` on demand from
 another (calls are serialized by a lock). Nothing a peer writes can crash it: a clone that fails to sync
-or scan is reported in the ``SyncReport`` and the next clone goes on; a file that cannot be judged or
+or scan is reported in its ``CloneReport`` and the next clone goes on; a file that cannot be judged or
 stored is indexed invalid saying why and the rest go on; a reader that raises is recorded.
 
 Write-once (docs/ocx.md, "Write-once"; ``sotd.ocx.writeonce``): valid rows come from the bytes first
@@ -437,14 +437,9 @@ class NodeClones:
                 return [r]
             for clone in self.config.clones:
                 rep = CloneReport(clone.name)
-                listing = None
-                try:
-                    listing = self._sync_clone(clone)
-                    self._confirm(clone, listing)
-                except OcxError as e:
-                    rep.error = e.message
-                except Exception as e:  # never let one clone stop the others
-                    rep.error = f"ocx: {type(e).__name__}: {e}"
+                listing = self._sync_and_confirm(
+                    clone, rep, any_failure=True
+                )  # never let one clone stop the others
                 try:  # what the clone holds is indexed and handed even when its remote failed
                     rep.new = self.scan(clone, listing)
                     rep.restored = self.restore(clone, listing)
@@ -461,14 +456,26 @@ class NodeClones:
     def _carry_restored(self, clone: CloneConfig, rep: CloneReport) -> None:
         """After ``restore``: sync the clone again (when it has a remote that answered) so what was put
         back reaches the remote now, then index it; a failure is reported, never raised."""
-        listing = None
-        if clone.url is not None and rep.error is None:
-            try:
-                listing = self._sync_clone(clone)
-                self._confirm(clone, listing)
-            except OcxError as e:
-                rep.error = e.message
+        listing = self._sync_and_confirm(clone, rep) if clone.url is not None and rep.error is None else None
         self.scan(clone, listing)
+
+    def _sync_and_confirm(
+        self, clone: CloneConfig, rep: CloneReport, *, any_failure: bool = False
+    ) -> dict[str, tuple[str, str | None]] | None:
+        """Sync ``clone`` and confirm its posts: the remote's listing (None without one, or when the sync
+        failed); a failure is ``rep.error`` (an ``OcxError``'s sentence, or with ``any_failure`` any
+        exception's name and text), never raised. A listing had before the confirm failed is kept."""
+        listing = None
+        try:
+            listing = self._sync_clone(clone)
+            self._confirm(clone, listing)
+        except OcxError as e:
+            rep.error = e.message
+        except Exception as e:
+            if not any_failure:
+                raise
+            rep.error = f"ocx: {type(e).__name__}: {e}"
+        return listing
 
     def upload(self, repo: str, name: str, path: str) -> str | None:
         """Store the file ``path`` as the unversioned file ``name`` in the clone ``repo`` (not synced yet;
@@ -493,12 +500,7 @@ class NodeClones:
         clone = self.config.clone(repo)
         rep = CloneReport(clone.name)
         with self._lock:
-            listing = None
-            try:
-                listing = self._sync_clone(clone)
-                self._confirm(clone, listing)
-            except OcxError as e:
-                rep.error = e.message
+            listing = self._sync_and_confirm(clone, rep)
             try:
                 rep.new = self.scan(clone, listing)
             except OcxError as e:

@@ -38,9 +38,10 @@ from functools import partial
 from urllib.parse import unquote
 
 from sotd.errors import SotdError
-from sotd.jobs import claims, nodepolicy, runner, spec
+from sotd.jobs import claims, nodepolicy, restart, runner, spec
 from sotd.jobs import steps as stp
 from sotd.jobs.errors import Refused
+from sotd.jobs.outcome import Ended
 from sotd.ocx import envelope, fossil
 from sotd.ocx.errors import OcxError
 from sotd.ocxrun.records import read_json, write_json
@@ -118,7 +119,7 @@ def node_runs(state: str, limit: int = RUNS_SHOWN) -> list[dict[str, object]]:
         ended = read_json(os.path.join(state, "jobs", n[: -len(".json")], "ended.json"))
         if ended is not None:
             try:
-                run["ended"] = runner.Ended.from_json(ended).body()
+                run["ended"] = Ended.from_json(ended).body()
             except TypeError:
                 run["ended"] = {"outcome": "unreadable"}
         out.append(run)
@@ -157,7 +158,7 @@ class Runs:
         self.sessions = sessions
         self.jobs_dir = os.path.join(settings.state, "jobs")
         self.answers_dir = os.path.join(settings.state, "answers")
-        self.jobs = runner.JobNode(
+        self.jobs = runner.NodeSupplies(
             root=settings.root,
             policy=settings.policy,
             carrier=carrier if carrier is not None else stp.FossilCarrier(),
@@ -313,7 +314,7 @@ class Runs:
 
     def _drive(self, a: Active, body: object, why: str | None) -> None:
         if why is not None:
-            self.finish(a, runner.Ended("refused", why=why), "accepted")
+            self.finish(a, Ended("refused", why=why), "accepted")
             return
         r = self._new_run(a, body)
         with self._lock:
@@ -323,7 +324,7 @@ class Runs:
         try:
             started = r.start()
         except SotdError as e:  # the executor names what it could not do
-            self.finish(a, runner.Ended("error", why=e.message), "accepted")
+            self.finish(a, Ended("error", why=e.message), "accepted")
             return
         if started is None:
             assert r.result is not None
@@ -351,7 +352,7 @@ class Runs:
         with self._lock:
             a.run = r
 
-    def finish(self, a: Active, ended: runner.Ended, phase: str) -> None:
+    def finish(self, a: Active, ended: Ended, phase: str) -> None:
         """Write ``ended`` (unless already written), then store the outputs and logs, then sync. The run's
         password and workspace claims end here, whatever ended it."""
         self.jobs.passwords.release(a.run_hash)
@@ -438,19 +439,19 @@ class Runs:
             if self.sessions is not None:
                 Session.adopt(self, a, self.sessions, rec, phase)
                 return
-            self.finish(a, runner.Ended("lost", why="the node restarted during the session"), phase)
+            self.finish(a, Ended("lost", why="the node restarted during the session"), phase)
             return
         if phase == "ended":
-            got = runner.adopt(self.jobs_dir, a.run_hash, self.jobs)
-            ended = got if isinstance(got, runner.Ended) else runner.Ended("lost")
+            got = restart.adopt(self.jobs_dir, a.run_hash, self.jobs)
+            ended = got if isinstance(got, Ended) else Ended("lost")
             self.finish(a, ended, "ended")
             return
         if not has_state and not os.path.exists(os.path.join(d, "ended.json")):
             why = "the node restarted before the run's process started"
-            self.finish(a, runner.Ended("lost", why=why), phase)
+            self.finish(a, Ended("lost", why=why), phase)
             return
-        got = runner.adopt(self.jobs_dir, a.run_hash, self.jobs)
-        if isinstance(got, runner.Ended):
+        got = restart.adopt(self.jobs_dir, a.run_hash, self.jobs)
+        if isinstance(got, Ended):
             log.info("ocx: run %s found unfinished after a restart: %s", a.run_hash[:12], got.outcome)
             self.finish(a, got, phase)
             return

@@ -4,7 +4,7 @@ The executor (``sotd.jobs.runner.JobRun``) prepares it like any run (policy, ste
 sandbox argv) and starts it through a ``RowLauncher``: a ``SessionHost`` (the daemon's rows,
 ``sotd.daemon.ocxnode.RowSessions``) runs ``prlimit … python -I -m sotd.jobs.launch SPEC`` in one row
 (which opens the binds and the seccomp filter, then execs ``setpriv … bwrap … COMMAND``); a ``Session``
-then supervises it with ``runner.supervise``, the loop a job has too. Posts from a ``hears`` login
+then supervises it with ``supervision.supervise``, the loop a job has too. Posts from a ``hears`` login
 answering the run (or an answer of it) are filed as
 sot-comm mail to the session's handle ``ocx-<RUN-HASH[:16]>`` (so the wake wakes it) and mirrored into
 ``$$workspace$$/inbox.jsonl``; ``deliveries`` is ``start``, ``new`` or ``none``. Files the session writes
@@ -36,8 +36,9 @@ from sotd import _clock
 from sotd.errors import SotdError
 from sotd.jobs import launchers as la
 from sotd.jobs import limits as lim
-from sotd.jobs import paths, runner, spec
+from sotd.jobs import paths, restart, runner, spec, statefolder, supervision
 from sotd.jobs.errors import LaunchFailed, Refused
+from sotd.jobs.outcome import Ended
 from sotd.ocx import envelope
 from sotd.ocx.errors import InvalidMessage, OcxError
 from sotd.ocxrun.records import write_json
@@ -242,7 +243,7 @@ class Session:
             "repository_name": r.repository_name, "hash_name": r.hash_name, "values": r.values,
             "deadline": deadline, "started": self.started, "ready": self.ready, "cpu": r.limits.cpu, "disk": r.limits.disk,
             "cgroups": r.cgroups.dirs if r.cgroups else {},
-            "plan": None if r.plan is None else runner.plan_record(r.plan),
+            "plan": None if r.plan is None else statefolder.plan_record(r.plan),
         })  # fmt: skip
 
     def _see(self, hashes: list[str]) -> None:
@@ -266,11 +267,11 @@ class Session:
         r: runner.JobRun | None = None
         rows = RowLauncher(host, a.run_hash, row)
         try:
-            r = runner.restored(rec, run_hash=a.run_hash, node=runs.jobs, launcher=rows)
+            r = restart.restored(rec, run_hash=a.run_hash, node=runs.jobs, launcher=rows)
             r.run = r.resolve_again()
             pl, dirs = rec.get("plan"), rec.get("cgroups")
             if isinstance(pl, dict) and isinstance(dirs, dict) and dirs:
-                r.plan = runner.plan_from(pl)
+                r.plan = statefolder.plan_from(pl)
                 r.cgroups = lim.Cgroups.existing({str(k): str(v) for k, v in dirs.items()}, r.plan)
         except (KeyError, TypeError, AssertionError, Refused):
             r, why = None, "the node restarted during the session and its record cannot be adopted"
@@ -283,7 +284,7 @@ class Session:
             if r is not None and r.cgroups is not None:
                 r.cgroups.kill()
                 r.cgroups.remove()
-            runs.finish(a, runner.Ended("lost", why=why), phase)
+            runs.finish(a, Ended("lost", why=why), phase)
             return
         s = cls(runs, a, r, rows, rec.get("started"))
         s.ready = rec.get("ready") is True
@@ -322,12 +323,12 @@ class Session:
         if outcome == "limit":
             limit = self.hit or "cpu"
         self._post_outbox()  # what the session wrote before it ended still goes out
-        self.runs.finish(a, runner.Ended(outcome, limit=limit, why=why), "started")
+        self.runs.finish(a, Ended(outcome, limit=limit, why=why), "started")
 
     def _loop(self) -> tuple[str, str | None]:
-        """``runner.supervise`` over the row, with the deliveries and the outbox at every poll:
+        """``supervision.supervise`` over the row, with the deliveries and the outbox at every poll:
         ``(outcome, why)``."""
-        met = runner.supervise(self.r, stop=lambda: self.a.stop_asked, poll=SESSION_POLL_S,
+        met = supervision.supervise(self.r, stop=lambda: self.a.stop_asked, poll=SESSION_POLL_S,
                                sleep=self.a.stopped.wait, tick=self._tick, bounds_first=True)  # fmt: skip
         if met is None:
             return "exited", "the session's process ended"

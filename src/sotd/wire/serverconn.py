@@ -10,11 +10,11 @@ nothing it sends makes the machine raise: its faults come back as a ``Close`` ca
 request it never handed out, or twice) raises ``LocalProtocolError`` and sends nothing.
 Every answer line it makes fits the 1 MiB bound (``answer_line``: a payload that would outgrow it is cut
 to fit, keeping a refusal's code), so an asker always hears an answer (issue 25).
-What would break it: a shell that runs a request it was not handed in a ``Run``, or that reads the hello
-itself (the table would then no longer be the whole rule).
+What would break it: a shell that runs a request it was not handed in a ``ServeRequest``, or that reads the
+hello itself (the table would then no longer be the whole rule).
 
 The shell (``sotd.daemon.server``) reads bytes, feeds them here, and performs the actions in order: writes
-each ``Answer``'s bytes, records the ``Accepted`` peer, serves each ``Run`` and writes
+each ``Answer``'s bytes, records the ``Accepted`` peer, serves each ``ServeRequest`` and writes
 ``answer(env, payload)``, hands each ``Resolve`` to the request of ours that waits for it, and at ``Close``
 or ``End`` stops reading. Timers (the hello wait, the idle bound) are the shell's: they need a clock.
 """
@@ -214,7 +214,7 @@ class ServerConnection:
         return out
 
     def answer(self, env: Envelope, payload: dict[str, Any]) -> bytes:
-        """The bytes answering request ``env`` (handed out in a ``Run``) with ``payload``.
+        """The bytes answering request ``env`` (handed out in a ``ServeRequest``) with ``payload``.
 
         ``LocalProtocolError`` for a request never handed out or already answered; a payload too long for
         the line bound is cut to fit (``answer_line``); ``WireError`` only for one no envelope can carry

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from sotd.errors import SotdError
+from sotd.errors import EndpointDiscarded
 from sotd.runtime import default_socket
 
 TYPE_CHECKING = False
@@ -84,13 +84,13 @@ def chosen_relay_endpoint(environ: Mapping[str, str]) -> str | None:
     prints (the hub named by this box's ``hosts.toml``; on the hub itself, its own daemon, where the
     offer to the linked boxes happens). Without a ``hosts.toml`` there is none: the local daemon is never
     a silent stand-in."""
-    from sotd.client import unix
+    from sotd.client.dial import parse_endpoint
 
     for key in ("SOT_RELAY_ENDPOINT", "SOT_SPAWN_ENDPOINT"):
         value = environ.get(key, "")
         if not value:
             continue
-        ep, discard = unix.parse_endpoint(value)
+        ep, discard = parse_endpoint(value)
         if discard:
             from sotd.cli.comm.common import err
 
@@ -104,7 +104,7 @@ def chosen_relay_endpoint(environ: Mapping[str, str]) -> str | None:
     named, _why = topology.relay_endpoint_or_reason(environ, runtime.self_host(environ), own)
     if not named:
         return None  # no hosts.toml, an unreadable one, or the hub's daemon is not there: "no daemon" text
-    ep, discard = unix.parse_endpoint(named)
+    ep, discard = parse_endpoint(named)
     if discard:
         from sotd.cli.comm.common import err
 
@@ -114,23 +114,19 @@ def chosen_relay_endpoint(environ: Mapping[str, str]) -> str | None:
 
 def call(ctx: Context, endpoint: str, op: str, payload: dict[str, Any]) -> dict[str, Any]:
     """One request; the daemon's response payload. Raises ``DaemonUnreachable`` past the verdict bound."""
-    from sotd.client import unix
+    from sotd.client import dial
     from sotd.wire import hello as wire_hello
 
-    ep, discard = unix.parse_endpoint(endpoint)
+    ep, discard = dial.parse_endpoint(endpoint)
     if ep is None:
-        raise SotdError(discard or f"ERROR: bad endpoint '{endpoint}'")
+        raise EndpointDiscarded(discard or f"ERROR: bad endpoint '{endpoint}'")
     hello = wire_hello.hello_payload(
         host=ctx.host,
         os_user=wire_hello.os_user_for_uid(os.geteuid()),
         role="agent" if ctx.environ.get("SOT_WORKSPACE") else "cli",
         name=ctx.name,
     )
-    if ep.kind == "ssh":
-        from sotd.client import ssh  # subprocess is paid for only when a send really dials ssh
-
-        return ssh.request(ep.target, ep.host, op, payload, hello, deadline_s=left_now(), environ=ctx.environ)
-    return unix.request(ep.path, op, payload, hello, deadline_s=left_now())
+    return dial.request(ep, op, payload, hello, deadline_s=left_now(), environ=ctx.environ)
 
 
 def daemon_info(ctx: Context, endpoint: str) -> tuple[object, str]:
@@ -148,11 +144,11 @@ def chosen_endpoint(named: str, environ: Mapping[str, str]) -> str | None:
     """The daemon a spawn or despawn asks: ``named`` (``--endpoint``), else ``$SOT_SPAWN_ENDPOINT``, else
     this box's (started when none runs). A named endpoint that does not parse is refused
     (``EndpointRefused``), never replaced by the local daemon. None: no daemon could be found."""
-    from sotd.client import unix
+    from sotd.client.dial import parse_endpoint
 
     for value in (named, environ.get("SOT_SPAWN_ENDPOINT", "")):
         if value:
-            ep, discard = unix.parse_endpoint(value)
+            ep, discard = parse_endpoint(value)
             if ep is None:
                 from sotd.errors import EndpointRefused
 
@@ -162,6 +158,21 @@ def chosen_endpoint(named: str, environ: Mapping[str, str]) -> str | None:
                 )
             return value
     return needed_endpoint(environ)[0]  # starts this box's daemon when none runs
+
+
+def required_endpoint(named: str, environ: Mapping[str, str]) -> str:
+    """``chosen_endpoint``, or ``DaemonNotFound`` (with the start command as its hint) when there is none:
+    what spawn and despawn need before they ask anything."""
+    endpoint = chosen_endpoint(named, environ)
+    if endpoint is None:
+        from sotd.cli.comm import hints
+        from sotd.errors import DaemonNotFound
+
+        raise DaemonNotFound(
+            "ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].",
+            hint=f"or start this box's daemon: {hints.START_DAEMON}",
+        )
+    return endpoint
 
 
 def silent_hint(environ: Mapping[str, str], endpoint: str) -> str:

@@ -22,7 +22,7 @@ from sotd.cli.comm import hints
 from sotd.cli.comm.common import check_ancestry, err, line_buffered, open_context, out, prog
 from sotd.errors import (
     EXIT_OK,
-    DaemonNotFound,
+    AnswerWithoutPart,
     DespawnFailed,
     IdentityRefused,
     RegistryUnreadable,
@@ -106,12 +106,7 @@ def run(argv: list[str]) -> int:
         agents = registry.agents_of(doc) if doc is not None else {}
     except RegistryUnreadable:
         raise RegistryUnreadable("FAILED: the registry could not be read; nothing was despawned") from None
-    endpoint = daemoncall.chosen_endpoint(named, ctx.environ)  # a refused endpoint is raised with its hint
-    if endpoint is None:
-        raise DaemonNotFound(
-            "ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].",
-            hint=f"or start this box's daemon: {hints.START_DAEMON}",
-        )
+    endpoint = daemoncall.required_endpoint(named, ctx.environ)  # a refused endpoint is raised with its hint
 
     entry = agents.get(who)
     wid, handle = row_of_entry(entry, who)
@@ -122,7 +117,7 @@ def run(argv: list[str]) -> int:
             listed = daemoncall.call(ctx, endpoint, payloads.WORKSPACE_LIST, {})
             spaces = listed.get("workspaces")
             if not isinstance(spaces, list):
-                raise SotdError(f"workspace.list answered {json.dumps(listed, ensure_ascii=False)}")
+                raise AnswerWithoutPart(f"workspace.list answered {json.dumps(listed, ensure_ascii=False)}")
             listed_ok = True
             wid, listed_handle = row_in_list(spaces, who)
             handle = handle or listed_handle

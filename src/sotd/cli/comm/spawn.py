@@ -26,7 +26,6 @@ from sotd.cli.comm.common import Context, check_ancestry, err, line_buffered, op
 from sotd.errors import (
     EXIT_OK,
     BadArgument,
-    DaemonNotFound,
     HandleError,
     IdentityRefused,
     RegistryUnreadable,
@@ -256,12 +255,7 @@ def run(argv: list[str]) -> int:
         if problem:
             raise SpawnFailed(f"FAILED: {problem}")
 
-    endpoint = daemoncall.chosen_endpoint(opts.get("endpoint", ""), ctx.environ)
-    if endpoint is None:
-        raise DaemonNotFound(
-            "ERROR: could not find the sotd daemon. Set --endpoint unix:/path or ssh:target[/host].",
-            hint=f"or start this box's daemon: {hints.START_DAEMON}",
-        )
+    endpoint = daemoncall.required_endpoint(opts.get("endpoint", ""), ctx.environ)
     try:
         info, dhost = daemoncall.daemon_info(ctx, endpoint)
     except SotdError as e:

@@ -25,7 +25,7 @@ import json
 import os
 import re
 
-from sotd.errors import SotdError
+from sotd.errors import SettingsRefused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def parse(path: str, text: str) -> dict[str, object]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SotdError(
+        raise SettingsRefused(
             f"{path} is not valid TOML ({e}); nothing was changed",
             hint="Fix that line, then run: sotd comm install --agent-settings",
         ) from None
@@ -80,12 +80,12 @@ def set_table(path: str, doc: dict[str, object]) -> dict[str, object]:
     """``shell_environment_policy.set`` of ``doc`` ({} when absent); one that is not a table is refused."""
     policy = doc.get(TABLE, {})
     if not isinstance(policy, dict):
-        raise SotdError(f"{path}: {TABLE} is not a table; nothing was changed",
-                        hint=f"Make it a [{TABLE}] table, then run: sotd comm install --agent-settings")  # fmt: skip
+        raise SettingsRefused(f"{path}: {TABLE} is not a table; nothing was changed",
+                              hint=f"Make it a [{TABLE}] table, then run: sotd comm install --agent-settings")  # fmt: skip
     got = policy.get("set", {})
     if not isinstance(got, dict):
-        raise SotdError(f"{path}: {TABLE}.set is not a table; nothing was changed",
-                        hint=f"Make it a {HEADER} table, then run: sotd comm install --agent-settings")  # fmt: skip
+        raise SettingsRefused(f"{path}: {TABLE}.set is not a table; nothing was changed",
+                              hint=f"Make it a {HEADER} table, then run: sotd comm install --agent-settings")  # fmt: skip
     return got
 
 
@@ -144,8 +144,8 @@ def add_functions(path: str, text: str, funcs: dict[str, str]) -> tuple[str, lis
     return new, added, foreign
 
 
-def _cannot(path: str, why: str) -> SotdError:
-    return SotdError(
+def _cannot(path: str, why: str) -> SettingsRefused:
+    return SettingsRefused(
         f"{path}: sotd cannot add its lines under {HEADER} safely ({why}); nothing was changed",
         hint=f"Write {TABLE}.set as a {HEADER} table (not inline), or add the lines `sotd comm install` "
         "prints there by hand",

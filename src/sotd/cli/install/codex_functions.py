@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from sotd.cli.comm.common import err, out
+from sotd.cli.comm.common import out
 from sotd.cli.install import codex_config
 from sotd.cli.install.record import (
     b64,
@@ -22,10 +22,11 @@ from sotd.cli.install.record import (
     replace_keeping_mode,
     sha256,
     strs,
+    undo_each,
     undo_if_untouched,
 )
 from sotd.cli.install.scripts import WRAPPERS
-from sotd.errors import SotdError
+from sotd.errors import SettingsRefused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,8 +54,8 @@ def _decode_toml(path: str, data: bytes | None) -> str:
     try:
         return (data or b"").decode("utf-8")
     except UnicodeDecodeError:
-        raise SotdError(f"{path} is not valid TOML (it is not UTF-8); nothing was changed",
-                        hint="Fix it, then run: sotd comm install --agent-settings") from None  # fmt: skip
+        raise SettingsRefused(f"{path} is not valid TOML (it is not UTF-8); nothing was changed",
+                              hint="Fix it, then run: sotd comm install --agent-settings") from None  # fmt: skip
 
 
 def write_codex_functions(path: str, bin_dir: str, record: dict[str, object]) -> tuple[bool, list[str]]:
@@ -159,14 +160,4 @@ def check(setup: Setup) -> None:
 def uninstall(setup: Setup, record: dict[str, object]) -> int:
     """Take our lines out of each ``config.toml`` ``record["codex_config"]`` names; 1 when one could not
     be changed (it is left as it is)."""
-    status = 0
-    configs = record.get("codex_config")
-    if isinstance(configs, dict):
-        for path, entry in configs.items():
-            if isinstance(path, str) and isinstance(entry, dict):
-                try:
-                    out(unwrite_codex_functions(path, entry))
-                except OSError as e:
-                    err(f"FAILED to change {path}: {e.strerror or e}; it was left as it is")
-                    status = 1
-    return status
+    return undo_each(record, "codex_config", unwrite_codex_functions)

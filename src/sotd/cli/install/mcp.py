@@ -27,7 +27,7 @@ import os
 from sotd.cli.comm.common import out
 from sotd.cli.install.scripts import sotd_executable
 from sotd.cli.install.settings import load_doc
-from sotd.errors import SotdError
+from sotd.errors import SettingsRefused, SotdError
 from sotd.mcp import NAMES, SERVER_NAME
 
 TYPE_CHECKING = False
@@ -101,7 +101,7 @@ def merge_claude_json(doc: dict[str, object], sotd: str) -> str:
     if servers is None:
         doc["mcpServers"] = servers = {}
     if not isinstance(servers, dict):
-        raise SotdError('~/.claude.json\'s "mcpServers" is not an object; nothing was changed')
+        raise SettingsRefused('~/.claude.json\'s "mcpServers" is not an object; nothing was changed')
     if SERVER_NAME in servers:
         return "kept" if servers[SERVER_NAME] == claude_entry(sotd) else "foreign"
     servers[SERVER_NAME] = claude_entry(sotd)

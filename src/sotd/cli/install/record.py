@@ -15,12 +15,36 @@ from __future__ import annotations
 import json
 import os
 
+from sotd.errors import EXIT_FAILED, EXIT_OK
 from sotd.formats.layout import Layout
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 RECORD = ".installed"
 
 
 SETTINGS_RECORD = ".installed-settings.json"
+
+
+def undo_each(record: dict[str, object], key: str, undo: Callable[[str, dict[str, object]], str]) -> int:
+    """``undo(path, entry)`` for each file ``record[key]`` names (in the record's order), its line on
+    stdout; ``EXIT_FAILED`` when one could not be changed (its ``FAILED`` line on stderr: it is left as it
+    is, the others are still undone), else ``EXIT_OK``. A part's uninstall over its key of the record."""
+    from sotd.cli.comm.common import err, out
+
+    status = EXIT_OK
+    files = record.get(key)
+    if isinstance(files, dict):
+        for path, entry in list(files.items()):
+            if isinstance(path, str) and isinstance(entry, dict):
+                try:
+                    out(undo(path, entry))
+                except OSError as e:
+                    err(f"FAILED to change {path}: {e.strerror or e}; it was left as it is")
+                    status = EXIT_FAILED
+    return status
 
 
 def write_file(path: str, text: str, mode: int) -> None:

@@ -23,7 +23,7 @@ from sotd.cli.comm.common import err, out
 from sotd.cli.install.record import RECORD, SETTINGS_RECORD, read_scripts_record, write_file
 from sotd.cli.install.settings import row_settings_text, shell_quote
 from sotd.cli.install.skill import checkout_note
-from sotd.errors import SotdError
+from sotd.errors import NoSotdExecutable
 from sotd.formats.layout import Layout
 from sotd.rowargv import ROW_SETTINGS
 
@@ -77,7 +77,7 @@ def sotd_executable() -> str:
     found = os.environ.get("SOTD_BIN", "")
     if found:
         return found
-    raise SotdError("sotd comm install: cannot find this installation's sotd beside " + sys.executable)
+    raise NoSotdExecutable("sotd comm install: cannot find this installation's sotd beside " + sys.executable)
 
 
 def gone_text(sotd: str) -> str:

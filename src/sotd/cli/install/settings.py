@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 
-from sotd.cli.comm.common import err, out
+from sotd.cli.comm.common import out
 from sotd.cli.install.codex_config import codex_dir
 from sotd.cli.install.record import (
     b64,
@@ -26,9 +26,10 @@ from sotd.cli.install.record import (
     read_bytes,
     replace_keeping_mode,
     sha256,
+    undo_each,
     undo_if_untouched,
 )
-from sotd.errors import SotdError
+from sotd.errors import SettingsRefused, SotdError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ def merge_claude_settings(
         done["created"].append(["hooks"])
     hooks = doc["hooks"]
     if not isinstance(hooks, dict):
-        raise SotdError('the settings file\'s "hooks" is not an object; nothing was changed')
+        raise SettingsRefused('the settings file\'s "hooks" is not an object; nothing was changed')
     for event, matcher, script in events:
         command = hook_command(bin_dir, script)
         legacy = os.path.join(bin_dir, script)
@@ -135,7 +136,7 @@ def merge_claude_settings(
             done["created"].append([f"hooks.{event}"])
         groups = hooks[event]
         if not isinstance(groups, list):
-            raise SotdError(f'the settings file\'s hooks."{event}" is not a list; nothing was changed')
+            raise SettingsRefused(f'the settings file\'s hooks."{event}" is not a list; nothing was changed')
         entries = [
             h
             for g in groups
@@ -160,13 +161,15 @@ def merge_claude_settings(
             done["created"].append(["permissions"])
         perms = doc["permissions"]
         if not isinstance(perms, dict):
-            raise SotdError('the settings file\'s "permissions" is not an object; nothing was changed')
+            raise SettingsRefused('the settings file\'s "permissions" is not an object; nothing was changed')
         if "allow" not in perms:
             perms["allow"] = []
             done["created"].append(["permissions.allow"])
         rules = perms["allow"]
         if not isinstance(rules, list):
-            raise SotdError('the settings file\'s permissions."allow" is not a list; nothing was changed')
+            raise SettingsRefused(
+                'the settings file\'s permissions."allow" is not a list; nothing was changed'
+            )
         for rule in allow:
             if rule not in rules:
                 rules.append(rule)
@@ -268,9 +271,9 @@ def load_doc(path: str, data: bytes | None) -> dict[str, object]:
     try:
         doc = json.loads(data) if data and data.strip() else {}
     except ValueError as e:
-        raise SotdError(f"{path} is not valid JSON ({e}); nothing was changed") from None
+        raise SettingsRefused(f"{path} is not valid JSON ({e}); nothing was changed") from None
     if not isinstance(doc, dict):
-        raise SotdError(f"{path} does not hold a JSON object; nothing was changed")
+        raise SettingsRefused(f"{path} does not hold a JSON object; nothing was changed")
     return doc
 
 
@@ -411,14 +414,4 @@ def install(setup: Setup, record: dict[str, object]) -> None:
 def uninstall(setup: Setup, record: dict[str, object]) -> int:
     """Take our entries out of each file ``record["settings"]`` names (in the record's order); 1 when one
     could not be changed (it is left as it is)."""
-    status = 0
-    files = record.get("settings")
-    if isinstance(files, dict):
-        for path, entry in list(files.items()):
-            if isinstance(path, str) and isinstance(entry, dict):
-                try:
-                    out(unwrite_claude_settings(path, entry))
-                except OSError as e:
-                    err(f"FAILED to change {path}: {e.strerror or e}; it was left as it is")
-                    status = 1
-    return status
+    return undo_each(record, "settings", unwrite_claude_settings)
