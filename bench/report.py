@@ -1019,6 +1019,30 @@ def _hotpath(r: dict[str, object]) -> str:
     return hotpath.render(r)
 
 
+def _web(r: dict[str, object]) -> str:
+    """``bench/web.py``: an open page of ``sotd web`` against none, same run (issue 30)."""
+    out = ["## `sotd web` with a page open (`bench/web.py`, issue 30)\n"]
+    t: dict = r["targets"]  # type: ignore[assignment]
+    out += [
+        f"{_machine(r['machine'])}  \n"  # type: ignore[arg-type]
+        f"{r['handles']} live handles (each inbox 20 lines), {r['rows']} rows (a plain `bash` each, in the "
+        f"daemon's tmux server); two windows of {r['secs']:.0f} s: no page open (the floor), then one event "
+        "stream open (what a page holds). CPU: utime + stime of the process and the children it reaped, "
+        "in % of one core; RSS at the window's end.\n",
+        "| process | no page: CPU % | RSS MB | page open: CPU % | RSS MB | target |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    floor: dict = r["floor_no_page"]  # type: ignore[assignment]
+    page: dict = r["page_open"]  # type: ignore[assignment]
+    for k in ("web", "daemon", "tmux"):
+        target = f"<= {t['cpu_pct']} % and {t['rss_mb']} MB" if k != "tmux" else "—"
+        out.append(
+            f"| {k} | {floor[k]['cpu_pct']:.2f} | {floor[k]['rss_mb']:.1f} | {page[k]['cpu_pct']:.2f} "
+            f"| {page[k]['rss_mb']:.1f} | {target} |"
+        )
+    return "\n".join(out) + "\n"
+
+
 RENDER = {
     "commands": _commands,
     "hotpath": _hotpath,
@@ -1040,6 +1064,7 @@ RENDER = {
     "codex_wake": _codex_wake,
     "mcp": _mcp,
     "nfs": _nfs,
+    "web": _web,
 }
 
 
@@ -1253,6 +1278,19 @@ def _headline(results: dict[str, dict]) -> str:
                     f"| issue 17 | three boxes: {label} send p50 / p99 | {b[k]['median']:.0f} / "
                     f"{b[k]['p99']:.0f} ms | — (figure) | — |"
                 )
+    w = results.get("web")
+    if w:
+        pg = w["page_open"]
+        rows.append(
+            f"| issue 30 | an open `sotd web` page, {w['handles']} handles and {w['rows']} rows: web / daemon CPU "
+            f"(daemon with no page: {w['floor_no_page']['daemon']['cpu_pct']:.1f} %) "
+            f"| {pg['web']['cpu_pct']:.1f} / {pg['daemon']['cpu_pct']:.1f} % | <= 5 % each "
+            f"| {_f(pg['web']['cpu_pct'] <= 5 and pg['daemon']['cpu_pct'] <= 5)} |"
+        )
+        rows.append(
+            f"| issue 30 | the same: web / daemon RSS | {pg['web']['rss_mb']:.1f} / {pg['daemon']['rss_mb']:.1f} MB "
+            f"| <= 30 MB each | {_f(pg['web']['rss_mb'] <= 30 and pg['daemon']['rss_mb'] <= 30)} |"
+        )
     return "\n".join(rows) + "\n"
 
 

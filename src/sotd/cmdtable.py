@@ -162,6 +162,12 @@ TABLE: dict[str, Entry] = {
         "serve mail as MCP tools (join, send, poll, unread, list, status) on stdin/stdout, for one agent "
         "session that starts it",
     ),
+    "web": cmd(
+        "[options]",
+        "serve this box's fleet as a live page on 127.0.0.1; prints its address with a secret",
+        ("--port", "N", "the port to listen on (default: one the system picks)"),
+        _SOCKET,
+    ),
     "topology": cmd("relay-endpoint|path", "what hosts.toml says: the relay endpoint, or the file's path"),
     "session-socket-path": cmd(
         "<label>",

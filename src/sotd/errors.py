@@ -491,6 +491,14 @@ class NoDaemonAnswered(SotdError):
     next_step = "start it: sotd daemon start (status)"
 
 
+class WebListenFailed(SotdError):
+    """``sotd web`` could not listen on 127.0.0.1 at the port asked for (taken, or not allowed)."""
+
+    code = "web_listen_failed"
+    sentence = "sotd web: cannot listen on 127.0.0.1:<port>: <why>"
+    next_step = "choose another port (--port N), or none and the system picks one"
+
+
 class ReloadRefused(SotdError):
     """The daemon answered ``daemon.reload`` with a refusal (``hosts.toml`` cannot be read: the sentence
     names the fix): it keeps the topology it had."""

@@ -46,6 +46,8 @@ __all__ = [
     "level_fault",
     "log_path",
     "prepare_socket_folder",
+    "rows_state_dir",
+    "rows_tmux_socket",
     "self_host",
     "socket_leaf",
     "socket_path",
@@ -93,6 +95,21 @@ def socket_path(environ: Mapping[str, str], explicit: str | None = None) -> str:
 def status_path(socket: str) -> str:
     """The status file beside ``socket`` (same private folder)."""
     return os.path.join(os.path.dirname(socket), os.path.basename(socket) + ".status.json")
+
+
+def rows_state_dir(environ: Mapping[str, str], socket: str) -> str:
+    """The daemon's state folder (its row records and its tmux server): ``$SOTD_STATE_DIR``, else
+    ``<socket folder>/state`` (docs/rows.md, "Where things live"). The daemon's rows and ``sotd web`` (which
+    reads the rows' screens) both call this."""
+    explicit = environ.get("SOTD_STATE_DIR", "")
+    if explicit:
+        return os.path.abspath(explicit)
+    return os.path.join(os.path.dirname(os.path.abspath(socket)), "state")
+
+
+def rows_tmux_socket(state: str) -> str:
+    """The socket of the rows' private tmux server in the state folder ``state``."""
+    return os.path.join(state, "tmux", "tmux.sock")
 
 
 def log_path(socket: str) -> str:

@@ -27,6 +27,9 @@ ROOT = os.path.dirname(os.path.abspath(sotd.__file__))
 NAMED = re.compile(r"``([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)(?:\.\w+)?(?:\(\))?``")
 # words that are not this package's names: each says whose it is
 OUTSIDE = {
+    "Host": "an HTTP request header (sotd web's guard)",
+    "Origin": "an HTTP request header (sotd web's guard)",
+    "Cookie": "an HTTP request header (sotd web's guard)",
     "AskUserQuestion": "a Claude Code tool",
     "Notification": "a Claude Code hook event",
     "PermissionRequest": "a Claude Code hook event",

@@ -45,6 +45,7 @@ COMMANDS = {
 GROUPS = ("daemon", "ocx")
 COMMANDS["doctor"] = "sotd.cli.doctor.command"  # top level: it checks more than the comm folder
 COMMANDS["mcp"] = "sotd.cli.mcp"  # mail as MCP tools (issue 26): one stdio server per agent session
+COMMANDS["web"] = "sotd.cli.web"  # the fleet as a local live page (issue 30): a server beside the daemon
 
 
 def _import(module: str) -> object:

@@ -412,6 +412,24 @@ VERBS = {
 }
 
 
+def node_runs(environ: dict[str, str]) -> tuple[list[dict[str, object]], str]:
+    """The OCX runs this box's node took (``ocxrun.runs.node_runs``) and ``""``, or none and why (no
+    configuration, an unreadable one). For ``sotd web`` (issue 30): ``sotd.ocxrun`` (and the executor it
+    imports, several MB) is imported only on a box that has a node configuration."""
+    from sotd.errors import SotdError
+    from sotd.ocx.config import load_config
+
+    try:
+        config = load_config(environ)
+        from sotd.ocxrun.runs import node_runs as read_runs
+        from sotd.ocxrun.settings import load_settings
+
+        settings = load_settings(config, environ)
+    except SotdError as e:
+        return [], e.message
+    return read_runs(settings.state), ""
+
+
 def run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE)

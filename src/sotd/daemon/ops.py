@@ -293,6 +293,37 @@ def file_locally(
     return OK
 
 
+def box_agents(box: str, agents: dict[str, Any], error: str) -> dict[str, Any]:
+    """One box of an ``agents.list`` answer (issue 30): the box, its registry's agents, and why they are
+    missing (``""`` when they are not). Pure."""
+    return {"box": box, "registry": agents, "error": error}
+
+
+def far_box(box: str, answer: dict[str, Any] | None, why: str = "") -> list[dict[str, Any]]:
+    """The boxes a linked daemon's ``agents.list`` answer gives, or the one box saying why none came: no
+    answer (``why``), an older daemon (``unknown_op``), or a refusal. Pure."""
+    if answer is None:
+        return [box_agents(box, {}, f"no answer: {why}" if why else "no answer")]
+    if answers.code_of(answer) == answers.UNKNOWN_OP:
+        return [
+            box_agents(
+                box, {}, "its daemon does not answer agents.list (an older sotd, or the 0.6.6 scripts)"
+            )
+        ]
+    boxes = answer.get("boxes")
+    if not answers.is_ok(answer) or not isinstance(boxes, list):
+        return [box_agents(box, {}, f"it answered {answers.quoted_answer(answer)}")]
+    return [
+        box_agents(
+            str(b.get("box", box)),
+            b["registry"] if isinstance(b.get("registry"), dict) else {},
+            str(b.get("error") or ""),
+        )
+        for b in boxes
+        if isinstance(b, dict)
+    ]
+
+
 # ----------------------------------------------------------------------------------------------- shell
 
 
@@ -313,6 +344,7 @@ class Ops:
         workspaces: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
         reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
         blocking: Callable[..., Awaitable[Any]] = asyncio.to_thread,
+        fleet: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None,
     ) -> None:
         self.layout = layout
         self.environ = environ
@@ -325,6 +357,7 @@ class Ops:
         self.workspaces = workspaces  # the ``workspace.*`` ops, when this daemon runs rows
         self.reload = reload  # ``daemon.reload``: read hosts.toml again (a local client only)
         self.blocking = blocking  # runs comm.file's blocking steps in a thread (the daemon's ``Filers``)
+        self.fleet = fleet  # ``agents.list`` with fleet: the other boxes' lists (the hub's links, or the hub)
 
     async def handle(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]:
         """The answer to one request, by the wire's op names (``sotd.wire.payloads``)."""
@@ -350,9 +383,23 @@ class Ops:
             return version
         if op == payloads.DAEMON_RELOAD and self.reload is not None and origin == CLIENT:
             return await self.reload()
+        if op == payloads.AGENTS_LIST:
+            boxes = [await asyncio.to_thread(self.own_agents)]
+            if payloads.read_agents_list(payload) and self.fleet is not None and origin != OFFER:
+                boxes += [b for b in await self.fleet() if b.get("box") != self.self_host]
+            return answers.ok_with({"boxes": boxes})
         if op.startswith(payloads.WORKSPACE_PREFIX) and self.workspaces is not None:
             return await self.workspaces(op, payload)
         return answers.unknown_op(op)
+
+    def own_agents(self) -> dict[str, Any]:
+        """This box's entry of an ``agents.list`` answer: its registry's agents as they are (the reader
+        shows them inert), or why they could not be read."""
+        try:
+            doc = registry.read(self.layout)
+        except SotdError as e:
+            return box_agents(self.self_host, {}, e.message)
+        return box_agents(self.self_host, registry.agents_of(doc) if doc is not None else {}, "")
 
     def agent_send(self, payload: dict[str, Any]) -> dict[str, Any]:
         to = payloads.read_agent_send_to(payload)

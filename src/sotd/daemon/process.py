@@ -41,16 +41,17 @@ from sotd.daemon import rows as rows_mod
 from sotd.daemon import wake as wake_mod
 from sotd.daemon.links import Uplink
 from sotd.daemon.server import Server
-from sotd.errors import EXIT_FAILED, EXIT_OK, DaemonWithoutHost, SotdError
+from sotd.errors import EXIT_FAILED, EXIT_OK, DaemonWithoutHost, SotdError, WireError
 from sotd.formats import lockmanager
 from sotd.formats.layout import Layout, ensure_home
-from sotd.wire import answers
+from sotd.wire import answers, payloads
 
 log = logging.getLogger("sotd")
 
 CODE_CHECK_S = 60.0
 TICK_S = 2.0
 TOPOLOGY_CHECK_S = 2.0
+FLEET_BOUND_S = 2.0  # agents.list with fleet: each linked box's answer (issue 30)
 LINK_SILENT_S = 10.0  # a link that pings every 3 s and sends nothing this long is closed by the hub
 
 
@@ -190,6 +191,7 @@ class Daemon:
             workspaces=rows.workspace_op,
             reload=self._reload_op,
             blocking=filing_threads.run,
+            fleet=self._fleet,
         )
         self.ops = ops
         self.server = server = Server(self.socket_path, self.host, ops.handle)
@@ -294,6 +296,30 @@ class Daemon:
 
     async def _forward(self, payload: dict[str, Any]) -> dict[str, Any]:
         return await self.hub.forward(payload)
+
+    async def _fleet(self) -> list[dict[str, Any]]:
+        """``agents.list`` with fleet (issue 30): each linked box's own list (the hub), or the hub's fleet
+        list (a guest), each within ``FLEET_BOUND_S``; a box that does not answer says so."""
+
+        async def ask(box: str, call: Any, fleet: bool) -> list[dict[str, Any]]:
+            try:
+                got = await call(
+                    payloads.AGENTS_LIST, payloads.agents_list_payload(fleet=fleet), FLEET_BOUND_S
+                )
+            except (TimeoutError, ConnectionError, WireError) as e:
+                return ops_mod.far_box(box, None, str(e) or f"none within {FLEET_BOUND_S:.0f} s")
+            return ops_mod.far_box(box, got)
+
+        asks = []
+        if self.server is not None:
+            asks += [ask(box, conn.channel.call, False) for box, conn in self.server.links.items()]
+        if self.uplink is not None and self.uplink.channel is not None:
+            hub = self.hub.topology.hub if self.hub.topology is not None else "the hub"
+            asks.append(ask(hub, self.uplink.call, True))
+        out: list[dict[str, Any]] = []
+        for boxes in await asyncio.gather(*asks):
+            out += boxes
+        return out
 
     async def _offer(self, payload: dict[str, Any], origin: str) -> dict[str, Any] | None:
         return await self.hub.offer(payload, origin)

@@ -39,6 +39,7 @@ from sotd import _clock, fsprim, handles
 from sotd.daemon import decide, regturn
 from sotd.errors import SotdError
 from sotd.formats import registry, selffile
+from sotd.runtime import rows_state_dir, rows_tmux_socket
 from sotd.terminal import prompt
 from sotd.terminal.tmux import Tmux, TmuxError, Window
 from sotd.wire import answers, payloads
@@ -64,11 +65,8 @@ ACTIVATE_BOUND = 1.0
 
 
 def state_dir(environ: Mapping[str, str], socket_path: str) -> str:
-    """``$SOTD_STATE_DIR``, else ``<socket folder>/state``."""
-    explicit = environ.get("SOTD_STATE_DIR", "")
-    if explicit:
-        return os.path.abspath(explicit)
-    return os.path.join(os.path.dirname(os.path.abspath(socket_path)), "state")
+    """``$SOTD_STATE_DIR``, else ``<socket folder>/state`` (the rule is ``runtime.rows_state_dir``)."""
+    return rows_state_dir(environ, socket_path)
 
 
 @dataclass(slots=True)
@@ -251,8 +249,7 @@ class DaemonRows:
         self.environ = environ
         self.publish = publish
         self.rows: dict[str, RowRecord] = {}
-        tmux_dir = os.path.join(state, "tmux")
-        self.tmux = Tmux(os.path.join(tmux_dir, "tmux.sock"), session=SESSION, environ=dict(environ))
+        self.tmux = Tmux(rows_tmux_socket(state), session=SESSION, environ=dict(environ))
         self.on_change: Callable[[str], None] | None = None  # row id whose handle or phase changed
 
     # ----------------------------------------------------------------------------------- persistence

@@ -91,6 +91,41 @@ def _hash_name(policy: str | None) -> str:
     return "sha1" if envelope.algorithm_for_policy(policy) == "sha1" else "sha3_256"
 
 
+RUNS_SHOWN = 20
+
+
+def node_runs(state: str, limit: int = RUNS_SHOWN) -> list[dict[str, object]]:
+    """The runs this node took (``STATE/answers/*.json``), newest first, each with its answers record's
+    fields and, once it ended, its ``ended`` body (O9: outcome, the limit hit, outputs) from the
+    executor's ``ended.json``. Read-only (``sotd web``, issue 30); a record that does not read is left out."""
+    answers_dir = os.path.join(state, "answers")
+    try:
+        names = [n for n in os.listdir(answers_dir) if n.endswith(".json")]
+    except OSError:
+        return []
+
+    def mtime(n: str) -> float:
+        try:
+            return os.stat(os.path.join(answers_dir, n)).st_mtime
+        except OSError:
+            return 0.0
+
+    out: list[dict[str, object]] = []
+    for n in sorted(names, key=mtime, reverse=True)[:limit]:
+        rec = read_json(os.path.join(answers_dir, n))
+        if rec is None:
+            continue
+        run = dict(rec)
+        ended = read_json(os.path.join(state, "jobs", n[: -len(".json")], "ended.json"))
+        if ended is not None:
+            try:
+                run["ended"] = Ended.from_json(ended).body()
+            except TypeError:
+                run["ended"] = {"outcome": "unreadable"}
+        out.append(run)
+    return out
+
+
 class Active:
     """A run this node accepted: where it arrived, who may stop it, and its executor once it has one."""
 

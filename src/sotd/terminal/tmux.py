@@ -174,6 +174,31 @@ def attach_argv(socket_path: str, target: str | None = None) -> list[str]:
     return argv
 
 
+def row_attach_argv(socket_path: str, pane: str) -> list[str]:
+    """Attach to the session holding ``pane`` with that pane's window shown (one command sequence)."""
+    return [*base(socket_path), "attach-session", "-t", pane, ";", "select-window", "-t", pane]
+
+
+def screens_argv(socket_path: str, panes: list[str], marker: str) -> list[str]:
+    """One tmux call for the plain text (no ``-e``: no escape sequences) of every pane in ``panes``, each
+    followed by a line holding ``marker`` alone (``split_screens``). ``marker`` is the caller's secret, so
+    no screen can print it and shift the split."""
+    argv = base(socket_path)
+    for i, pane in enumerate(panes):
+        if i:
+            argv.append(";")
+        argv += ["capture-pane", "-p", "-t", pane, ";", "display-message", "-p", marker]
+    return argv
+
+
+def split_screens(out: str, marker: str, count: int) -> list[str] | None:
+    """The ``count`` screens of ``screens_argv``'s output, or None when it does not hold that many."""
+    parts = out.split(marker + "\n")
+    if len(parts) != count + 1 or parts[-1] != "":
+        return None
+    return parts[:-1]
+
+
 def show_environment_argv(socket_path: str, session: str | None = None) -> list[str]:
     """The server's global environment (``-g``), or ``session``'s own."""
     target = ["-g"] if session is None else ["-t", f"={session}"]
@@ -373,6 +398,24 @@ class Tmux:
         except TmuxError:
             return []
         return parse_windows(out)
+
+    def screens(self, panes: list[str], marker: str) -> list[str]:
+        """The plain text of each pane of ``panes`` (``screens_argv``), ``""`` for one that is gone."""
+        if not panes:
+            return []
+        try:
+            got = split_screens(self.run(screens_argv(self.socket_path, panes, marker)), marker, len(panes))
+        except TmuxError:
+            got = None
+        if got is not None:
+            return got
+        out = []
+        for pane in panes:  # one is gone: each on its own, so the others still show
+            try:
+                out.append(self.run([*base(self.socket_path), "capture-pane", "-p", "-t", pane]))
+            except TmuxError:
+                out.append("")
+        return out
 
     def kill_server(self) -> None:
         self.run(kill_server_argv(self.socket_path), check=False)

@@ -40,7 +40,10 @@ WORKSPACE_ACTIVATE = "workspace.activate"
 WORKSPACE_OPS = (WORKSPACE_CREATE, WORKSPACE_LIST, WORKSPACE_DESTROY, WORKSPACE_ACTIVATE)
 WORKSPACE_PREFIX = "workspace."
 WORKSPACE_CHANGED = "workspace.changed"  # an event, not an op
-OPS = (COMM_FILE, AGENT_JOIN, AGENT_SEND, VERSION_QUERY, DAEMON_RELOAD, *WORKSPACE_OPS)
+AGENTS_LIST = (
+    "agents.list"  # ours (issue 30): the registry's agents, read-only; with fleet, every linked box's
+)
+OPS = (COMM_FILE, AGENT_JOIN, AGENT_SEND, VERSION_QUERY, DAEMON_RELOAD, AGENTS_LIST, *WORKSPACE_OPS)
 
 
 def is_deadline(value: object) -> TypeGuard[int | float]:
@@ -194,6 +197,17 @@ def version_query_payload(*, comm_folder: bool = False) -> dict[str, Any]:
 def read_version_query(payload: dict[str, Any]) -> bool:
     """Whether a ``version.query`` asks for the comm folder too."""
     return payload.get("comm_folder") is True
+
+
+def agents_list_payload(*, fleet: bool = False) -> dict[str, Any]:
+    """``agents.list`` (ours, issue 30: ``sotd web``): this daemon's registry agents; with ``fleet``, also
+    those of every box linked to it (the hub) or of the whole fleet through the hub (a guest)."""
+    return {"fleet": True} if fleet else {}
+
+
+def read_agents_list(payload: dict[str, Any]) -> bool:
+    """Whether an ``agents.list`` asks for the fleet (anything but ``true`` is this box alone)."""
+    return payload.get("fleet") is True
 
 
 # ---------------------------------------------------------------------------------------- workspace.*

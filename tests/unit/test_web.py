@@ -1,0 +1,288 @@
+"""The pure parts of ``sotd web`` (issue 30): who may ask (``web/guard``), what a form may run
+(``web/actions``), what the page is sent (``web/snapshot``), and the screens' one tmux call
+(``terminal/tmux.screens_argv``/``split_screens``). Tables; the browser tier (tests/browser) drives the
+whole of it in Chromium."""
+
+from __future__ import annotations
+
+import pytest
+
+from sotd.terminal import tmux
+from sotd.web import actions, guard, snapshot
+
+pytestmark = pytest.mark.unit
+
+SECRET = "s3cret-_x"
+PORT = 8123
+COOKIE = f"sotd_web_{PORT}={SECRET}"
+H = "127.0.0.1:8123"
+
+
+@pytest.mark.parametrize(
+    ("method", "query", "headers", "want"),
+    [
+        ("GET", f"s={SECRET}", {"host": H}, guard.ENTER),
+        ("GET", f"a=1&s={SECRET}", {"host": "localhost:9000"}, guard.ENTER),  # ssh -L from another port
+        ("GET", "", {"host": H, "cookie": COOKIE}, guard.SERVE),
+        ("GET", "", {"host": H, "cookie": f"other=1; {COOKIE}; x=y"}, guard.SERVE),
+        ("GET", "", {"host": H}, guard.REFUSE),
+        ("GET", "s=", {"host": H}, guard.REFUSE),
+        ("GET", f"s={SECRET}x", {"host": H}, guard.REFUSE),
+        ("GET", "", {"host": H, "cookie": f"sotd_web_{PORT + 1}={SECRET}"}, guard.REFUSE),  # another server's
+        ("GET", "", {"host": H, "cookie": f"sotd_web_{PORT}="}, guard.REFUSE),
+        ("GET", f"s={SECRET}", {"host": f"evil.example:{PORT}"}, guard.REFUSE),  # DNS rebinding
+        ("GET", f"s={SECRET}", {"host": "127.0.0.1:80x"}, guard.REFUSE),
+        ("GET", f"s={SECRET}", {}, guard.REFUSE),
+        ("POST", "", {"host": H, "cookie": COOKIE, "origin": f"http://{H}"}, guard.SERVE),
+        ("POST", "", {"host": H, "cookie": COOKIE}, guard.REFUSE),  # no Origin
+        ("POST", "", {"host": H, "cookie": COOKIE, "origin": "http://evil.example"}, guard.REFUSE),
+        ("POST", "", {"host": H, "cookie": COOKIE, "origin": "null"}, guard.REFUSE),
+        ("POST", "", {"host": H, "cookie": COOKIE, "origin": "http://localhost:8123"}, guard.REFUSE),
+        (
+            "POST",
+            f"s={SECRET}",
+            {"host": H, "origin": f"http://{H}"},
+            guard.REFUSE,
+        ),  # the secret is no cookie
+        ("PUT", "", {"host": H, "cookie": COOKIE, "origin": f"http://{H}"}, guard.REFUSE),
+    ],
+)
+def test_verdict(method: str, query: str, headers: dict[str, str], want: str) -> None:
+    assert guard.verdict(method, query, headers, SECRET, PORT) == want
+
+
+TABLE = (
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    "   0: 0100007F:1FBB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1\n"
+    "   1: 0100007F:C350 0100007F:1FBB 01 00000000:00000000 00:00000000 00000000  1000        0 2 1\n"
+    "   2: 0100007F:C351 0100007F:1FBC 01 00000000:00000000 00:00000000 00000000  1001        0 3 1\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("ip", "port", "server", "want"),
+    [
+        ("127.0.0.1", 0xC350, 0x1FBB, 1000),
+        ("127.0.0.1", 0xC351, 0x1FBB, None),  # that socket talks to another port
+        ("127.0.0.1", 0xC351, 0x1FBC, 1001),
+        ("127.0.0.1", 0xC352, 0x1FBB, None),
+        ("::1", 0xC350, 0x1FBB, None),
+    ],
+)
+def test_peer_uid(ip: str, port: int, server: int, want: int | None) -> None:
+    assert guard.peer_uid(TABLE, ip, port, server) == want
+
+
+def test_tcp_address() -> None:
+    assert guard.tcp_address("127.0.0.1", 8123) == "0100007F:1FBB"
+    assert guard.tcp_address("10.1.2.3", 1) == "0302010A:0001"
+    assert guard.tcp_address("1.2.3", 1) == ""
+
+
+@pytest.mark.parametrize(
+    ("action", "form", "want"),
+    [
+        ("send", {"to": "peer", "text": "hi"}, ["send", "@peer", "hi"]),
+        ("send", {"to": "@peer", "text": "--broadcast"}, ["send", "@peer", "--broadcast"]),
+        (
+            "spawn",
+            {"path": "/p", "agent": "none", "command": "bash -i"},
+            ["spawn", "/p", "--agent", "none", "--command", "bash -i"],
+        ),
+        ("spawn", {"path": "/p", "name": "@w1"}, ["spawn", "/p", "--agent", "claude", "--name", "w1"]),
+        ("despawn", {"id": "ws-1"}, ["despawn", "ws-1"]),
+    ],
+)
+def test_action_argv(action: str, form: dict[str, object], want: list[str]) -> None:
+    assert actions.ARGV[action][0](form) == want
+
+
+@pytest.mark.parametrize(
+    ("action", "form", "said"),
+    [
+        ("send", {"to": "--broadcast", "text": "hi"}, "not a handle: '--broadcast'"),
+        ("send", {"to": "a b", "text": "hi"}, "not a handle: 'a b'"),
+        ("send", {"to": "peer", "text": "  "}, "nothing to send: the message is empty"),
+        ("send", {"to": "peer", "text": 5}, "text: not text"),
+        (
+            "send",
+            {"to": "peer", "text": "x" * (actions.TEXT_MAX + 1)},
+            f"the message is over {actions.TEXT_MAX} characters",
+        ),
+        ("spawn", {"path": "--endpoint=ssh:x"}, "give the project's folder (a path, not an option)"),
+        ("spawn", {"path": "/p", "agent": "sh"}, "agent: one of claude, codex, none"),
+        ("spawn", {"path": "/p", "name": "-x"}, "not a handle: '-x'"),
+        ("despawn", {"id": "--endpoint"}, "give the row's id, slug or handle"),
+        ("despawn", {"id": "a\nb"}, "give the row's id, slug or handle"),
+    ],
+)
+def test_action_refusals(action: str, form: dict[str, object], said: str) -> None:
+    with pytest.raises(actions.FormRefused) as e:
+        actions.ARGV[action][0](form)
+    assert str(e.value) == said
+
+
+def test_a_refused_form_runs_nothing() -> None:
+    assert actions.run("send", {"to": "-x", "text": "hi"}, {}) == ("not a handle: '-x'", False)
+
+
+@pytest.mark.parametrize(
+    ("state", "colour"),
+    [
+        ("working", "green"),
+        ("blocked", "red"),
+        ("waiting", "amber"),
+        ("done", "blue"),
+        ("idle", "grey"),
+        ("odd", "grey"),
+    ],
+)
+def test_colour(state: str, colour: str) -> None:
+    assert snapshot.colour(state) == colour
+
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+def test_handle_view_is_inert_and_reads_what_list_reads() -> None:
+    entry = {
+        "host": "box\x1b[31m",
+        "repo": "r\u202e",
+        "last_seen": "2027-01-15T07:59:30Z",
+        "state": "working",
+        "summary": "a\nb<b>",
+    }
+    got = snapshot.handle_view("h1", entry, NOW, 600, unread=3, me="h1")
+    assert got == {
+        "name": "h1",
+        "host": "box\\u001b[31m",
+        "repo": "r\\u202e",
+        "live": True,
+        "seen": "just now",
+        "state": "working",
+        "colour": "green",
+        "summary": "a\\u000ab<b>",
+        "unread": 3,
+        "me": True,
+    }
+    stale = snapshot.handle_view(
+        "h2", {"last_seen": "2027-01-15T07:40:00Z", "state": ["x"]}, NOW, 600, unread=None, me="h1"
+    )
+    assert (stale["live"], stale["seen"], stale["state"], stale["colour"], stale["me"]) == (
+        False,
+        "20m ago",
+        "idle",
+        "grey",
+        False,
+    )
+    assert snapshot.handle_view("h3", "not an object", NOW, 600, unread=None, me="")["seen"] == "never"
+
+
+def test_daemon_view() -> None:
+    info = {
+        "pid": 7,
+        "host": "a",
+        "version": "0.7.0",
+        "hub": False,
+        "link": {"endpoint": "ssh:hub", "up": False, "since": "t", "error": "refused\x07"},
+        "links": ["b\x1b"],
+    }
+    got = snapshot.daemon_view(info)
+    assert got["line"] == "pid 7, host a, version 0.7.0, guest"
+    assert got["link"] == {"endpoint": "ssh:hub", "up": False, "since": "t", "error": "refused\\u0007"}
+    assert got["links"] == ["b\\u001b"]
+    assert snapshot.daemon_view(None, "gone\x1b") == {"up": False, "line": "no daemon answered: gone\\u001b"}
+
+
+def test_mail_and_row_views_keep_newlines_of_mail_only() -> None:
+    m = snapshot.mail_view({"from": "a", "to": "b\x1b", "ts": "t", "msg": "x\ny\x1b[2J"})
+    assert m == {"from": "a", "to": "b\\u001b", "ts": "t", "msg": "x\ny\\u001b[2J"}
+    r = snapshot.row_view(
+        {"workspace_id": "ws-1", "phase": "ready", "label": "l\x1b"}, "$ ls\n\x07\n", "tmux"
+    )
+    assert (r["label"], r["screen"], r["handle"]) == ("l\\u001b", "$ ls\n\\u0007", "")
+
+
+def test_screens_in_one_call_split_by_the_secret_marker() -> None:
+    argv = tmux.screens_argv("/s", ["%1", "%2"], "M")
+    assert argv == [
+        "tmux", "-S", "/s",
+        "capture-pane", "-p", "-t", "%1", ";", "display-message", "-p", "M", ";",
+        "capture-pane", "-p", "-t", "%2", ";", "display-message", "-p", "M",
+    ]  # fmt: skip
+    assert tmux.split_screens("a\nb\nM\nc\nM\n", "M", 2) == ["a\nb\n", "c\n"]
+    assert tmux.split_screens("a\nM\n", "M", 2) is None
+    assert tmux.split_screens("a\nM\ntrailing", "M", 1) is None
+
+
+def test_far_box_reads_a_linked_daemon_s_answer() -> None:
+    from sotd.daemon import ops
+    from sotd.wire import answers, payloads
+
+    assert payloads.agents_list_payload() == {} and payloads.agents_list_payload(fleet=True) == {
+        "fleet": True
+    }
+    assert payloads.read_agents_list({"fleet": True}) and not payloads.read_agents_list({"fleet": 1})
+    ok = answers.ok_with(
+        {"boxes": [{"box": "b", "registry": {"x": {}}, "error": ""}, {"box": "c", "registry": 5}, 7]}
+    )
+    assert ops.far_box("b", ok) == [
+        {"box": "b", "registry": {"x": {}}, "error": ""},
+        {"box": "c", "registry": {}, "error": ""},
+    ]
+    assert ops.far_box("b", None, "timeout") == [{"box": "b", "registry": {}, "error": "no answer: timeout"}]
+    assert ops.far_box("b", answers.unknown_op("agents.list")) == [
+        {
+            "box": "b",
+            "registry": {},
+            "error": "its daemon does not answer agents.list (an older sotd, or the 0.6.6 scripts)",
+        }
+    ]
+    (odd,) = ops.far_box("b", {"ok": False})
+    assert odd["error"].startswith("it answered ")
+    assert snapshot.far_view({"box": "b\x1b", "registry": {"x": {}, "y": {}}, "error": None}) == {
+        "box": "b\\u001b",
+        "handles": 2,
+        "error": "",
+    }
+
+
+def test_ocx_runs_of_this_node_as_the_page_shows_them(tmp_path: object) -> None:
+    """The node's own files as its writers write them (``records.write_json`` for the answers record, the
+    runner's ``Ended.to_json`` for ``ended.json``), read back by ``node_runs`` and shown by ``run_view``.
+    A planted state folder: a real OCX run needs Fossil, bubblewrap and a node (tests/integration/
+    test_ocx_runs.py drives those); this test is about what the page reads of them."""
+    import json
+    import os
+
+    from sotd.jobs.outcome import Ended
+    from sotd.ocxrun import records
+    from sotd.ocxrun.runs import node_runs
+
+    state = str(tmp_path)
+    os.makedirs(os.path.join(state, "answers"))
+    a, b = "a" * 40, "b" * 40
+    records.write_json(
+        os.path.join(state, "answers", f"{a}.json"),
+        {"run": a, "repo": "r", "to": "n", "sender": "s\x1b", "phase": "done"},
+    )
+    records.write_json(
+        os.path.join(state, "answers", f"{b}.json"),
+        {"run": b, "repo": "r", "to": "n", "sender": "s", "phase": "started"},
+    )
+    os.utime(os.path.join(state, "answers", f"{a}.json"), (1, 1))  # the older
+    os.makedirs(os.path.join(state, "jobs", a))
+    ended = Ended("limit", limit="wall", outputs={"out.bin": "c" * 40}, limits_hit=["wall"])
+    with open(os.path.join(state, "jobs", a, "ended.json"), "w") as f:
+        json.dump(ended.to_json(), f)
+    with open(os.path.join(state, "answers", "junk.json"), "w") as f:
+        f.write("[1]")
+    got = node_runs(state)
+    assert [r["run"] for r in got] == [b, a]
+    assert [snapshot.run_view(r) for r in got] == [
+        {"run": "b" * 16, "repo": "r", "to": "n", "sender": "s", "phase": "started", "outcome": "", "limit": "",
+         "limits_hit": [], "outputs": []},
+        {"run": "a" * 16, "repo": "r", "to": "n", "sender": "s\\u001b", "phase": "done", "outcome": "limit",
+         "limit": "wall", "limits_hit": ["wall"], "outputs": ["out.bin " + "c" * 16]},
+    ]  # fmt: skip
+    assert node_runs(os.path.join(state, "nowhere")) == []
