@@ -64,3 +64,25 @@ def test_a_row_whose_window_is_being_made_is_never_judged_gone(tmp_path: object)
     )
     # no tmux server runs at the rows' socket: every window with a pane is gone
     assert rows.refresh_plan() == [("ws-old", ENDED)]
+
+
+def test_a_join_while_the_window_was_starting_keeps_its_handle_and_takes_the_pane(tmp_path: object) -> None:
+    """The agent in a new window may join before ``new_window`` has returned: ``declare`` then replaced the
+    record (handle, Ready). ``_started`` gives the pane to that record and saves it, so a restart finds
+    both (the suite saw a restarted daemon bring the row back with its pane and no handle)."""
+    rows = make(tmp_path)
+    began = RowRecord(id="ws-j", label="j", slug="j", project_root="/j", phase=STARTING)
+    rows.rows["ws-j"] = began
+    rows.save(began)
+    assert rows.declare("ws-j", "alpha") == {"ok": True}
+    got = rows._started(began, "%7")
+    assert got is rows.rows["ws-j"] and (got.pane, got.handle, got.phase) == ("%7", "alpha", READY)
+    (saved,) = rows.load()
+    assert (saved.pane, saved.handle, saved.phase) == ("%7", "alpha", READY)
+
+
+def test_a_row_destroyed_while_its_window_was_starting_is_not_saved_again(tmp_path: object) -> None:
+    rows = make(tmp_path)
+    began = RowRecord(id="ws-d", label="d", slug="d", project_root="/d", phase=STARTING)
+    assert rows._started(began, "%9") is None  # not in rows: destroyed meanwhile (no tmux: nothing to kill)
+    assert rows.load() == []

@@ -562,13 +562,18 @@ class DaemonRows:
         row.argv = [*(before or ()), capsule, "supervise", ws, "--start", "--", *argv]
         self.rows[row_id] = row  # reserved now: a concurrent create for the same root is refused
         try:
-            await asyncio.to_thread(self._start, row)
+            pane = await asyncio.to_thread(self._start, row)
         except (OSError, SotdError) as e:
-            del self.rows[row_id]
+            self.rows.pop(row_id, None)
             await asyncio.to_thread(shutil.rmtree, ws, True)
             why = e.message if isinstance(e, SotdError) else (e.strerror or str(e))
             log.error("row %s (%s) could not start: %s", row_id, label, why)
             return refusal(answers.START_FAILED, f"the row's window could not be started: {why}")
+        started = self._started(row, pane)
+        if started is None:
+            log.info("row %s (%s) was destroyed while its window was starting", row_id, label)
+            return refusal(answers.START_FAILED, "the row was destroyed while its window was starting")
+        row = started
         log.info("row %s (%s) started in %s: %s", row_id, label, row.pane, " ".join(row.argv))
         self._changed(row_id, "created")
         return answers.ok_with({"workspace": row.wire(), "attach": self.tmux.attach_command(), **row.wire()})
@@ -588,7 +593,9 @@ class DaemonRows:
             env["SOT_COMM_NAME"] = row.agent_name
         return env
 
-    def _start(self, row: RowRecord) -> None:
+    def _start(self, row: RowRecord) -> str:
+        """The row's window started (blocking, in a thread): its pane. The record is saved first, without
+        the pane; ``_started`` adds it, on the loop."""
         self._mkdirs()
         os.makedirs(self.ws_dir(row.id), mode=0o700, exist_ok=True)
         self.save(row)
@@ -596,8 +603,25 @@ class DaemonRows:
         # tmux gives a new session's first window the client's PATH whatever ``-e`` says, so PATH is set
         # by ``env``, which execs the capsule in place (the capsule stays the pane's process)
         argv = [shutil.which("env") or "/usr/bin/env", "PATH=" + env.pop("PATH"), *row.argv]
-        row.pane = self.tmux.new_window(row.slug, row.project_root, env, argv)
-        self.save(row)
+        return self.tmux.new_window(row.slug, row.project_root, env, argv)
+
+    def _started(self, row: RowRecord, pane: str) -> RowRecord | None:
+        """The record of a row whose window came up in ``pane``, saved (on the loop, with no await between
+        the read and the write). The agent in that window may have joined while ``new_window`` was still
+        returning: ``declare`` then put a new record in ``self.rows``, and that one (the handle, the phase)
+        is the one that takes the pane; the record ``_start`` began with would lose the join (issue 31's
+        suite saw a restart bring a row back with its pane and no handle)."""
+        current = self.rows.get(row.id)
+        if current is None:  # destroyed while its window was starting (None): the window goes too
+            with contextlib.suppress(TmuxError):
+                self.tmux.kill_window(pane)
+            return None
+        current.pane = row.pane = pane
+        try:
+            self.save(current)
+        except OSError as e:
+            log.error("row %s: could not persist its pane %s: %s", row.id, pane, e)
+        return current
 
     async def destroy(self, payload: dict[str, Any]) -> dict[str, Any]:
         row = self._row_for(payload)
