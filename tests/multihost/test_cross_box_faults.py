@@ -101,6 +101,7 @@ def test_link_loss_and_reconnection(world: World) -> None:
 
 
 def test_hub_daemon_killed(world: World) -> None:
+    ups = {box: world.log_text(box).count(LINK_UP) for box in ("boxb", "boxc")}
     proc = world.daemons.pop("boxa")
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
@@ -118,9 +119,10 @@ def test_hub_daemon_killed(world: World) -> None:
         assert "link to the hub at ssh:boxa/boxa" in world.log_text("boxb")
     finally:
         world.start("boxa")
-    world.wait_link("boxb", count=2, bound=60)
-    world.wait_link("boxc", count=2, bound=60)
-    assert world.log_text("boxb").count(LINK_UP) == 2
+    # each guest links again once the hub is back (a loaded machine may see a dial that came up against
+    # the hub as it started and was cut, so the count is at least one more, not exactly one)
+    world.wait_link("boxb", count=ups["boxb"] + 1, bound=60)
+    world.wait_link("boxc", count=ups["boxc"] + 1, bound=60)
     r = world.comm("boxb", "bob", "send", "@hank", "back", "home")
     assert (r.code, r.out, r.err) == (0, "filed -> @hank\n", "")
     r = world.comm("boxc", "cora", "send", "@bob", "via", "the", "new", "hub")
