@@ -240,6 +240,12 @@ def test_far_box_reads_a_linked_daemon_s_answer() -> None:
     ]
     (odd,) = ops.far_box("b", {"ok": False})
     assert odd["error"].startswith("it answered ")
+    # a guest asked for its own list cannot speak for another box: its first entry, under the link's name
+    spoof = answers.ok_with({"boxes": [{"box": "a", "registry": {"x": {}}}, {"box": "c", "registry": {}}]})
+    assert ops.far_box("b", spoof, own=True) == [{"box": "b", "registry": {"x": {}}, "error": ""}]
+    assert ops.far_box("b", answers.ok_with({"boxes": []}), own=True) == [
+        {"box": "b", "registry": {}, "error": "it listed no box"}
+    ]
     assert snapshot.far_view({"box": "b\x1b", "registry": {"x": {}, "y": {}}, "error": None}) == {
         "box": "b\\u001b",
         "handles": 2,

@@ -299,9 +299,13 @@ def box_agents(box: str, agents: dict[str, Any], error: str) -> dict[str, Any]:
     return {"box": box, "registry": agents, "error": error}
 
 
-def far_box(box: str, answer: dict[str, Any] | None, why: str = "") -> list[dict[str, Any]]:
+def far_box(
+    box: str, answer: dict[str, Any] | None, why: str = "", *, own: bool = False
+) -> list[dict[str, Any]]:
     """The boxes a linked daemon's ``agents.list`` answer gives, or the one box saying why none came: no
-    answer (``why``), an older daemon (``unknown_op``), or a refusal. Pure."""
+    answer (``why``), an older daemon (``unknown_op``), or a refusal. ``own``: the daemon was asked for its
+    own list alone (a guest, by the hub), so its first entry is taken, under the name of the link it came
+    down, and any other is dropped: a guest cannot speak for another box. Pure."""
     if answer is None:
         return [box_agents(box, {}, f"no answer: {why}" if why else "no answer")]
     if answers.code_of(answer) == answers.UNKNOWN_OP:
@@ -313,14 +317,16 @@ def far_box(box: str, answer: dict[str, Any] | None, why: str = "") -> list[dict
     boxes = answer.get("boxes")
     if not answers.is_ok(answer) or not isinstance(boxes, list):
         return [box_agents(box, {}, f"it answered {answers.quoted_answer(answer)}")]
+    entries = [b for b in boxes if isinstance(b, dict)]
+    if own:
+        entries = [{**entries[0], "box": box}] if entries else [{"box": box, "error": "it listed no box"}]
     return [
         box_agents(
             str(b.get("box", box)),
             b["registry"] if isinstance(b.get("registry"), dict) else {},
             str(b.get("error") or ""),
         )
-        for b in boxes
-        if isinstance(b, dict)
+        for b in entries
     ]
 
 

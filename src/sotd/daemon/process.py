@@ -308,7 +308,7 @@ class Daemon:
                 )
             except (TimeoutError, ConnectionError, WireError) as e:
                 return ops_mod.far_box(box, None, str(e) or f"none within {FLEET_BOUND_S:.0f} s")
-            return ops_mod.far_box(box, got)
+            return ops_mod.far_box(box, got, own=not fleet)
 
         asks = []
         if self.server is not None:
