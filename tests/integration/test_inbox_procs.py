@@ -265,10 +265,11 @@ def test_many_in_process_waiters_each_keep_the_2s_bound(lay: Layout) -> None:
         assert secs[0] >= 2.0, secs  # the bound is kept in full
         assert secs[-1] < 3.0, secs  # and no caller waits on another's helper (slack: a loaded 2-core box)
 
+    base = inbox._waiters.started  # the process's pool: an earlier test in this worker may have started one
     try:
         wave()
         started = inbox._waiters.started
-        assert 1 <= started <= n  # at most one helper per call contended at once
+        assert 1 <= started - base <= n  # at most one helper per call contended at once
     finally:
         _release(holder)
     assert inbox.read_all(lay, H) in (None, b"")  # nothing appended
