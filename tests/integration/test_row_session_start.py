@@ -3,7 +3,8 @@
 A real daemon, its private tmux and the real capsule; the row's agent is a stand-in named ``claude`` (the
 real TUI doing this is tests/realagent/test_hooks_real.py): it records the argv the daemon gave it, then
 does what Claude Code does at a session's start with the settings file named by ``--settings`` — runs the
-``SessionStart`` hook's command through a shell with the hook JSON on stdin — and waits.
+``SessionStart`` hook's command through a shell with the hook JSON on stdin, moves its whole output into
+place — and waits.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ printf '%s\\n' "$@" > {argv}
 settings=""
 while [ $# -gt 0 ]; do [ "$1" = --settings ] && settings="$2"; shift; done
 cmd=$({py} -c 'import json,sys; print(json.load(open(sys.argv[1]))["hooks"]["SessionStart"][0]["hooks"][0]["command"])' "$settings")
-printf '%s' '{{"session_id":"row-sid","hook_event_name":"SessionStart","source":"startup","cwd":"'"$PWD"'"}}' | sh -c "$cmd" > {out} 2>&1
+printf '%s' '{{"session_id":"row-sid","hook_event_name":"SessionStart","source":"startup","cwd":"'"$PWD"'"}}' | sh -c "$cmd" > {out}.part 2>&1
+mv {out}.part {out}
 exec sleep 300
 """
 
@@ -71,6 +73,8 @@ def test_a_claude_row_loads_sotds_settings_and_its_start_hook_joins_it(box: Box,
     assert "Bash(comm-send.sh:*)" in doc["permissions"]["allow"]
     # no person or model action: the start hook joined the row under SOT_COMM_NAME and declared it
     wait_for(lambda: (box.row(wid) or {}).get("handle") == "r1", what="row.json naming @r1")
+    # the hook prints its JSON after the join has named the row: the stand-in moves it into place whole
+    wait_for(lambda: os.path.exists(out), what="the start hook's output")
     with open(out) as f:
         text = json.loads(f.read())["hookSpecificOutput"]["additionalContext"]
     assert text.startswith("sot-comm: this session is @r1 (proj on testhost)")
