@@ -45,6 +45,7 @@ ALL = (
     "wake",
     "realwake",
     "codex_wake",
+    "mcp",
     "web",
 )
 LIMIT_SECS = 600
