@@ -166,7 +166,9 @@ def test_the_session_walkthrough_runs_as_the_page_gives_it(lab: rk.Lab) -> None:
             # the row answered through its own wake command; its window may still be settling in the
             # daemon's tmux (a loaded machine saw one list-windows before the server answered): each
             # try's status and stderr are kept for the failure's message
-            p = subprocess.run(argv(windows_cmd), env=env, capture_output=True, text=True, timeout=30, check=False)
+            p = subprocess.run(
+                argv(windows_cmd), env=env, capture_output=True, text=True, timeout=30, check=False
+            )
             tried.append((p.returncode, p.stderr.strip()))
             return p.stdout if p.returncode == 0 else ""
 
