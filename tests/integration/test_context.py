@@ -54,7 +54,7 @@ def test_1_1_project_root_is_the_git_work_tree(comm: Comm) -> None:
     root = os.path.join(comm.work, "My Repo")
     sub = os.path.join(root, "src", "deep")
     os.makedirs(sub)
-    os.makedirs(os.path.join(root, ".git"))
+    subprocess.run(["git", "init", "--quiet", root], check=True, timeout=30)
     ctx = _context(_env(comm, sub), sub)
     assert ctx["REPO"] == "'My Repo'"
     assert ctx["PROJECT_ROOT"] == f"'{os.path.realpath(root)}'"

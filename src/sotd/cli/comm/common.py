@@ -87,15 +87,44 @@ def handle_host(environ: Mapping[str, str]) -> str:
     return name.split(".", 1)[0] or name
 
 
+def is_git_marker(path: str) -> bool:
+    """Whether ``path`` (a ``.git`` entry) makes its folder a work tree, as git itself reads it.
+
+    A folder counts when it holds ``HEAD``, ``objects`` and ``refs`` (a repository); a file when it is a
+    ``gitdir:`` pointer to such a folder (a linked worktree or a submodule). Anything else is not one: an
+    empty ``.git`` folder is what Codex's sandbox mounts over each writable root while a command runs (it
+    made ``/tmp/.git`` appear for seconds), and git walks past it too.
+    """
+    try:
+        if os.path.isdir(path):
+            return (
+                os.path.isfile(os.path.join(path, "HEAD"))
+                and os.path.isdir(os.path.join(path, "objects"))
+                and os.path.isdir(os.path.join(path, "refs"))
+            )
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    if not head.startswith(b"gitdir: "):
+        return False
+    pointer = head[len(b"gitdir: ") :].split(b"\n", 1)[0].strip()
+    if not pointer:
+        return False
+    target = os.path.join(os.path.dirname(path), os.fsdecode(pointer))  # a relative one is read from there
+    return os.path.isfile(os.path.join(target, "HEAD"))
+
+
 def raw_root(cwd: str) -> str:
-    """The git work tree holding ``cwd`` (a ``.git`` folder or file), else ``cwd`` itself.
+    """The git work tree holding ``cwd`` (a ``.git`` that ``is_git_marker``), else ``cwd`` itself.
 
     Walks up like ``git rev-parse --show-toplevel`` does for an ordinary checkout, without starting git:
     a subprocess would double a send's cost (docs/design.md).
     """
     d = cwd
     while True:
-        if os.path.exists(os.path.join(d, ".git")):
+        marker = os.path.join(d, ".git")
+        if os.path.lexists(marker) and is_git_marker(marker):
             return d
         parent = os.path.dirname(d)
         if parent == d:
