@@ -32,7 +32,11 @@ CASES = [
     ("a repository folder", lambda g: _repo(g), True),
     ("an empty folder (Codex's sandbox mount point)", lambda g: os.mkdir(g), False),
     ("a folder with HEAD alone", lambda g: (os.mkdir(g), _file(os.path.join(g, "HEAD"), "x\n")), False),
-    ("a gitdir pointer to a repository", lambda g: (_repo(g + "-real"), _file(g, f"gitdir: {g}-real\n")), True),
+    (
+        "a gitdir pointer to a repository",
+        lambda g: (_repo(g + "-real"), _file(g, f"gitdir: {g}-real\n")),
+        True,
+    ),
     ("a relative gitdir pointer", lambda g: (_repo(g + "-real"), _file(g, "gitdir: .git-real\n")), True),
     ("a dangling gitdir pointer", lambda g: _file(g, "gitdir: /nonexistent/x\n"), False),
     ("an empty gitdir pointer", lambda g: _file(g, "gitdir: \n"), False),
