@@ -29,8 +29,8 @@ def _file(path: str, text: str) -> None:
 
 
 CASES = [
-    ("a repository folder", lambda g: _repo(g), True),
-    ("an empty folder (Codex's sandbox mount point)", lambda g: os.mkdir(g), False),
+    ("a repository folder", _repo, True),
+    ("an empty folder (Codex's sandbox mount point)", os.mkdir, False),
     ("a folder with HEAD alone", lambda g: (os.mkdir(g), _file(os.path.join(g, "HEAD"), "x\n")), False),
     (
         "a gitdir pointer to a repository",
