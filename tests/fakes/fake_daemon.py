@@ -35,6 +35,7 @@ class FakeDaemon:
         self.event_first = True
         self.delay_s = 0.0
         self.received: list[dict[str, Any]] = []
+        self.received_at: list[float] = []  # time.time() of each frame in ``received``, in order
         self.connections = 0
         self._stop = threading.Event()
         self._srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -97,6 +98,7 @@ class FakeDaemon:
                 obj = json.loads(line)
                 out.append(obj)
                 self.received.append(obj)
+                self.received_at.append(time.time())
         return out
 
     @staticmethod
