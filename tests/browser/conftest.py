@@ -22,18 +22,11 @@ from typing import Any
 
 import pytest
 
-from sotd.client import unix
-from sotd.errors import DaemonUnreachable
-from sotd.formats import registry
-from sotd.formats.layout import Layout, ensure_home
-from sotd.terminal.tmux import Tmux
-from sotd.wire import hello as wire_hello
-from tests.conftest import SOTD, clean_env, wait_for
+from tests.conftest import SOTD, wait_for
+from tests.integration.test_rows import Box
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-HOST = "testhost"
-HELLO = wire_hello.hello_payload(host=HOST, os_user=f"uid:{os.geteuid()}", role="cli")
 ARTIFACTS = os.environ.get("SOTD_TEST_ARTIFACTS") or os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "artifacts", "browser"
 )
@@ -48,35 +41,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class Fleet:
-    """A comm folder, its daemon, the daemon's tmux server, and ``sotd web`` beside them."""
+    """A comm folder, its daemon and the daemon's tmux server (``tests.integration.test_rows.Box``), and
+    ``sotd web`` beside them."""
 
     def __init__(self) -> None:
-        self.work = tempfile.mkdtemp(prefix="sb-", dir="/tmp")
-        self.home = os.path.join(self.work, "comm")
-        self.layout = Layout(self.home)
-        ensure_home(self.layout)
-        registry.ensure(self.layout)
-        self.sock = os.path.join(self.work, "run", "sotd.sock")
-        self.state = os.path.join(self.work, "state")
-        self.tmux = Tmux(os.path.join(self.state, "tmux", "tmux.sock"), session="sotd")
-        self.env = clean_env()
-        self.env.update(
-            SOT_COMM_HOME=self.home,
-            SOT_SELF_HOST=HOST,
-            SOT_COMM_TEST_HOST=HOST,
-            SOT_HOSTS_TOML=os.path.join(self.work, "hosts.toml"),
-            SOTD_STATE_DIR=self.state,
-            SOT_SOCKET=self.sock,
+        self.box = Box(prefix="sb-")
+        self.work, self.home, self.layout = self.box.work, self.box.home, self.box.layout
+        self.sock, self.state, self.tmux, self.env = (
+            self.box.sock,
+            self.box.state,
+            self.box.tmux,
+            self.box.env,
         )
-        subprocess.run([SOTD, "comm", "install"], env=self.env, check=True, capture_output=True, timeout=60)
         self.procs: list[subprocess.Popen[bytes]] = []
-        with open(os.path.join(self.work, "daemon.log"), "ab") as f:
-            self.procs.append(
-                subprocess.Popen(
-                    [SOTD, "daemon", "run", "--socket", self.sock], env=self.env, stdout=f, stderr=f
-                )
-            )
-        wait_for(self._answers, what="the daemon to answer")
         # the person at this box: a handle of their own, in a project folder, who starts `sotd web`
         self.me = self.session("boss")
         assert self.run(self.me, "join", "boss").code == 0
@@ -97,17 +74,8 @@ class Fleet:
         assert m, self.url
         self.base, self.port, self.secret = m.group(1), int(m.group(2)), m.group(3)
 
-    def _answers(self) -> bool:
-        if self.procs[0].poll() is not None:
-            raise AssertionError(f"daemon exited {self.procs[0].returncode}")
-        try:
-            self.request("version.query", {}, deadline_s=1.0)
-        except DaemonUnreachable:
-            return False
-        return True
-
     def request(self, op: str, payload: dict[str, Any], deadline_s: float = 10.0) -> dict[str, Any]:
-        return unix.request(self.sock, op, payload, HELLO, deadline_s=deadline_s)
+        return self.box.request(op, payload, deadline_s=deadline_s)
 
     def session(self, name: str) -> dict[str, Any]:
         root = os.path.realpath(os.path.join(self.work, name))
@@ -146,8 +114,7 @@ class Fleet:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait(5)
-        self.tmux.kill_server()
-        shutil.rmtree(self.work, ignore_errors=True)
+        self.box.close()
 
 
 @pytest.fixture

@@ -49,8 +49,8 @@ HELLO = wire_hello.hello_payload(host=HOST, os_user=f"uid:{os.geteuid()}", role=
 class Box:
     """A comm folder, its daemon (restartable) and the daemon's tmux server."""
 
-    def __init__(self, extra: dict[str, str] | None = None) -> None:
-        self.work = tempfile.mkdtemp(prefix="sr-", dir="/tmp")
+    def __init__(self, extra: dict[str, str] | None = None, prefix: str = "sr-") -> None:
+        self.work = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
         self.home = os.path.join(self.work, "comm")
         self.layout = Layout(self.home)
         ensure_home(self.layout)

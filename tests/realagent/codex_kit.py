@@ -16,6 +16,8 @@ private tmux, and a sotd daemon whose ``codex`` rows run it (issue 12 part 1; te
   trusted_hash``, exactly what Codex's own "Trust all and continue" writes (seen on 0.171.0), so no
   "Hooks need review" dialog shows.
 - ``Codex``: one session in ``kit.Panes``; ``wait_idle`` reads the screen with sotd's Codex predicate.
+- ``OutsideRow``: a session's ground outside any row (comm folder, settings installed, project and hooks
+  trusted) and ``sotd comm`` with its environment.
 - ``CodexBox``: ``kit.Box`` whose rows run the pinned ``codex`` (``SOTD_AGENT_ARGV_CODEX``) with this home.
 
 What would break it: a home that lets a dialog through (every wait times out on it), hooks written after
@@ -33,6 +35,7 @@ from typing import Any
 
 from sotd.terminal import codex_prompt
 from sotd.terminal.tmux import parse_capture
+from tests.conftest import SOTD
 from tests.realagent import kit
 from tests.realagent.codex_standin import MODEL, CodexStandIn
 
@@ -226,6 +229,41 @@ class CodexHome:
         env[KEY_ENV] = API_KEY
         env.update(extra or {})
         return env
+
+
+class OutsideRow:
+    """A Codex session's ground outside any row: a comm folder of its own (``kit.comm_folder``), sotd's
+    agent settings installed in ``home``, the project folder and its hooks trusted, and ``sotd(...)``,
+    ``sotd comm`` with the test's environment (``SOT_COMM_SELF_FILE`` unset: a caller pins one per call).
+
+    The kit writes ``config.toml`` whole when it records trust (Codex itself edits it in place), so the
+    settings are installed again after it: ``reinstalled`` is that second install's result, and
+    ``hooks.json`` is unchanged by it, so the hooks' trust holds.
+    """
+
+    def __init__(self, home: CodexHome, top: str, project: str = "alpha") -> None:
+        self.home = home
+        self.comm = os.path.join(top, "comm")
+        kit.comm_folder(self.comm)
+        self.base = {k: v for k, v in os.environ.items() if not k.startswith(kit.DROP)}
+        self.base.update(home.env(), **self.comm_env())
+        first = self.sotd("install", "--agent-settings", cwd=home.home)
+        assert first.returncode == 0, first
+        self.project = home.trust(os.path.join(top, project))
+        assert home.trust_hooks(self.project), "Codex listed none of sotd's hooks"
+        self.reinstalled = self.sotd("install", "--agent-settings", cwd=home.home)
+        assert self.reinstalled.returncode == 0, self.reinstalled
+
+    def comm_env(self) -> dict[str, str]:
+        return {"SOT_COMM_HOME": self.comm, "SOT_SELF_HOST": "testhost", "SOT_COMM_TEST_HOST": "testhost"}
+
+    def sotd(self, *args: str, cwd: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([SOTD, "comm", *args], env={**self.base, **extra}, cwd=cwd, capture_output=True,
+                              text=True, timeout=60, check=False)  # fmt: skip
+
+    def session_env(self) -> dict[str, str]:
+        """The Codex session's own environment: its home, this comm folder, a plain PATH."""
+        return self.home.env(None, {**self.comm_env(), "PATH": "/usr/local/bin:/usr/bin:/bin"})
 
 
 # ---------------------------------------------------------------------------------------------- screens

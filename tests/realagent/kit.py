@@ -476,3 +476,15 @@ class Box:
                 self.proc.wait(5)
         self.tmux.kill_server()
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+def comm_folder(comm: str) -> None:
+    """A comm folder this box may take the inbox lock of itself (as the hub daemon would record it)."""
+    from sotd.formats import lockmanager
+    from sotd.formats.layout import Layout, ensure_home
+
+    lay = Layout(comm)
+    ensure_home(lay)
+    lockmanager.write_for_hub(
+        lay, lockmanager.lock_manager_of(lay.inbox_dir), lockmanager.machine_id_or_none()
+    )

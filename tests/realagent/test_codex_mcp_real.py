@@ -32,7 +32,6 @@ from tests.realagent import codex_kit, kit
 from tests.realagent.codex_standin import CodexStandIn, bash, text
 from tests.realagent.standin import ScriptStep, tool
 from tests.realagent.test_codex_rows import APPROVAL
-from tests.realagent.test_hooks_real import _comm_folder
 from tests.realagent.test_mcp_real import REPLY
 
 NAMESPACE = "mcp__sotd"
@@ -69,7 +68,7 @@ def test_the_real_codex_reads_the_registered_server_and_forgets_it_after_uninsta
     codex_home: codex_kit.CodexHome, tmp_path: Any
 ) -> None:
     comm = os.path.join(str(tmp_path), "comm")
-    _comm_folder(comm)
+    kit.comm_folder(comm)
     env = {k: v for k, v in os.environ.items() if not k.startswith(kit.DROP)}
     env.update(codex_home.env(), SOT_COMM_HOME=comm)
 
@@ -92,28 +91,14 @@ def test_the_real_codex_reads_the_registered_server_and_forgets_it_after_uninsta
 def test_a_codex_session_outside_a_row_sends_and_polls_through_the_tools(
     codex_panes: kit.Panes, codex_home: codex_kit.CodexHome, codex_model: CodexStandIn, tmp_path: Any
 ) -> None:
-    comm = os.path.join(str(tmp_path), "comm")
-    _comm_folder(comm)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(kit.DROP)}
-    base.update(codex_home.env(), SOT_COMM_HOME=comm, SOT_SELF_HOST="testhost", SOT_COMM_TEST_HOST="testhost")
-
-    def sotd(*args: str, cwd: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([SOTD, "comm", *args], env={**base, **extra}, cwd=cwd, capture_output=True,
-                              text=True, timeout=60, check=False)  # fmt: skip
-
-    assert sotd("install", "--agent-settings", cwd=codex_home.home).returncode == 0
-    project = codex_home.trust(os.path.join(str(tmp_path), "alpha"))
-    assert codex_home.trust_hooks(project)
-    # the kit writes config.toml whole when it records trust: install again so our tables are in it
-    assert sotd("install", "--agent-settings", cwd=codex_home.home).returncode == 0
+    ground = codex_kit.OutsideRow(codex_home, str(tmp_path))
+    comm, project, sotd = ground.comm, ground.project, ground.sotd
     you_dir = os.path.join(str(tmp_path), "you")
     os.makedirs(you_dir)
     you = {"SOT_COMM_SELF_FILE": os.path.join(comm, "self", "you-session.txt"), "PWD": you_dir}
     assert sotd("join", "--name", "you", cwd=you_dir, **you).returncode == 0
 
-    env = codex_home.env(None, {"SOT_COMM_HOME": comm, "SOT_SELF_HOST": "testhost",
-                                "SOT_COMM_TEST_HOST": "testhost", "PATH": "/usr/local/bin:/usr/bin:/bin"})  # fmt: skip
-    pane = codex_panes.start(project, env, [codex_kit.codex_exe()], "alpha")
+    pane = codex_panes.start(project, ground.session_env(), [codex_kit.codex_exe()], "alpha")
     codex_kit.wait_idle(lambda: codex_panes.raw(pane))
     codex_model.add(
         search("tell you the price"),

@@ -13,34 +13,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from typing import Any
 
-from tests.conftest import SOTD, wait_for
+from tests.conftest import wait_for
 from tests.realagent import codex_kit, kit
 from tests.realagent.codex_standin import CodexStandIn, bash, text
-from tests.realagent.test_hooks_real import _comm_folder
 
 
 def test_a_codex_session_outside_a_row_runs_the_comm_scripts_by_name(
     codex_panes: kit.Panes, codex_home: codex_kit.CodexHome, codex_model: CodexStandIn, tmp_path: Any
 ) -> None:
-    comm = os.path.join(str(tmp_path), "comm")
-    _comm_folder(comm)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(kit.DROP)}
-    base.update(codex_home.env(), SOT_COMM_HOME=comm, SOT_SELF_HOST="testhost", SOT_COMM_TEST_HOST="testhost")
-
-    def sotd(*args: str, cwd: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([SOTD, "comm", *args], env={**base, **extra}, cwd=cwd, capture_output=True,
-                              text=True, timeout=60, check=False)  # fmt: skip
-
-    assert sotd("install", "--agent-settings", cwd=codex_home.home).returncode == 0
-    project = codex_home.trust(os.path.join(str(tmp_path), "alpha"))
-    assert codex_home.trust_hooks(project)
-    # the kit writes config.toml whole when it records trust (Codex itself edits it in place): install
-    # again so our lines are in the file this session reads; hooks.json is unchanged, so its trust holds
-    again = sotd("install", "--agent-settings", cwd=codex_home.home)
-    assert again.returncode == 0, again
+    ground = codex_kit.OutsideRow(codex_home, str(tmp_path))
+    comm, project, sotd, again = ground.comm, ground.project, ground.sotd, ground.reinstalled
     config = os.path.join(codex_home.codex_home, "config.toml")
     assert f"Put the comm scripts on Codex's shell by name (bash functions under [shell_environment_policy.set]): {config}" in again.stdout  # fmt: skip
     you_dir = os.path.join(str(tmp_path), "you")  # not through the kit's trust(): that rewrites config.toml
@@ -48,9 +32,7 @@ def test_a_codex_session_outside_a_row_runs_the_comm_scripts_by_name(
     you = {"SOT_COMM_SELF_FILE": os.path.join(comm, "self", "you-session.txt"), "PWD": you_dir}
     assert sotd("join", "--name", "you", cwd=you_dir, **you).returncode == 0
 
-    env = codex_home.env(None, {"SOT_COMM_HOME": comm, "SOT_SELF_HOST": "testhost",
-                                "SOT_COMM_TEST_HOST": "testhost", "PATH": "/usr/local/bin:/usr/bin:/bin"})  # fmt: skip
-    pane = codex_panes.start(project, env, [codex_kit.codex_exe()], "alpha")
+    pane = codex_panes.start(project, ground.session_env(), [codex_kit.codex_exe()], "alpha")
     codex_kit.wait_idle(lambda: codex_panes.raw(pane))
     codex_model.add(
         text("Hello.", when="hello"),

@@ -15,34 +15,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from typing import Any
 
-from tests.conftest import SOTD, wait_for
+from tests.conftest import wait_for
 from tests.realagent import codex_kit, kit
 from tests.realagent.codex_standin import CodexStandIn, bash, text
-from tests.realagent.test_hooks_real import _comm_folder
 
 
 def test_a_codex_session_outside_a_row_leaves_the_shells_shared_slot_alone(
     codex_panes: kit.Panes, codex_home: codex_kit.CodexHome, codex_model: CodexStandIn, tmp_path: Any
 ) -> None:
-    comm = os.path.join(str(tmp_path), "comm")
-    _comm_folder(comm)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(kit.DROP)}
-    base.update(codex_home.env(), SOT_COMM_HOME=comm, SOT_SELF_HOST="testhost", SOT_COMM_TEST_HOST="testhost")
-    base.pop("SOT_COMM_SELF_FILE", None)
-
-    def sotd(*args: str, cwd: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([SOTD, "comm", *args], env={**base, **extra}, cwd=cwd, capture_output=True,
-                              text=True, timeout=60, check=False)  # fmt: skip
-
-    assert sotd("install", "--agent-settings", cwd=codex_home.home).returncode == 0
-    project = codex_home.trust(os.path.join(str(tmp_path), "alpha"))
-    assert codex_home.trust_hooks(project)
-    assert (
-        sotd("install", "--agent-settings", cwd=codex_home.home).returncode == 0
-    )  # see the outside-row test
+    ground = codex_kit.OutsideRow(codex_home, str(tmp_path))
+    comm, project, sotd = ground.comm, ground.project, ground.sotd
     shell_dir = os.path.join(str(tmp_path), "shell")
     os.makedirs(shell_dir)
     # the person's plain shell: the box's shared slot (no pinned self file)
@@ -53,9 +37,7 @@ def test_a_codex_session_outside_a_row_leaves_the_shells_shared_slot_alone(
     with open(shared, encoding="utf-8") as f:
         before = f.read()
 
-    env = codex_home.env(None, {"SOT_COMM_HOME": comm, "SOT_SELF_HOST": "testhost",
-                                "SOT_COMM_TEST_HOST": "testhost", "PATH": "/usr/local/bin:/usr/bin:/bin"})  # fmt: skip
-    pane = codex_panes.start(project, env, [codex_kit.codex_exe()], "alpha")
+    pane = codex_panes.start(project, ground.session_env(), [codex_kit.codex_exe()], "alpha")
     codex_kit.wait_idle(lambda: codex_panes.raw(pane))
     codex_model.add(
         text("Hello.", when="hello"),

@@ -112,9 +112,7 @@ def test_a_persons_codex_turn_with_no_mail_is_never_held_outside_a_row(
     start_codex: Any, codex_home: codex_kit.CodexHome, codex_model: CodexStandIn, tmp_path: Any
 ) -> None:
     comm = os.path.join(str(tmp_path), "comm")
-    from tests.realagent.test_hooks_real import _comm_folder
-
-    _comm_folder(comm)
+    kit.comm_folder(comm)
     env = {k: v for k, v in os.environ.items() if not k.startswith(kit.DROP)}
     env.update(codex_home.env(), SOT_COMM_HOME=comm)
     p = subprocess.run([SOTD, "comm", "install", "--agent-settings"], env=env, cwd=codex_home.home,

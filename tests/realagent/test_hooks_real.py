@@ -91,18 +91,6 @@ def _outside_env(comm: str, extra: dict[str, str] | None = None) -> dict[str, st
     return env
 
 
-def _comm_folder(comm: str) -> None:
-    """A comm folder this box may take the inbox lock of itself (as the hub daemon would record it)."""
-    from sotd.formats import lockmanager
-    from sotd.formats.layout import Layout, ensure_home
-
-    lay = Layout(comm)
-    ensure_home(lay)
-    lockmanager.write_for_hub(
-        lay, lockmanager.lock_manager_of(lay.inbox_dir), lockmanager.machine_id_or_none()
-    )
-
-
 def _install(home: kit.ClaudeHome, comm: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(kit.DROP)}
     env.update(HOME=home.home, SOT_COMM_HOME=comm)
@@ -117,7 +105,7 @@ def test_two_sessions_outside_rows_keep_their_own_handles_and_a_persons_turn_is_
     start_claude: Callable[..., kit.Claude], model: StandIn, claude_home: kit.ClaudeHome, tmp_path: object
 ) -> None:
     comm = os.path.join(str(tmp_path), "comm")
-    _comm_folder(comm)
+    kit.comm_folder(comm)
     _install(claude_home, comm, "install", "--agent-settings")
     a = start_claude("alpha", extra_env=_outside_env(comm))
     a.wait_idle()

@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import wait_for
 from tests.realagent import kit, standin
 from tests.realagent.standin import StandIn
-from tests.realagent.test_hooks_real import DIALOG, _comm_folder, _install, _outside_env, _registry
+from tests.realagent.test_hooks_real import DIALOG, _install, _outside_env, _registry
 
 REPLY = "it costs $5 now; echo rc=$? \"double\" 'single' back\\slash \\ space\nsecond line: é ü 日本 🚀"
 
@@ -57,7 +57,7 @@ def test_the_real_claude_code_sends_and_polls_through_the_mcp_tools(
     start_claude: Callable[..., kit.Claude], model: StandIn, claude_home: kit.ClaudeHome, tmp_path: object
 ) -> None:
     comm = os.path.join(str(tmp_path), "comm")
-    _comm_folder(comm)
+    kit.comm_folder(comm)
     claude_json = os.path.join(claude_home.home, ".claude.json")
     with open(claude_json, "rb") as f:
         before = f.read()
@@ -117,7 +117,7 @@ def test_a_second_claude_code_started_inside_a_session_gets_no_identity_through_
     has two agents above it, so its send is a tool error with the identity check's sentence and nothing
     is filed, while the outer session keeps its handle."""
     comm = os.path.join(str(tmp_path), "comm")
-    _comm_folder(comm)
+    kit.comm_folder(comm)
     _install(claude_home, comm, "install", "--agent-settings")
     claude_home.allow("Bash(claude -p:*)")
     beta = os.path.join(comm, "self", "beta-session.txt")

@@ -24,7 +24,6 @@ import pytest
 from tests.conftest import SOTD
 from tests.realagent import kit, standin
 from tests.realagent.chat_standin import MODEL, ChatStandIn
-from tests.realagent.test_hooks_real import _comm_folder
 from tests.realagent.test_mcp_real import REPLY
 
 PIN_FILE = os.path.join(kit.TOP, "scripts", "qwen-code.pin")
@@ -76,7 +75,7 @@ def test_qwen_code_joins_sends_and_polls_through_the_mcp_tools(
 ) -> None:
     exe = qwen_exe()
     comm = os.path.join(str(tmp_path), "comm")
-    _comm_folder(comm)
+    kit.comm_folder(comm)
     home = os.path.join(str(tmp_path), "home")
     _settings(home)
     project = os.path.join(str(tmp_path), "gamma")
