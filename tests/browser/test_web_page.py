@@ -231,6 +231,33 @@ def test_a_join_appears_and_a_work_state_recolours_within_2s(fleet: Fleet, page:
     page.shot("blocked")
 
 
+def box_line(page: Page, box: str) -> str | None:
+    """The text of the box's line in the links list now, read in one script (as ``handle_row``)."""
+    return page.driver.execute_script(  # type: ignore[no-any-return]
+        'const b = document.querySelector(`#links li[data-box="${arguments[0]}"]`);'
+        "return b ? b.textContent : null;",
+        box,
+    )
+
+
+def test_a_box_on_the_scripts_sharing_the_folder_shows_as_such(fleet: Fleet, page: Page) -> None:
+    # A box on the 0.6.6 scripts shares this comm folder and keeps no daemon link: all the page can know of
+    # it is its registry rows. They are written here by `sotd comm join` under that box's host name, the
+    # registry's bytes being the same either way (docs/contract.md); the page runs no 0.6.6 script.
+    old = fleet.session("oldtimer")
+    old["env"] = {**old["env"], "SOT_SELF_HOST": "oldbox", "SOT_COMM_TEST_HOST": "oldbox"}
+    assert fleet.run(old, "join", "oldtimer").code == 0
+    open_page(fleet, page)
+    line = within(2, lambda: box_line(page, "oldbox"), "the box of the scripts to be listed")
+    assert line == (
+        "box oldbox: no sotd daemon answers for it (the 0.6.6 scripts, or a daemon not linked here); "
+        "this folder's registry lists 1 handles of it, 1 live"
+    ), line
+    assert "oldbox" in (handle_row(page, "oldtimer") or {}).get("text", "")
+    assert box_line(page, "testhost") is None  # this box is not listed as another
+    page.shot("scripts-box")
+
+
 def workspaces(fleet: Fleet) -> list[dict[str, Any]]:
     return fleet.request("workspace.list", {})["workspaces"]  # type: ignore[no-any-return]
 

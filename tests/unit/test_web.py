@@ -253,6 +253,39 @@ def test_far_box_reads_a_linked_daemon_s_answer() -> None:
     }
 
 
+UNLINKED_CASES = [
+    ("no other host", {"a": {"host": "me", "last_seen": "2026-12-02T10:00:00Z"}}, set(), []),
+    (
+        "a host with no daemon: its handles and how many are live",
+        {
+            "a": {"host": "old", "last_seen": "2026-12-02T10:00:00Z"},
+            "b": {"host": "old", "last_seen": "2026-12-01T10:00:00Z"},
+            "c": {"host": "me"},
+        },
+        set(),
+        [{"box": "old", "handles": 2, "live": 1, "error": "", "scripts": True}],
+    ),
+    ("a host a sotd daemon answered for is not listed again", {"a": {"host": "b1"}}, {"b1"}, []),
+    (
+        "odd entries: no host, a host that is no string, an entry that is no object",
+        {"a": {}, "b": {"host": 5}, "c": "x", "d": {"host": "z\x1b"}},
+        set(),
+        [{"box": "z\\u001b", "handles": 1, "live": 0, "error": "", "scripts": True}],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "agents", "answered", "want"), UNLINKED_CASES, ids=[c[0] for c in UNLINKED_CASES]
+)
+def test_unlinked_boxes(what: str, agents: dict[str, object], answered: set[str], want: list[object]) -> None:
+    import calendar
+    import time
+
+    now = calendar.timegm(time.strptime("2026-12-02T10:01:00Z", "%Y-%m-%dT%H:%M:%SZ"))
+    assert snapshot.unlinked_boxes(agents, "me", answered, now, 600) == want, what
+
+
 def test_ocx_runs_of_this_node_as_the_page_shows_them(tmp_path: object) -> None:
     """The node's own files as its writers write them (``records.write_json`` for the answers record, the
     runner's ``Ended.to_json`` for ``ended.json``), read back by ``node_runs`` and shown by ``run_view``.

@@ -44,8 +44,16 @@ function renderDaemon(state) {
   if (d.link) items.push(el("li", { "data-link": d.link.endpoint, class: d.link.up ? "up" : "down" },
     "link to the hub at " + d.link.endpoint + ": " + (d.link.up ? "up" : "down") + " since " + d.link.since + (d.link.error ? ": " + d.link.error : "")));
   for (const box of d.links || []) items.push(el("li", { "data-linked": box, class: "up" }, "linked here: " + box + " (up)"));
-  for (const b of d.boxes || []) items.push(el("li", { "data-box": b.box, class: b.error ? "down" : "up" },
-    "box " + b.box + ": " + (b.error ? b.error : b.handles + " handles")));
+  for (const b of d.boxes || []) {
+    if (b.scripts) {
+      items.push(el("li", { "data-box": b.box, "data-scripts": "1", class: "scripts" },
+        "box " + b.box + ": no sotd daemon answers for it (the 0.6.6 scripts, or a daemon not linked here); this folder's registry lists " +
+        b.handles + " handles of it, " + b.live + " live"));
+      continue;
+    }
+    items.push(el("li", { "data-box": b.box, class: b.error ? "down" : "up" },
+      "box " + b.box + ": " + (b.error ? b.error : b.handles + " handles")));
+  }
   if (d.error) items.push(el("li", { class: "down" }, d.error));
   replace(document.getElementById("links"), items);
 }

@@ -107,6 +107,28 @@ def far_view(box: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def unlinked_boxes(
+    agents: dict[str, Any], self_host: str, sotd_boxes: set[str], now: float, window: int
+) -> list[dict[str, Any]]:
+    """The hosts this comm folder's registry lists handles of that no sotd daemon answers for: boxes on the
+    0.6.6 scripts sharing the folder (they keep no daemon link), or a sotd box whose daemon is not linked
+    here. Each with what its registry rows say: how many handles, how many live. Pure."""
+    counts: dict[str, list[int]] = {}
+    for entry in agents.values():
+        if not isinstance(entry, dict):
+            continue
+        host = entry.get("host")
+        if not isinstance(host, str) or not host or host == self_host or host in sotd_boxes:
+            continue
+        c = counts.setdefault(host, [0, 0])
+        c[0] += 1
+        c[1] += _clock.age_of(entry.get("last_seen"), now) <= window
+    return [
+        {"box": inert(h), "handles": n, "live": live, "error": "", "scripts": True}
+        for h, (n, live) in sorted(counts.items())
+    ]
+
+
 def mail_view(obj: dict[str, Any]) -> dict[str, str]:
     """One inbox line as the page shows it (the message text keeps its newlines). Pure."""
     return {
@@ -168,6 +190,7 @@ class Reader:
         self.daemon_every = daemon_every
         self._daemon_at = -1e9
         self._window = 600
+        self._agents: dict[str, Any] = {}  # the registry's agents, as the last ``handles`` read them
         self._daemon: dict[str, Any] = {"up": False, "line": "not asked yet"}
         self._rows: list[dict[str, Any]] = []
         self._far: list[dict[str, Any]] = []
@@ -218,7 +241,7 @@ class Reader:
             doc = registry.read(self.ctx.layout)
         except (SotdError, OSError):
             return [], [], "the registry could not be read"
-        agents = registry.agents_of(doc) if doc is not None else {}
+        agents = self._agents = registry.agents_of(doc) if doc is not None else {}
         now = _clock.now()
         window = self._window = stale_window(self.environ)
         out, local = [], []
@@ -360,6 +383,13 @@ class Reader:
         handles, local, problem = self.handles()
         daemon, rows = self.daemon()
         handles += self.far_handles({h["name"] for h in handles})
+        # the boxes a sotd daemon answered for (agents.list through the links, the links held here); the
+        # registry's other hosts are listed beside them as such
+        answered = {str(b.get("box", "")) for b in self._far} | {str(x) for x in daemon.get("links", [])}
+        daemon = dict(daemon)
+        daemon["boxes"] = list(daemon.get("boxes", [])) + unlinked_boxes(
+            self._agents, self.ctx.host, answered, _clock.now(), self._window
+        )
         return {
             "box": {
                 "host": inert(self.ctx.host),
