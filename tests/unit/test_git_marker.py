@@ -15,6 +15,8 @@ import pytest
 
 from sotd.cli.comm.common import is_git_marker, raw_root
 
+pytestmark = pytest.mark.unit
+
 
 def _repo(path: str) -> None:
     os.makedirs(os.path.join(path, "objects"))

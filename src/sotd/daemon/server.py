@@ -148,6 +148,7 @@ class Channel:
         self.writer = writer
         self.label = label
         self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.late: dict[int, dict[str, Any]] = {}  # responses to waits just cancelled (``resolve``)
         self._next_id = 1
         self.closed: str | None = None
 
@@ -183,6 +184,13 @@ class Channel:
         return await self.call_line(request.line, timeout)
 
     async def call_line(self, line: Callable[[int], bytes], timeout: float) -> dict[str, Any]:
+        """Send ``line(id)`` and wait (bounded) for the response to that id.
+
+        A response read in the same turn of the loop as the bound's end is the response, not a timeout:
+        after a stall (a loaded or frozen box) the answer and the timer are ready at once, and the timer's
+        cancel may land first. A filing box answered ``ok`` before its deadline then; dropping that answer
+        told a sender FAILED for a filed line (the NFS tier's tight-deadline point, seq 6 of 100).
+        """
         rid = self._next_id
         self._next_id += 1
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -191,13 +199,29 @@ class Channel:
             async with asyncio.timeout(timeout):
                 await self.send_line(line(rid))
                 return await fut
+        except TimeoutError:
+            if fut.done() and not fut.cancelled():
+                return fut.result()  # resolved before the timer's cancel reached this task
+            late = self.late.pop(rid, None)
+            if late is not None:
+                return late  # read after the timer cancelled the wait, in that same turn
+            raise
         finally:
             self.pending.pop(rid, None)
+            self.late.pop(rid, None)
 
     def resolve(self, env: Envelope) -> bool:
-        """Hand a response to the request that waits for it; False when none does (late or unknown)."""
+        """Hand a response to the request that waits for it; False when none does (late or unknown).
+
+        A response to a wait that its bound has just cancelled (its task has not run since) is kept in
+        ``late`` for that task to take (``call_line``)."""
         fut = self.pending.get(env.id)
-        if fut is None or fut.done():
+        if fut is None:
+            return False
+        if fut.cancelled():
+            self.late[env.id] = env.payload
+            return True
+        if fut.done():
             return False
         fut.set_result(env.payload)
         return True
