@@ -6,8 +6,7 @@ Each point runs this checkout's sotd (reached over 9p) on host A (the guest's ro
 ``/mnt/a4`` v4.2 and ``/mnt/a3`` v3) and host B (its own network, UTS, mount and pid namespaces, machine id
 and boot id; mounts ``/mnt/b4``, ``/mnt/b3`` and the ``nocto`` ones), and records what it saw; the host-side
 tests (``tests/nfs/test_nfs.py``) assert on those facts, one test per point and version. A point that raises
-records its traceback, so one broken point never hides the others. Points run two at a time except those
-in ``ALONE`` (timings, the plain O_APPEND race, the partition), which run one by one after them.
+records its traceback, so one broken point never hides the others.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -609,58 +607,23 @@ POINTS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
 ]
 
 
-# Points that run by themselves, after the others: their facts are timings (a lock free within 2 s of a
-# kill, a lease's expiry), the race plain O_APPEND loses, or a cut of host B's link that every other point
-# would feel. The others run two at a time (``BESIDE``): each has its own folders, daemons and sockets,
-# and what they assert holds whatever runs beside them (whole lines, nothing lost, every read parses); a
-# point waits on its daemons, helpers and the NFS server for much of its time, and two at once overlap it.
-ALONE = (
-    "appends_plain_v4",
-    "appends_plain_v3",
-    "killed_v4",
-    "killed_v3",
-    "nocto_v4",
-    "nocto_v3",
-    "partition_v4",
-)
-BESIDE = 2
-_results_lock = threading.Lock()
-
-
-# each point's time alone on a loaded machine (a fresh-clone run of 2026-12-02): the order they start in
-EXPECTED_SECS = {"appends_hub_v3": 158, "registry_v4": 110, "appends_sotd_v4": 104, "deadline_hub_v3": 85,
-                 "record_v4": 58, "registry_v3": 50, "stale_read_v4": 39, "record_v3": 36, "stale_read_v3": 22,
-                 "send_v4": 19, "poll_v4": 13, "poll_v3": 11}  # fmt: skip
-
-
-def run_point(key: str, fn: Callable[[], dict[str, Any]]) -> None:
-    log(f"point {key}")
-    t = time.monotonic()
-    try:
-        facts = fn()
-    except Exception:  # record it: one broken point never hides the others
-        facts = {"error": traceback.format_exc()}
-    facts["secs"] = round(time.monotonic() - t, 2)
-    log(f"point {key} done in {facts['secs']} s")
-    with _results_lock:
+def main() -> None:
+    only = os.environ.get("SOTD_NFS_ONLY", "")
+    for key, fn in POINTS:
+        if only and key not in only.split(","):
+            continue
+        log(f"point {key}")
+        t = time.monotonic()
+        try:
+            facts = fn()
+        except Exception:  # record it: one broken point never hides the others
+            facts = {"error": traceback.format_exc()}
+        facts["secs"] = round(time.monotonic() - t, 2)
         results[key] = facts
+        log(f"point {key} done in {facts['secs']} s")
         with open(os.path.join(SHARE, "results.json.tmp"), "w") as f:
             json.dump(results, f, indent=1)
         os.rename(os.path.join(SHARE, "results.json.tmp"), os.path.join(SHARE, "results.json"))
-
-
-def main() -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    only = os.environ.get("SOTD_NFS_ONLY", "")
-    chosen = [(k, fn) for k, fn in POINTS if not only or k in only.split(",")]
-    with ThreadPoolExecutor(BESIDE) as pool:  # the longest first, so the two lanes end together
-        beside = sorted((p for p in chosen if p[0] not in ALONE), key=lambda p: -EXPECTED_SECS.get(p[0], 0))
-        for done in [pool.submit(run_point, k, fn) for k, fn in beside]:
-            done.result()  # run_point records a point's own failure; anything else is the tier's
-    for k, fn in chosen:
-        if k in ALONE:
-            run_point(k, fn)
 
 
 if __name__ == "__main__":
