@@ -9,6 +9,7 @@ file it could not read except by a join that says so.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -149,3 +150,50 @@ def test_fuzz_any_self_file_through_the_verbs(
         after = f.read()
     if verb[0] != "join":
         assert after == data, r  # only a join writes a self file
+
+
+@fuzz(200)
+@given(data=registry_bytes(), me=st.one_of(nasty_text, st.just("testhost")))
+def test_fuzz_any_registry_through_the_web_pages_box_list(cases: Cases, data: bytes, me: str) -> None:
+    """``sotd web``'s list of the registry's hosts no daemon answers for (``web.snapshot.unlinked_boxes``):
+    whatever a registry holds, a list of boxes whose names are inert text, counts that add up."""
+    from sotd.text import inert
+    from sotd.web import snapshot
+
+    cases.one()
+    try:
+        agents = registry.agents_of(registry.parse(data))
+    except RegistryUnreadable:
+        return
+    boxes = snapshot.unlinked_boxes(agents, me, {"b1"}, _clock.now(), 600)
+    assert sum(b["handles"] for b in boxes) <= len(agents)
+    for b in boxes:
+        assert b["box"] == inert(b["box"]) and 0 <= b["live"] <= b["handles"], b
+
+
+@fuzz(100)
+@given(data=st.binary(max_size=200), kind=st.sampled_from(["file", "dir-with-head"]))
+def test_fuzz_any_git_entry_above_a_project(
+    tmp_path_factory: Any, cases: Cases, data: bytes, kind: str
+) -> None:
+    """Any ``.git`` above the working folder (behaviour 1.1's project root): a file of any bytes, or a folder
+    whose ``HEAD`` holds them; the root is that folder only for what git reads as a repository, and the walk
+    never raises."""
+    import os
+
+    from sotd.cli.comm.common import is_git_marker, raw_root
+
+    cases.one()
+    top = str(tmp_path_factory.mktemp("gitfuzz"))
+    here = os.path.join(top, "work")
+    os.makedirs(here)
+    marker = os.path.join(top, ".git")
+    if kind == "file":
+        with open(marker, "wb") as f:
+            f.write(data)
+    else:
+        os.makedirs(marker)
+        with open(os.path.join(marker, "HEAD"), "wb") as f:
+            f.write(data)
+    assert raw_root(here) == (top if is_git_marker(marker) else here)
+    assert not is_git_marker(marker) or (kind == "file" and data.startswith(b"gitdir: "))

@@ -3,7 +3,8 @@
 ``sotd.cli.comm.common.is_git_marker`` and ``raw_root``: a repository folder or a ``gitdir:`` pointer to
 one counts; an empty folder (what Codex's sandbox mounts at each writable root's ``.git`` while a command
 runs: the real-agent tier's Codex made ``/tmp/.git`` for seconds, and a send under ``/tmp`` took the
-project to be ``tmp``), a stray file or a dangling pointer does not, and the walk goes on past it as git's
+project to be ``tmp``), a stray file, a FIFO, a device, another user's repository or a dangling pointer
+does not, and the walk goes on past it as git's
 does.
 """
 
@@ -43,6 +44,8 @@ CASES = [
     ("a dangling gitdir pointer", lambda g: _file(g, "gitdir: /nonexistent/x\n"), False),
     ("an empty gitdir pointer", lambda g: _file(g, "gitdir: \n"), False),
     ("a file of something else", lambda g: _file(g, "hello\n"), False),
+    ("a FIFO (never opened: a read would block)", os.mkfifo, False),
+    ("a symlink to a character device", lambda g: os.symlink("/dev/zero", g), False),
     ("nothing there", lambda g: None, False),
 ]
 
@@ -52,6 +55,20 @@ def test_is_git_marker(tmp_path: object, what: str, make, counts: bool) -> None:
     marker = os.path.join(str(tmp_path), ".git")
     make(marker)
     assert is_git_marker(marker) is counts, what
+
+
+def test_another_users_repository_is_not_this_projects_root(tmp_path: object) -> None:
+    # anyone may plant a .git in /tmp: git (2.35.2 on) refuses a repository another user owns, and so do we
+    marker = os.path.join(str(tmp_path), ".git")
+    _repo(marker)
+    assert is_git_marker(marker)
+    if os.geteuid() != 0:
+        pytest.skip("giving the folder to another user needs root (CI runs as root)")
+    os.chown(marker, 65534, 65534)
+    assert not is_git_marker(marker)
+    here = os.path.join(str(tmp_path), "work")
+    os.makedirs(here)
+    assert raw_root(here) == here
 
 
 def test_raw_root_walks_past_an_empty_git_folder_to_the_checkout_above(tmp_path: object) -> None:

@@ -10,6 +10,7 @@ in mail, a registry field or a quoted word shows as its ``\\u`` escape, never re
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 from sotd.errors import ContextFailed, LinkRefused, SotdError
@@ -90,20 +91,30 @@ def handle_host(environ: Mapping[str, str]) -> str:
 def is_git_marker(path: str) -> bool:
     """Whether ``path`` (a ``.git`` entry) makes its folder a work tree, as git itself reads it.
 
-    A folder counts when it holds ``HEAD``, ``objects`` and ``refs`` (a repository); a file when it is a
-    ``gitdir:`` pointer to such a folder (a linked worktree or a submodule). Anything else is not one: an
-    empty ``.git`` folder is what Codex's sandbox mounts over each writable root while a command runs (it
-    made ``/tmp/.git`` appear for seconds), and git walks past it too.
+    A folder counts when it holds ``HEAD``, ``objects`` and ``refs`` (a repository); a regular file when it
+    is a ``gitdir:`` pointer to such a folder (a linked worktree or a submodule). Either must be this
+    user's own, as git (2.35.2 on) refuses a repository another user owns: ``/tmp`` is anyone's to plant a
+    ``.git`` in. Anything else is not one and is never opened: an empty ``.git`` folder (what Codex's
+    sandbox mounts over each writable root while a command runs, so ``/tmp/.git`` came and went), a FIFO
+    or a device (a read would block or never end), another user's entry; git walks past them too.
     """
     try:
-        if os.path.isdir(path):
+        st = os.stat(path)
+        if st.st_uid != os.geteuid():
+            return False
+        if stat.S_ISDIR(st.st_mode):
             return (
                 os.path.isfile(os.path.join(path, "HEAD"))
                 and os.path.isdir(os.path.join(path, "objects"))
                 and os.path.isdir(os.path.join(path, "refs"))
             )
-        with open(path, "rb") as f:
-            head = f.read(4096)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # swapped for a FIFO since the stat: no wait
+        try:
+            head = os.read(fd, 4096) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        finally:
+            os.close(fd)
     except OSError:
         return False
     if not head.startswith(b"gitdir: "):
