@@ -29,6 +29,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 GUEST_INIT = os.path.join(HERE, "guest", "init.sh")
 
+# QEMU's scheduling priority. The guest is the suite's longest lane and CPU-bound (software emulation):
+# beside the other lanes at the same priority it ran about three times slower than alone (points
+# 925-1,090 s against 300 s), and its two vCPUs, descheduled in turn, spend more CPU on the same work. At
+# nice -5 the lanes beside it yield to it (a weight about three times theirs) without stopping.
+QEMU_NICE = -5
+
 # Modules the initramfs loads to reach the root: everything else is modprobed from the 9p root later.
 BOOT_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
 PACKAGES = ("qemu-system-x86", "linux-image-amd64", "busybox-static", "nfs-kernel-server", "nfs-common")
@@ -106,15 +112,49 @@ def unreachable(repo: str, python: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Beside:
+    """Points of a second checkout run in the same boot, before the main ones (the clone test's, issue 32):
+    that checkout's ``points.py`` under its own ``python``, for the points ``only`` names, in folders and a
+    results file suffixed ``tag``, within ``secs``. One boot instead of a second one: a boot and its NFS
+    set-up cost the suite's longest lane about a minute and a half under load."""
+
+    repo: str
+    python: str
+    only: str
+    tag: str
+    secs: int
+
+    @property
+    def results_name(self) -> str:
+        return f"results{self.tag}.json"
+
+    def script(self) -> str:
+        """The lines init.sh sources (``$share/beside.sh``; its ``say`` and ``$hostb_pid`` in scope)."""
+        points = os.path.join(self.repo, "tests", "nfs", "guest", "points.py")
+        env = (
+            f"SOTD_NFS_HOSTB_PID=$hostb_pid SOTD_NFS_ONLY={shlex.quote(self.only)} "
+            f"SOTD_NFS_TAG={shlex.quote(self.tag)} SOTD_NFS_RESULTS={shlex.quote(self.results_name)}"
+        )
+        return (
+            f"say {shlex.quote(f'beside: {points} ({self.only})')}\n"
+            f'{env} timeout -k 5 {self.secs} {shlex.quote(self.python)} {shlex.quote(points)} "$share" '
+            f'|| say "beside points.py exit $?"\n'
+        )
+
+
 @dataclass
 class Boot:
-    """What one boot left: QEMU's exit status, the wall time, the console text and the guest's results."""
+    """What one boot left: QEMU's exit status, the wall time, the console text and the guest's results
+    (``beside``: each ``Beside`` run's, by its tag; None where it wrote none)."""
 
     rc: int
     secs: float
     console: str
     guest_log: str
     results: dict[str, object] | None
+    beside: dict[str, dict[str, object] | None]
+    keep: list[str]  # the folders the guest bound back over its fresh tmpfs mounts (the share's keep file)
 
 
 def kernel() -> tuple[str, str]:
@@ -192,11 +232,18 @@ def build_initramfs(work: str) -> str:
     return out
 
 
-def boot(work: str, config: dict[str, object], *, wall_secs: float, repo: str = REPO) -> Boot:
+def boot(
+    work: str,
+    config: dict[str, object],
+    *,
+    wall_secs: float,
+    repo: str = REPO,
+    beside: tuple[Beside, ...] = (),
+) -> Boot:
     """Boot once with ``config`` (``/share/config.json`` in the guest); at most ``wall_secs`` of wall time.
 
     The guest runs ``tests/nfs/guest/init.sh`` of the checkout ``repo`` (this one unless told) as PID 1,
-    with ``config["python"]`` as its interpreter, and powers off when done.
+    with ``config["python"]`` as its interpreter, runs each ``beside`` run, then the points, and powers off.
     """
     python = str(config["python"])
     vmlinuz, _release = kernel()
@@ -207,7 +254,12 @@ def boot(work: str, config: dict[str, object], *, wall_secs: float, repo: str = 
     with open(os.path.join(share, "config.json"), "w") as f:
         json.dump(config, f)
     with open(os.path.join(share, "keep"), "w") as f:
-        f.write("".join(p + "\n" for p in keep_paths(folders_seen(repo, python))))
+        seen = folders_seen(repo, python) + [p for b in beside for p in folders_seen(b.repo, b.python)]
+        keep = keep_paths(seen)
+        f.write("".join(p + "\n" for p in keep))
+    if beside:
+        with open(os.path.join(share, "beside.sh"), "w") as f:
+            f.write("".join(b.script() for b in beside))
     init = os.path.join(repo, os.path.relpath(GUEST_INIT, REPO))
     with open(os.path.join(share, "boot.sh"), "w") as f:
         only = str(config.get("only", ""))  # a comma-separated subset of the points (by hand, when debugging)
@@ -216,6 +268,9 @@ def boot(work: str, config: dict[str, object], *, wall_secs: float, repo: str = 
         f.write(f"exec /bin/sh {shlex.quote(init)} /share {shlex.quote(python)} {budget}\n")
     console = os.path.join(work, "console.log")
     argv = [
+        "nice",
+        "-n",
+        str(QEMU_NICE),
         "timeout",
         "--kill-after=5",
         str(int(wall_secs)),
@@ -249,12 +304,7 @@ def boot(work: str, config: dict[str, object], *, wall_secs: float, repo: str = 
     with open(console, "wb") as out, open(os.devnull, "rb") as devnull:
         rc = subprocess.run(argv, stdin=devnull, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
     secs = time.monotonic() - t0
-    results: dict[str, object] | None = None
-    try:
-        with open(os.path.join(share, "results.json")) as f:
-            results = json.load(f)
-    except (OSError, ValueError):
-        results = None
+    results = _json(os.path.join(share, "results.json"))
     preflight = _text(os.path.join(share, "preflight")).strip()
     if preflight:  # the guest could not reach the checkout: say so instead of every point's "no result"
         results = {"_preflight": preflight}
@@ -264,7 +314,18 @@ def boot(work: str, config: dict[str, object], *, wall_secs: float, repo: str = 
         console=_text(console),
         guest_log=_text(os.path.join(share, "guest.log")),
         results=results,
+        beside={b.tag: _json(os.path.join(share, b.results_name)) for b in beside},
+        keep=keep,
     )
+
+
+def _json(path: str) -> dict[str, object] | None:
+    try:
+        with open(path) as f:
+            out = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return out if isinstance(out, dict) else None
 
 
 def _text(path: str) -> str:

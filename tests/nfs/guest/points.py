@@ -29,6 +29,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 HELPER = os.path.join(HERE, "helper.py")
 MOUNTS = {"v4": ("/mnt/a4", "/mnt/b4", "/mnt/b4nocto"), "v3": ("/mnt/a3", "/mnt/b3", "/mnt/b3nocto")}
 HOST_A, HOST_B = "nfsvm", "hostb"
+# a run beside the main one in the same boot (the clone test's): its folders' suffix and its results file
+TAG = os.environ.get("SOTD_NFS_TAG", "")
+RESULTS = os.environ.get("SOTD_NFS_RESULTS", "results.json")
 T0 = time.monotonic()
 results: dict[str, Any] = {}
 
@@ -143,13 +146,18 @@ class Daemon:
 # ------------------------------------------------------------------------------------------------ points
 
 
+def folders(ver: str, name: str) -> tuple[str, str, str]:
+    """(comm folder on A, the same folder as B mounts it, a local work folder) of the point ``name``; a
+    second run in the same boot (``SOTD_NFS_TAG``: the clone's) gets folders of its own."""
+    a_mnt, b_mnt, _ = MOUNTS[ver]
+    name += TAG
+    return f"{a_mnt}/{name}", f"{b_mnt}/{name}", f"/tmp/{name}"
+
+
 def point_record(ver: str) -> dict[str, Any]:
     """The lock-manager record: the hub writes it; host B computes the same manager (v4.2) and appends
     itself, or (v3) hands the line to its daemon and the hub files it."""
-    a_mnt, b_mnt, _ = MOUNTS[ver]
-    name = f"record-{ver}"
-    home_a, home_b = f"{a_mnt}/{name}", f"{b_mnt}/{name}"
-    work = f"/tmp/{name}"
+    home_a, home_b, work = folders(ver, f"record-{ver}")
     os.makedirs(work, exist_ok=True)
     os.makedirs(home_a, exist_ok=True)
     toml = os.path.join(home_a, "hosts.toml")
@@ -197,8 +205,7 @@ def fresh_home(ver: str, name: str) -> tuple[str, str, str]:
     from sotd.formats import lockmanager
     from sotd.formats.layout import Layout, ensure_home
 
-    a_mnt, b_mnt, _ = MOUNTS[ver]
-    home_a, home_b, work = f"{a_mnt}/{name}", f"{b_mnt}/{name}", f"/tmp/{name}"
+    home_a, home_b, work = folders(ver, name)
     os.makedirs(work, exist_ok=True)
     lay = Layout(home_a)
     ensure_home(lay)
@@ -267,8 +274,7 @@ def point_appends_v3_via_hub(n: int, name: str = "append-hub-v3", b_waits: str =
     from sotd.formats import registry
     from sotd.formats.layout import Layout
 
-    a_mnt, b_mnt, _ = MOUNTS["v3"]
-    home_a, home_b, work = f"{a_mnt}/{name}", f"{b_mnt}/{name}", f"/tmp/{name}"
+    home_a, home_b, work = folders("v3", name)
     os.makedirs(work, exist_ok=True)
     os.makedirs(home_a, exist_ok=True)
     hub_sock = os.path.join(work, "hub.sock")
@@ -607,23 +613,34 @@ POINTS: list[tuple[str, Callable[[], dict[str, Any]]]] = [
 ]
 
 
+def cpu_ticks() -> dict[str, int]:
+    """The guest's CPU time so far by kind (``/proc/stat``'s first line, in clock ticks): where a point's
+    emulated time went (the host sees only QEMU's total)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:8]
+    return dict(
+        zip(("user", "nice", "system", "idle", "iowait", "irq", "softirq"), map(int, fields), strict=True)
+    )
+
+
 def main() -> None:
     only = os.environ.get("SOTD_NFS_ONLY", "")
     for key, fn in POINTS:
         if only and key not in only.split(","):
             continue
         log(f"point {key}")
-        t = time.monotonic()
+        t, c0 = time.monotonic(), cpu_ticks()
         try:
             facts = fn()
         except Exception:  # record it: one broken point never hides the others
             facts = {"error": traceback.format_exc()}
         facts["secs"] = round(time.monotonic() - t, 2)
+        facts["cpu_ticks"] = {k: v - c0[k] for k, v in cpu_ticks().items()}
         results[key] = facts
-        log(f"point {key} done in {facts['secs']} s")
-        with open(os.path.join(SHARE, "results.json.tmp"), "w") as f:
+        log(f"point {key} done in {facts['secs']} s; cpu ticks {facts['cpu_ticks']}")
+        with open(os.path.join(SHARE, RESULTS + ".tmp"), "w") as f:
             json.dump(results, f, indent=1)
-        os.rename(os.path.join(SHARE, "results.json.tmp"), os.path.join(SHARE, "results.json"))
+        os.rename(os.path.join(SHARE, RESULTS + ".tmp"), os.path.join(SHARE, RESULTS))
 
 
 if __name__ == "__main__":
