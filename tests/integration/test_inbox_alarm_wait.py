@@ -156,7 +156,10 @@ def test_the_lock_is_taken_as_soon_as_it_is_freed(lay: Layout) -> None:
     got = _contended(lay, bound=5, setup="none", release_after=0.3)
     assert got["what"] == "appended"
     took = got["took"]
-    assert isinstance(took, float) and 0.3 <= took < 2.0, took
+    # it waited for the release (0.3 s after the holder read its go, which it reads after the caller read
+    # its own: a caller scheduled late starts its clock a little after the holder's, so 0.299 s was seen
+    # under load), and took the lock then, not at a later poll
+    assert isinstance(took, float) and 0.25 <= took < 2.0, took
     assert time.monotonic() - t0 < 5
     assert got["helpers"] == 0 and got["threading"] is False
     assert got["handler"] == "default" and got["timer_left"] == 0.0

@@ -245,16 +245,36 @@ def test_a_build_uses_the_remote_trunk_and_started_names_the_checkin(lab: rk.Lab
     }
 
 
+def _descends_from(pid: int, root: int) -> bool:
+    """Whether ``pid`` is ``root`` or below it (its parents from /proc, at most 64 steps); False when it
+    ended before it could be read."""
+    for _ in range(64):
+        if pid == root:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            return False
+        pid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+    return False
+
+
 def _secret_cmdlines(
     stop: threading.Event, found: list[bytes], seen: list[int], secrets_: list[bytes]
 ) -> None:
-    """Read every /proc/*/cmdline until ``stop`` (bounded: 60 s): a command line holding a password (a
-    known one, or any URL with one) goes to ``found``; ``seen`` counts fossil command lines read."""
+    """Read every /proc/*/cmdline until ``stop`` (bounded: 60 s): a command line of this test's own
+    process tree holding a password (a known one, or any URL with one) goes to ``found``; ``seen`` counts
+    the fossil command lines of that tree read. (Other tests' processes are not this node's: the
+    multihost tier, in the lane beside, types `sotd ocx clone http://bob:bobpw@…` as a person would.)"""
     url_pw = re.compile(rb"://[^/\x00@:]+:[^/\x00@]+@")
     deadline = time.monotonic() + 60
+    me = os.getpid()
     while not stop.is_set() and time.monotonic() < deadline:
         for pid in os.listdir("/proc"):
-            if not pid.isdigit():
+            if not pid.isdigit() or not _descends_from(int(pid), me):
                 continue
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:

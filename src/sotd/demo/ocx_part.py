@@ -289,7 +289,10 @@ class OcxDemo:
             f.write(seed.reply_py(to_post=False))  # the stand-in agent's work when woken
         with open(os.path.join(self.top, "ocx-policy.toml"), "w") as f:
             f.write(policy(self.top, release=release, port=port))
-        py = sys.executable if os.path.realpath(sys.executable).startswith("/usr/") else "/usr/bin/python3"
+        # an interpreter the sandbox shows (its /usr): the one a venv is made from, not the venv's link to
+        # it (the venv's folder is not bound in the session)
+        real = os.path.realpath(sys.executable)
+        py = real if real.startswith("/usr/") else "/usr/bin/python3"
         command = [py, "$$release$$/scripted_agent.py", "--work", "0.3",
                    "--on-wake", f"{py} $$release$$/reply.py $$workspace$$ $$run$$"]  # fmt: skip
         why = (
