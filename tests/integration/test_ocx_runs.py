@@ -162,7 +162,9 @@ def test_restart_adopts_live_runs_and_ends_gone_ones_lost(lab: rk.Lab) -> None:
     code_b = lab.server_code("b")
     alive = rk.post_run(
         lab, "a",
-        rk.run_body(code_b, ["sh", "-c", "sleep 3; make -C $$tree$$ image"], ends_with_parent=False,
+        # alive until the next node has looked: 3 s was too short once the machine was loaded (the node's
+        # kill, the other run's answer and the next node's start and sync outlasted it: "lost")
+        rk.run_body(code_b, ["sh", "-c", "sleep 15; make -C $$tree$$ image"], ends_with_parent=False,
                     objective="outlives its node"),
     )  # fmt: skip
     gone = rk.post_run(lab, "a", rk.run_body(code_b, ["sleep", "120"], objective="dies with its node"))

@@ -26,7 +26,9 @@ from tests.ocx.fossilkit import base_env, need_fossil
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.serial,
-    pytest.mark.alone,  # a whole-run CPU budget read off the cgroup: beside nothing
+    # each lab is its own (hub port, node state, tmux server, daemon socket; its teardown kills only its own
+    # runs' cgroups): the second serial lane, beside the mounts; the CPU budget's test alone (below)
+    pytest.mark.second_lane,
     pytest.mark.root,
     pytest.mark.skipif(
         os.geteuid() != 0 or shutil.which("bwrap") is None or shutil.which("tmux") is None,
@@ -320,6 +322,7 @@ def test_session_lost_when_its_row_died_during_the_restart(lab: rk.Lab) -> None:
     assert rc == 0, d.log()[-3000:]
 
 
+@pytest.mark.alone  # a whole-run CPU budget read off the cgroup: beside nothing
 def test_session_cpu_is_a_whole_run_budget(lab: rk.Lab) -> None:
     """Two busy processes share a 3 s budget: the cgroup's total ends the session ``limit cpu`` while each
     process is still under its own RLIMIT_CPU."""
