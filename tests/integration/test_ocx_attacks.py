@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from sotd import sysprobe
 from sotd.jobs.spec import output_name
 from tests.ocx import runkit as rk
 from tests.ocx.fossilkit import free_port, wait_port
@@ -253,12 +254,11 @@ def _descends_from(pid: int, root: int) -> bool:
             return True
         if pid <= 1:
             return False
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
+        got = sysprobe.stat_of(pid)
+        parent = None if got is None else sysprobe.ppid_in(got[1])
+        if parent is None:
             return False
-        pid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        pid = parent
     return False
 
 
