@@ -4,8 +4,9 @@ broken by age.
 Injector: SIGKILL. Writer processes (forked from the test after sotd is imported, so a writer costs a fork,
 not an interpreter start) each loop ``registry.update`` on their own key and acknowledge each returned write
 in an append-only file; the test kills one at a random moment, reaps it at once (a zombie's /proc entry
-would still read as alive) and starts another, until 1,000 kills or 40 s. A separate reader process
-parses every read meanwhile. The settle of the reclaim step is shortened to 10 ms (``SOT_COMM_TEST_LOCK_SETTLE``,
+would still read as alive) and starts another, until 1,000 kills or 90 s (it takes 26-34 s on a quiet
+machine; a 40 s bound ran out at 957 kills in a slow hour). A separate reader process parses every read
+meanwhile. The settle of the reclaim step is shortened to 10 ms (``SOT_COMM_TEST_LOCK_SETTLE``,
 the spec's test knob) so the many reclaims fit the bound; the protocol is otherwise the real one.
 
 Afterwards: the registry parses, every acknowledged write is there (a writer's key holds its last acked
@@ -33,10 +34,10 @@ from sotd.formats.layout import Layout
 from sotd.formats.reglock import RegistryLock, read_fresh
 from tests.conftest import Comm
 
-pytestmark = [pytest.mark.reliability, pytest.mark.serial, pytest.mark.alone, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.reliability, pytest.mark.serial, pytest.mark.alone, pytest.mark.timeout(180)]
 
 KILLS = 1000
-BUDGET_SECS = 40.0
+BUDGET_SECS = 90.0
 WRITERS = 4
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "src"))
 
