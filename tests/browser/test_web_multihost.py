@@ -1,6 +1,7 @@
 """``sotd web`` across boxes (issue 30): a handle that joins on another box appears on the hub's page
 within 2 s, through the link the daemons already hold (``agents.list`` with fleet, our read-only op: the
-hub asks each linked box for its registry's agents). Two boxes in network namespaces with real sshd
+hub asks each linked box for its registry's agents), and so does its unread count, which only its own box
+can read. Two boxes in network namespaces with real sshd
 (tests/multihost/netns.py): boxa the hub, boxb its guest. ``sotd web`` and the browser run outside the
 namespaces with boxa's environment: the daemon's socket, the comm folder and the rows' tmux socket are
 paths, which a network namespace does not separate, and the browser's 127.0.0.1 is then the server's.
@@ -54,14 +55,19 @@ class Two:
         except FileNotFoundError:
             return ""
 
-    def join(self, box: str, name: str) -> None:
+    def comm(self, box: str, name: str, *args: str) -> str:
+        """``sotd comm <args>`` as session ``name`` on ``box`` (inside its namespace); its stdout."""
         s = self.comms[box].session(name)
         env = clean_env()
         env.update(s.env)
         env.update(self.net.env(box))
         env.update(SOT_COMM_SELF_FILE=s.self_file, PWD=s.root)
-        r = self.net.run(box, [SOTD, "comm", "join", "--name", name], env=env, cwd=s.root)
+        r = self.net.run(box, [SOTD, "comm", *args], env=env, cwd=s.root)
         assert r.returncode == 0, r.stderr
+        return str(r.stdout)
+
+    def join(self, box: str, name: str) -> None:
+        self.comm(box, name, "join", "--name", name)
 
     def web(self, box: str) -> str:
         """``sotd web`` for ``box``'s folder and daemon, outside the namespaces; its address."""
@@ -135,8 +141,25 @@ def test_a_handle_joining_on_another_box_appears_on_the_hub_s_page_within_2s(two
     assert row == "boxb"
     page.shot("far-handle")
     assert time.monotonic() - t0 < 5
-    # the guest's page sees the hub's handles through its link, the same op the other way
+    # mail for @bella is filed on boxb (the hub offers it down the link); its unread count is boxb's to
+    # read, and boxb's daemon gives it in agents.list: the hub's page shows it within 2 s
     two.join("boxa", "hank")
+    assert two.comm("boxa", "hank", "send", "@bella", 'a "first" line costs $5') == "filed -> @bella\n"
+    assert two.comm("boxa", "hank", "send", "@bella", "a second") == "filed -> @bella\n"
+    count = within(
+        2,
+        lambda: page.driver.execute_script(
+            "const r = document.querySelector('#handles tr[data-handle=\"bella\"]');"
+            "const n = r ? r.querySelector('td.unread').textContent : '';"
+            "return n === '2' ? n : null;"
+        ),
+        "@bella's unread count from boxb on the hub's page",
+    )
+    assert count == "2"
+    page.shot("far-unread")
+    # counting moved nothing: boxb's own reader still has both lines to read
+    assert two.comm("boxb", "bella", "unread", "bella") == "2\n"
+    # the guest's page sees the hub's handles through its link, the same op the other way
     guest = two.web("boxb")
     far = wait_for(
         lambda: [h for h in state(guest)["handles"] if h["name"] == "hank"],  # type: ignore[index, union-attr]

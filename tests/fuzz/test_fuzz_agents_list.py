@@ -2,8 +2,10 @@
 
 File: ``tests/fuzz/test_fuzz_agents_list.py``. Any JSON a far daemon sends back (``ops.far_box``), then the
 page's view of each box (``web.snapshot.far_view``). Oracle: no exception; every box is a dict with a
-string ``box``, a dict ``registry`` and a string ``error`` (a fleet answer may list none); asked for its own list (``own``), a daemon gives
-exactly one box, named for its link; the view holds no control character (escapes are inert).
+string ``box``, a dict ``registry`` and a string ``error`` (a fleet answer may list none), and its
+``unread`` keeps only whole counts from 0 below ``payloads.UNREAD_MAX`` of handles its registry lists;
+asked for its own list (``own``), a daemon gives exactly one box, named for its link; the view holds no
+control character (escapes are inert).
 What would break it: a reader that indexes a peer's answer without checking its shape.
 """
 
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 
 from sotd.daemon import ops
 from sotd.web import snapshot
+from sotd.wire import payloads
 from tests.fuzz.conftest import Cases, fuzz
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20))
@@ -27,8 +30,11 @@ values = st.recursive(
     ),
     max_leaves=20,
 )
+names = st.one_of(st.sampled_from(["a", "b", "\x1b[2J"]), st.text(max_size=4))
+registries = st.one_of(values, st.dictionaries(names, values, max_size=4))
+counts = st.one_of(values, st.dictionaries(names, st.one_of(scalars, st.integers(-2, 2**64)), max_size=4))
 box_entry = st.fixed_dictionaries(
-    {}, optional={"box": values, "registry": values, "error": values, "x": values}
+    {}, optional={"box": values, "registry": registries, "error": values, "unread": counts, "x": values}
 )
 answers_st = st.one_of(
     values,
@@ -47,6 +53,11 @@ def test_fuzz_any_agents_list_answer_reads_as_boxes(cases: Cases, answer: Any, o
         isinstance(b["box"], str) and isinstance(b["registry"], dict) and isinstance(b["error"], str)
         for b in got
     ), got
+    for b in got:  # a count is kept only as a whole number for a handle the box lists
+        assert all(
+            name in b["registry"] and type(n) is int and 0 <= n < payloads.UNREAD_MAX
+            for name, n in b["unread"].items()
+        ), b
     if own:
         assert [b["box"] for b in got] == ["boxb"]
     for b in got:

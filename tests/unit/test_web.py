@@ -5,6 +5,8 @@ whole of it in Chromium."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sotd.terminal import tmux
@@ -227,24 +229,31 @@ def test_far_box_reads_a_linked_daemon_s_answer() -> None:
         {"boxes": [{"box": "b", "registry": {"x": {}}, "error": ""}, {"box": "c", "registry": 5}, 7]}
     )
     assert ops.far_box("b", ok) == [
-        {"box": "b", "registry": {"x": {}}, "error": ""},
-        {"box": "c", "registry": {}, "error": ""},
+        {"box": "b", "registry": {"x": {}}, "error": "", "unread": {}},
+        {"box": "c", "registry": {}, "error": "", "unread": {}},
     ]
-    assert ops.far_box("b", None, "timeout") == [{"box": "b", "registry": {}, "error": "no answer: timeout"}]
+    assert ops.far_box("b", None, "timeout") == [
+        {"box": "b", "registry": {}, "error": "no answer: timeout", "unread": {}}
+    ]
     assert ops.far_box("b", answers.unknown_op("agents.list")) == [
         {
             "box": "b",
             "registry": {},
             "error": "its daemon does not answer agents.list (an older sotd, or the 0.6.6 scripts)",
+            "unread": {},
         }
     ]
     (odd,) = ops.far_box("b", {"ok": False})
     assert odd["error"].startswith("it answered ")
     # a guest asked for its own list cannot speak for another box: its first entry, under the link's name
-    spoof = answers.ok_with({"boxes": [{"box": "a", "registry": {"x": {}}}, {"box": "c", "registry": {}}]})
-    assert ops.far_box("b", spoof, own=True) == [{"box": "b", "registry": {"x": {}}, "error": ""}]
+    spoof = answers.ok_with(
+        {"boxes": [{"box": "a", "registry": {"x": {}}, "unread": {"x": 3}}, {"box": "c", "registry": {}}]}
+    )
+    assert ops.far_box("b", spoof, own=True) == [
+        {"box": "b", "registry": {"x": {}}, "error": "", "unread": {"x": 3}}
+    ]
     assert ops.far_box("b", answers.ok_with({"boxes": []}), own=True) == [
-        {"box": "b", "registry": {}, "error": "it listed no box"}
+        {"box": "b", "registry": {}, "error": "it listed no box", "unread": {}}
     ]
     assert snapshot.far_view({"box": "b\x1b", "registry": {"x": {}, "y": {}}, "error": None}) == {
         "box": "b\\u001b",
@@ -325,3 +334,51 @@ def test_ocx_runs_of_this_node_as_the_page_shows_them(tmp_path: object) -> None:
          "limit": "wall", "limits_hit": ["wall"], "outputs": ["out.bin " + "c" * 16]},
     ]  # fmt: skip
     assert node_runs(os.path.join(state, "nowhere")) == []
+
+
+@pytest.mark.parametrize(
+    ("box", "counts"),
+    [
+        ({"registry": {"a": {}, "b": {}}, "unread": {"a": 0, "b": 7}}, {"a": 0, "b": 7}),
+        ({"registry": {"a": {}}}, {}),  # an older daemon sends none
+        ({"registry": {"a": {}}, "unread": None}, {}),
+        ({"registry": {"a": {}}, "unread": [1]}, {}),
+        ({"registry": 5, "unread": {"a": 1}}, {}),  # no registry: no handle to count for
+        ({"registry": {"a": {}}, "unread": {"a": 1, "ghost": 4}}, {"a": 1}),  # only handles it lists
+        ({"registry": {"a": {}}, "unread": {"a": True}}, {}),  # a bool is not a count
+        ({"registry": {"a": {}}, "unread": {"a": 1.0}}, {}),
+        ({"registry": {"a": {}}, "unread": {"a": "3"}}, {}),
+        ({"registry": {"a": {}}, "unread": {"a": -1}}, {}),
+        ({"registry": {"a": {}}, "unread": {"a": 10**12}}, {}),
+        ({"registry": {"a": {}}, "unread": {"a": 10**12 - 1}}, {"a": 10**12 - 1}),
+    ],
+)
+def test_read_box_unread_keeps_only_whole_counts_of_listed_handles(
+    box: dict[str, Any], counts: dict[str, int]
+) -> None:
+    from sotd.wire import payloads
+
+    assert payloads.read_box_unread(box) == counts
+
+
+@pytest.mark.parametrize(
+    ("agents", "mine"),
+    [
+        ({}, []),
+        ({"b": {"host": "me"}, "a": {"host": "me"}}, ["a", "b"]),
+        (
+            {"a": {"host": "me"}, "far": {"host": "other"}},
+            ["a"],
+        ),  # a shared folder: the other box counts its own
+        ({"a": {"host": "Me"}}, []),  # the host as written, not folded
+        ({"a": "me", "b": {"host": None}, "c": {}}, []),  # entries that say no host
+        (
+            {"../x": {"host": "me"}, "a b": {"host": "me"}, "x/y": {"host": "me"}},
+            [],
+        ),  # no valid handle: its inbox path is not read
+    ],
+)
+def test_own_handles_are_this_host_s_valid_handles(agents: dict[str, Any], mine: list[str]) -> None:
+    from sotd.daemon import ops
+
+    assert ops.own_handles(agents, "me") == mine

@@ -1,4 +1,5 @@
-"""The ops the daemon answers: ``comm.file``, ``agent.join``, ``agent.send``, ``version.query``.
+"""The ops the daemon answers: ``comm.file``, ``agent.join``, ``agent.send``, ``version.query``,
+``agents.list`` (ours: the registry's agents and this host's unread counts).
 
 Spec: behaviour 2.3 (verdict order, texts, codes), 6.4 (daemon route, the append), D4 (hub offer), D5 (a
 join outside any row). Seed 000 "The wire".
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sotd import __version__, _clock, fsprim, handles
 from sotd.errors import RegistryLinked, RegistryUnreadable, SotdError
-from sotd.formats import inbox, lockmanager, registry
+from sotd.formats import inbox, lockmanager, registry, unread
 from sotd.text import inert
 from sotd.wire import answers, hello, payloads
 from sotd.wire.answers import OK, quoted, refusal
@@ -68,6 +69,10 @@ UNLISTED = "unlisted"  # a not_here from steps 4-5: the hub may offer the handle
 # that said FAILED is not followed by a late filing (boxes' clocks are assumed to agree within it).
 ANSWER_MARGIN_S = 0.25
 EXPIRED = "the frame arrived after its sender stopped waiting for it, so nothing was filed"
+# ``agents.list``'s unread counts (issue 30): a glance, so a busy inbox is not waited on past this bound,
+# and all counting of one answer stops at the budget (the asking box waits 2 s for the whole answer)
+UNREAD_LOCK_BOUND_S = 0.05
+UNREAD_BUDGET_S = 0.5
 
 
 def budget(expires: object, now: float, lock_wait: float) -> float | None:
@@ -293,10 +298,23 @@ def file_locally(
     return OK
 
 
-def box_agents(box: str, agents: dict[str, Any], error: str) -> dict[str, Any]:
-    """One box of an ``agents.list`` answer (issue 30): the box, its registry's agents, and why they are
-    missing (``""`` when they are not). Pure."""
-    return {"box": box, "registry": agents, "error": error}
+def box_agents(
+    box: str, agents: dict[str, Any], error: str, unread: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """One box of an ``agents.list`` answer (issue 30): the box, its registry's agents, why they are
+    missing (``""`` when they are not), and the unread counts of the handles whose inboxes it read (its
+    own; ``{}`` when it counted none). Pure."""
+    return {"box": box, "registry": agents, "error": error, "unread": unread or {}}
+
+
+def own_handles(agents: dict[str, Any], self_host: str) -> list[str]:
+    """The handles of a registry this box counts unread mail for: valid names whose entry says this host
+    (a folder shared between boxes lists the others' too; their box counts them). Pure."""
+    return sorted(
+        name
+        for name, entry in agents.items()
+        if isinstance(entry, dict) and entry.get("host") == self_host and handles.is_valid(name)
+    )
 
 
 def far_box(
@@ -325,6 +343,7 @@ def far_box(
             str(b.get("box", box)),
             b["registry"] if isinstance(b.get("registry"), dict) else {},
             str(b.get("error") or ""),
+            payloads.read_box_unread(b),
         )
         for b in entries
     ]
@@ -364,6 +383,7 @@ class Ops:
         self.reload = reload  # ``daemon.reload``: read hosts.toml again (a local client only)
         self.blocking = blocking  # runs comm.file's blocking steps in a thread (the daemon's ``Filers``)
         self.fleet = fleet  # ``agents.list`` with fleet: the other boxes' lists (the hub's links, or the hub)
+        self.unread = unread.Counter(layout, bound=UNREAD_LOCK_BOUND_S)  # ``agents.list``'s counts
 
     async def handle(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]:
         """The answer to one request, by the wire's op names (``sotd.wire.payloads``)."""
@@ -400,12 +420,25 @@ class Ops:
 
     def own_agents(self) -> dict[str, Any]:
         """This box's entry of an ``agents.list`` answer: its registry's agents as they are (the reader
-        shows them inert), or why they could not be read."""
+        shows them inert), or why they could not be read; with the unread counts of this host's handles
+        (``formats.unread.Counter``: an inbox is read again only when it or its cursor moved; one busy
+        past ``UNREAD_LOCK_BOUND_S`` is left uncounted, and counting stops at ``UNREAD_BUDGET_S``)."""
         try:
             doc = registry.read(self.layout)
         except SotdError as e:
             return box_agents(self.self_host, {}, e.message)
-        return box_agents(self.self_host, registry.agents_of(doc) if doc is not None else {}, "")
+        agents = registry.agents_of(doc) if doc is not None else {}
+        mine = own_handles(agents, self.self_host)
+        self.unread.forget_all_but(set(mine))
+        counts: dict[str, int] = {}
+        stop = time.monotonic() + UNREAD_BUDGET_S
+        for name in mine:
+            if time.monotonic() > stop:
+                break
+            n = self.unread.count(name)
+            if n is not None:
+                counts[name] = n
+        return box_agents(self.self_host, agents, "", counts)
 
     def agent_send(self, payload: dict[str, Any]) -> dict[str, Any]:
         to = payloads.read_agent_send_to(payload)

@@ -2,8 +2,9 @@
 
 What it reads is what the CLI reads, through the CLI's own readers: the registry (``formats.registry``,
 liveness by ``listing.stale_window`` as ``sotd comm list`` shows it), each local handle's unread count past
-its cursor (``cli.comm.inboxread.read_batch`` and ``formats.inbox.count_directed``, as ``sotd comm
-unread``), this box's daemon (``version.query``: its role, the link to its hub and the boxes linked to it,
+its cursor (``formats.unread.Counter``: the read of ``sotd comm unread``, kept until the inbox or the
+cursor moves), each other box's handles with the unread counts that box's daemon gave
+(``agents.list`` with fleet), this box's daemon (``version.query``: its role, the link to its hub and the boxes linked to it,
 what ``sotd daemon status`` shows; ``workspace.list``: the rows and their phases), the rows' screens
 (``terminal.tmux.Tmux.screens``, plain text of the daemon's private tmux server) and the last lines of this
 box's inboxes (``formats.inbox.decode_line``).
@@ -199,36 +200,16 @@ class Reader:
             "runs": [],
             "why": "",
         }  # the other boxes of agents.list (fleet), as answered
-        self._unread: dict[str, tuple[tuple[int, int, int, int], int | None]] = {}
+        from sotd.formats import inbox, unread
+
+        self._counter = unread.Counter(self.ctx.layout, bound=inbox.read_wait(environ))
         self._mail: tuple[object, list[dict[str, str]]] = (None, [])
 
     # ------------------------------------------------------------------------------- the file side
 
-    def _stamp(self, path: str) -> tuple[int, int]:
-        try:
-            st = os.stat(path)
-        except OSError:
-            return (-1, -1)
-        return (st.st_size, st.st_mtime_ns)
-
     def unread(self, handle: str) -> int | None:
         """``sotd comm unread <handle>``'s count; None when it could not be counted (busy, unreadable)."""
-        lay = self.ctx.layout
-        key = (*self._stamp(lay.inbox(handle)), *self._stamp(lay.cursor(handle)))
-        kept = self._unread.get(handle)
-        if kept is not None and kept[0] == key:
-            return kept[1]
-        from sotd.cli.comm.inboxread import read_batch
-        from sotd.errors import SotdError
-        from sotd.formats import inbox
-
-        try:
-            batch = read_batch(self.ctx, handle, warn=lambda _line: None)
-            n: int | None = 0 if batch is None else inbox.count_directed(batch.new, handle)
-        except (SotdError, OSError, ValueError):
-            n = None
-        self._unread[handle] = (key, n)
-        return n
+        return self._counter.count(handle)
 
     def handles(self) -> tuple[list[dict[str, Any]], list[str], str]:
         """Every handle the registry lists, this box's handles, and a problem line (``""``)."""
@@ -255,19 +236,23 @@ class Reader:
         return out, local, ""
 
     def far_handles(self, listed: set[str]) -> list[dict[str, Any]]:
-        """The handles other boxes' daemons list (``agents.list`` with fleet) that this registry does not."""
+        """The handles other boxes' daemons list (``agents.list`` with fleet) that this registry does not, each
+        with the unread count its box gave (none from an older daemon, or for an inbox it could not read)."""
         now = _clock.now()
         window = self._window
         out = []
+        from sotd.wire.payloads import read_box_unread
+
         for box in self._far:
             agents = box.get("registry")
             if not isinstance(agents, dict):
                 continue
+            counts = read_box_unread(box)  # what that box's daemon counted of its own inboxes
             for name in sorted(agents):
                 if name in listed:
                     continue
                 listed.add(name)
-                view = handle_view(str(name), agents[name], now, window, unread=None, me="")
+                view = handle_view(str(name), agents[name], now, window, unread=counts.get(name), me="")
                 view["box"] = inert(str(box.get("box", "")))
                 out.append(view)
         return out
@@ -275,10 +260,11 @@ class Reader:
     def mail(self, local: list[str]) -> list[dict[str, str]]:
         """The newest ``MAIL_SHOWN`` lines of the inboxes of ``local``, newest first."""
         lay = self.ctx.layout
-        key = tuple((h, self._stamp(lay.inbox(h))) for h in local)
+        from sotd.formats import inbox, unread
+
+        key = tuple((h, unread.stamp_of(lay, h)) for h in local)
         if self._mail[0] == key:
             return self._mail[1]
-        from sotd.formats import inbox
 
         got: list[tuple[str, int, dict[str, str]]] = []
         for h in local:

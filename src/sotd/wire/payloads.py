@@ -210,6 +210,22 @@ def read_agents_list(payload: dict[str, Any]) -> bool:
     return payload.get("fleet") is True
 
 
+UNREAD_MAX = 10**12  # more unread lines than any inbox holds: a peer's number past it is not a count
+
+
+def read_box_unread(box: dict[str, Any]) -> dict[str, int]:
+    """The unread counts an ``agents.list`` box entry gives (``"unread": {handle: n}``, issue 30), kept only
+    for handles its ``registry`` lists and only where ``n`` is a whole number from 0 below ``UNREAD_MAX``
+    (a bool, a float, a string or a negative is dropped: the page shows no count rather than a wrong one).
+    An older daemon sends none: ``{}``."""
+    counts, agents = box.get("unread"), box.get("registry")
+    if not isinstance(counts, dict) or not isinstance(agents, dict):
+        return {}
+    return {
+        name: n for name, n in counts.items() if name in agents and type(n) is int and 0 <= n < UNREAD_MAX
+    }
+
+
 # ---------------------------------------------------------------------------------------- workspace.*
 
 

@@ -1,5 +1,6 @@
 """``sotd/cli/comm/inboxread.py``: reading one inbox past its read cursor, shared by poll, unread and the Stop
-hook. Behaviour 1.5, 1.6; the read hint of ``formats/readhint.py``.
+hook. Behaviour 1.5, 1.6; the read itself is ``formats/unread.read_past_cursor`` (the daemon's and
+``sotd web``'s counts use it too), with the read hint of ``formats/readhint.py``.
 
 Guarantee: one read under the shared read lock (where this box appends itself), so a batch is whole lines
 a writer finished; the lines past the cursor, and what the cursor needs to move past them. Nothing here
@@ -44,27 +45,10 @@ def read_batch(ctx: Context, handle: str, *, warn: Callable[[str], None] = err) 
     """Read the inbox once (under the shared lock where this box appends itself). None: no inbox file.
 
     Reads from the cursor's byte offset when the private hint checks out (``formats/readhint.py``), else
-    from byte 0 with the cursor's step-back rules. Raises ``InboxBusy`` when the lock stays held past its
-    bound.
+    from byte 0 with the cursor's step-back rules (their note goes to stderr). Raises ``InboxBusy`` when
+    the lock stays held past its bound (``SOT_INBOX_READ_WAIT_SECS``).
     """
-    from sotd.formats import cursor, inbox, lockmanager, readhint
+    from sotd.formats import inbox, unread
 
-    lay = ctx.layout
-    text = cursor.read(lay, handle)
-    own = lockmanager.own_lock(lay)
-    if own is not None:
-        nfs = lockmanager.is_nfs(own)
-        with inbox.ReadLock(lay, handle, nfs=nfs, bound=inbox.read_wait(ctx.environ), warn=warn):
-            view = readhint.read(lay, handle, text)
-    else:
-        view = readhint.read(lay, handle, text)
-    if view is None:
-        return None
-    if view.base:
-        return Batch(view, view.base)
-    start = view.shown(text, handle, err)
-    if start and text.startswith(f"{start} "):
-        # a full scan that accepted a hashed cursor as it stands: leave a hint so the next reader (the
-        # Stop hook's unread count, every turn) starts at this line instead of byte 0
-        readhint.write(lay, handle, text, view, start)
-    return Batch(view, start)
+    got = unread.read_past_cursor(ctx.layout, handle, bound=inbox.read_wait(ctx.environ), warn=warn, note=err)
+    return None if got is None else Batch(*got)
