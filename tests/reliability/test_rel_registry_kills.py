@@ -4,9 +4,9 @@ broken by age.
 Injector: SIGKILL. Writer processes (forked from the test after sotd is imported, so a writer costs a fork,
 not an interpreter start) each loop ``registry.update`` on their own key and acknowledge each returned write
 in an append-only file; the test kills one at a random moment, reaps it at once (a zombie's /proc entry
-would still read as alive) and starts another, until 1,000 kills or 90 s (it takes 26-34 s on a quiet
-machine; a 40 s bound ran out at 957 kills in a slow hour). A separate reader process parses every read
-meanwhile. The settle of the reclaim step is shortened to 10 ms (``SOT_COMM_TEST_LOCK_SETTLE``,
+would still read as alive) and starts another, until 1,000 kills or 150 s (it takes 26-34 s on a quiet
+machine; beside the other lanes about 60 s: 651 kills in 40 s were seen). A separate reader process
+parses every read meanwhile. The settle of the reclaim step is shortened to 10 ms (``SOT_COMM_TEST_LOCK_SETTLE``,
 the spec's test knob) so the many reclaims fit the bound; the protocol is otherwise the real one.
 
 Afterwards: the registry parses, every acknowledged write is there (a writer's key holds its last acked
@@ -34,10 +34,12 @@ from sotd.formats.layout import Layout
 from sotd.formats.reglock import RegistryLock, read_fresh
 from tests.conftest import Comm
 
-pytestmark = [pytest.mark.reliability, pytest.mark.serial, pytest.mark.alone, pytest.mark.timeout(180)]
+# serial (its writers and reader are four processes the whole time), not ``alone``: its bound is a count of
+# kills and the time bound only ends a loop that cannot finish, so it runs in the mounts lane beside the others
+pytestmark = [pytest.mark.reliability, pytest.mark.serial, pytest.mark.timeout(240)]
 
 KILLS = 1000
-BUDGET_SECS = 90.0
+BUDGET_SECS = 150.0
 WRITERS = 4
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "src"))
 
@@ -190,6 +192,7 @@ with lk:
 """
 
 
+@pytest.mark.alone  # its waits are read against the clock
 def test_a_live_holders_lock_is_never_broken_by_age(tmp_path: object) -> None:
     """Injector: ``os.utime`` sets the lock file's times ten years back while its holder lives."""
     comm = Comm(str(tmp_path))
