@@ -5,6 +5,7 @@ uncounted within the bound, and counting never moves the cursor."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -61,3 +62,15 @@ def test_a_held_read_lock_leaves_the_handle_uncounted_within_the_bound(comm: Com
         assert unread.Counter(comm.layout, bound=0.2).count("beta") == 0  # another handle is not held up
     assert 0.2 <= took < 2.0, took
     assert counter.count("alpha") == 1  # the lock is gone: counted (a None is never kept)
+
+
+def test_an_inbox_past_max_bytes_is_left_uncounted_and_nothing_is_read(comm: Comm) -> None:
+    a, b = comm.session("alpha"), comm.session("beta")
+    assert a.run("join", "--name", "alpha").code == 0
+    assert b.run("join", "--name", "beta").code == 0
+    assert b.run("send", "@alpha", "one").code == 0
+    size = os.path.getsize(comm.layout.inbox("alpha"))
+    assert unread.Counter(comm.layout, bound=0.2, max_bytes=size).count("alpha") == 1  # at the bound: read
+    before = snapshot(comm.home)
+    assert unread.Counter(comm.layout, bound=0.2, max_bytes=size - 1).count("alpha") is None
+    assert snapshot(comm.home) == before  # not even the read hint was written

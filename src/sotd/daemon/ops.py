@@ -73,6 +73,7 @@ EXPIRED = "the frame arrived after its sender stopped waiting for it, so nothing
 # and all counting of one answer stops at the budget (the asking box waits 2 s for the whole answer)
 UNREAD_LOCK_BOUND_S = 0.05
 UNREAD_BUDGET_S = 0.5
+UNREAD_MAX_BYTES = 64 << 20  # a larger inbox is left uncounted: the daemon lives long, a count is a glance
 
 
 def budget(expires: object, now: float, lock_wait: float) -> float | None:
@@ -383,7 +384,7 @@ class Ops:
         self.reload = reload  # ``daemon.reload``: read hosts.toml again (a local client only)
         self.blocking = blocking  # runs comm.file's blocking steps in a thread (the daemon's ``Filers``)
         self.fleet = fleet  # ``agents.list`` with fleet: the other boxes' lists (the hub's links, or the hub)
-        self.unread = unread.Counter(layout, bound=UNREAD_LOCK_BOUND_S)  # ``agents.list``'s counts
+        self.unread = unread.Counter(layout, bound=UNREAD_LOCK_BOUND_S, max_bytes=UNREAD_MAX_BYTES)
 
     async def handle(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]:
         """The answer to one request, by the wire's op names (``sotd.wire.payloads``)."""
@@ -422,7 +423,8 @@ class Ops:
         """This box's entry of an ``agents.list`` answer: its registry's agents as they are (the reader
         shows them inert), or why they could not be read; with the unread counts of this host's handles
         (``formats.unread.Counter``: an inbox is read again only when it or its cursor moved; one busy
-        past ``UNREAD_LOCK_BOUND_S`` is left uncounted, and counting stops at ``UNREAD_BUDGET_S``)."""
+        past ``UNREAD_LOCK_BOUND_S`` or larger than ``UNREAD_MAX_BYTES`` is left uncounted, and counting
+        stops at ``UNREAD_BUDGET_S``)."""
         try:
             doc = registry.read(self.layout)
         except SotdError as e:

@@ -83,17 +83,18 @@ class Counter:
     itself is not (two threads may both read a changed inbox; both get the same number).
     """
 
-    def __init__(self, layout: Layout, *, bound: float) -> None:
+    def __init__(self, layout: Layout, *, bound: float, max_bytes: int | None = None) -> None:
         import threading  # here, not at the top: poll and the Stop hook load this module and need no thread
 
         self.layout = layout
         self.bound = bound
+        self.max_bytes = max_bytes  # an inbox larger than this is not read (None: any size)
         self._kept: dict[str, tuple[Stamp, int | None]] = {}
         self._lock = threading.Lock()
 
     def count(self, handle: str) -> int | None:
         """``sotd comm unread <handle>``'s number; None when it could not be counted (the inbox busy past
-        ``bound``, unreadable, a link where a file belongs)."""
+        ``bound``, unreadable, a link where a file belongs, larger than ``max_bytes``)."""
         from sotd.errors import SotdError
         from sotd.formats import inbox
 
@@ -102,6 +103,8 @@ class Counter:
             kept = self._kept.get(handle)
         if kept is not None and kept[0] == key:
             return kept[1]
+        if self.max_bytes is not None and key[1] > self.max_bytes:
+            return None  # a glance never loads a huge file into a long-lived process
         n: int | None
         try:
             got = read_past_cursor(self.layout, handle, bound=self.bound, warn=_quiet, note=_quiet)
