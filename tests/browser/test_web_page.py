@@ -238,6 +238,36 @@ def test_a_join_appears_and_a_work_state_recolours_within_2s(fleet: Fleet, page:
     page.shot("blocked")
 
 
+def unread_cell(page: Page, name: str) -> str | None:
+    """The handle's unread cell as the page shows it now (None: no such row)."""
+    return page.driver.execute_script(  # type: ignore[no-any-return]
+        'const r = document.querySelector(`#handles tr[data-handle="${arguments[0]}"]`);'
+        "return r ? r.querySelector('td.unread').textContent : null;",
+        name,
+    )
+
+
+def test_a_writer_holding_an_inbox_stalls_nothing_and_the_count_comes_back(fleet: Fleet, page: Page) -> None:
+    """A writer holds @boss's inbox lock for as long as it likes (a frozen sender): the page's reader
+    waits at most 0.1 s on it (``snapshot.UNREAD_LOCK_BOUND_S``), shows no count for @boss meanwhile, and
+    every other update still comes within 2 s; once the lock is free the count is back."""
+    from tests.integration.cli_support import flock_held
+
+    open_page(fleet, page)
+    sender = fleet.session("sender")
+    assert fleet.run(sender, "join", "sender").code == 0
+    assert fleet.run(sender, "send", "@boss", "one line").code == 0
+    within(2, lambda: unread_cell(page, "boss") == "1", "@boss's count 1")
+    with flock_held(fleet.layout.inbox_lock("boss")):
+        os.utime(fleet.layout.inbox("boss"))  # the inbox moved: its count must be read again, under the lock
+        within(2, lambda: unread_cell(page, "boss") == "", "@boss uncounted while its inbox is held")
+        late = fleet.session("late")
+        assert fleet.run(late, "join", "late").code == 0
+        within(2, lambda: handle_row(page, "late"), "@late to appear while @boss's inbox is held")
+        page.shot("inbox-held")
+    within(2, lambda: unread_cell(page, "boss") == "1", "@boss's count back once the lock is free")
+
+
 def box_line(page: Page, box: str) -> str | None:
     """The text of the box's line in the links list now, read in one script (as ``handle_row``)."""
     return page.driver.execute_script(  # type: ignore[no-any-return]

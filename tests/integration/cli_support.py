@@ -122,7 +122,14 @@ def _holding(argv: list[str]) -> Iterator[subprocess.Popen[str]]:
 @contextmanager
 def inbox_lock_held(comm: Comm, handle: str) -> Iterator[subprocess.Popen[str]]:
     """Another process holds an exclusive flock on ``inbox/<handle>.lock`` (a writer mid-append)."""
-    with _holding([FLOCK_HOLDER, comm.layout.inbox_lock(handle)]) as p:
+    with flock_held(comm.layout.inbox_lock(handle)) as p:
+        yield p
+
+
+@contextmanager
+def flock_held(path: str) -> Iterator[subprocess.Popen[str]]:
+    """Another process holds an exclusive flock on ``path`` until the block ends."""
+    with _holding([FLOCK_HOLDER, path]) as p:
         yield p
 
 

@@ -89,7 +89,7 @@ class Counter:
         self.layout = layout
         self.bound = bound
         self.max_bytes = max_bytes  # an inbox larger than this is not read (None: any size)
-        self._kept: dict[str, tuple[Stamp, int | None]] = {}
+        self._kept: dict[str, tuple[Stamp, int]] = {}
         self._lock = threading.Lock()
 
     def count(self, handle: str) -> int | None:

@@ -38,6 +38,9 @@ MAIL_SHOWN = 40  # the newest lines of this box's inboxes the page shows
 MAIL_TAIL_BYTES = 64 * 1024  # read of each inbox's end
 SCREEN_LINES = 60
 RUNS_EVERY_S = 5.0
+# a busy inbox is not waited on past this (``sotd comm unread`` waits 3 s, for a person who asked; the page
+# reads every 0.5 s and shows no count until the writer is done, then the count)
+UNREAD_LOCK_BOUND_S = 0.1
 
 
 def colour(state: str) -> str:
@@ -200,9 +203,9 @@ class Reader:
             "runs": [],
             "why": "",
         }  # the other boxes of agents.list (fleet), as answered
-        from sotd.formats import inbox, unread
+        from sotd.formats import unread
 
-        self._counter = unread.Counter(self.ctx.layout, bound=inbox.read_wait(environ))
+        self._counter = unread.Counter(self.ctx.layout, bound=UNREAD_LOCK_BOUND_S)
         self._mail: tuple[object, list[dict[str, str]]] = (None, [])
 
     # ------------------------------------------------------------------------------- the file side
