@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 from tests.conftest import SOTD
 
@@ -25,6 +26,18 @@ def status_pid(sock: str) -> int | None:
     except (OSError, ValueError):
         return None
     return pid if isinstance(pid, int) else None
+
+
+def started_pid(sock: str, secs: float = 10.0) -> int | None:
+    """The pid a daemon that was just started writes to its status file, waited for: the daemon answers on
+    its socket (what ``start`` and an autostart wait for) a moment before its status file is written, so a
+    read right after may find none (a fresh-clone CI run read ``None`` there). None if it never came."""
+    deadline = time.monotonic() + secs
+    while True:
+        pid = status_pid(sock)
+        if pid is not None or time.monotonic() > deadline:
+            return pid
+        time.sleep(0.05)
 
 
 def kill_daemon(sock: str) -> None:

@@ -29,7 +29,7 @@ from sotd import runtime
 from sotd.formats import lockmanager
 from sotd.formats.layout import Layout
 from tests.conftest import Comm, Session
-from tests.newcomer.daemons import daemon, status_pid, stop_daemon
+from tests.newcomer.daemons import daemon, started_pid, status_pid, stop_daemon
 
 pytestmark = pytest.mark.transcripts
 
@@ -48,7 +48,7 @@ def test_a_send_with_no_daemon_starts_it_and_is_filed(tmp_path: object) -> None:
     env = {"SOT_SOCKET": sock, "SOT_DAEMON_AUTOSTART": "on"}
     try:
         r = a.run("send", "@beta", "hello", env=env)
-        pid = status_pid(sock)
+        pid = started_pid(sock)
         assert pid is not None, r
         log = sock + ".log"
         assert (r.code, r.out) == (0, "filed -> @beta\n"), r
@@ -86,7 +86,7 @@ def test_a_hub_started_before_its_folder_makes_it_and_records_it(tmp_path: objec
     env = {**a.env, "SOT_SOCKET": sock}
     try:
         r = daemon(env, "start")
-        pid = status_pid(sock)
+        pid = started_pid(sock)
         assert (r.returncode, r.stdout) == (0, sock + "\n"), r
         assert r.stderr == f"sotd daemon: started pid {pid} at {sock}; its log is {sock}.log\n"
         lay = Layout(comm.home)
@@ -202,7 +202,7 @@ def test_a_spawn_with_no_daemon_starts_it(tmp_path: object) -> None:
     env = {"SOT_SOCKET": sock, "SOTD_STATE_DIR": state, "SOT_DAEMON_AUTOSTART": "on"}
     try:
         r = a.run("spawn", a.root, "--command", "true", env=env)
-        pid = status_pid(sock)
+        pid = started_pid(sock)
         assert pid is not None, r
         assert r.err_lines[0] == (
             f"sotd: this box had no daemon running, so one was started (started pid {pid} at {sock}; its log "
