@@ -175,6 +175,30 @@ def page(chromium_ok: None, request: pytest.FixtureRequest) -> Iterator[Page]:
     p.close()
 
 
+def start_web(env: dict[str, str], cwd: str, out: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``sotd web`` started with ``env`` in ``cwd`` (stdout to ``out``, stderr beside it), and the address
+    it prints as its whole first line."""
+    with open(out, "wb") as o, open(out + ".err", "wb") as e:
+        proc = subprocess.Popen([SOTD, "web"], env=env, cwd=cwd, stdout=o, stderr=e)
+
+    def first() -> str | None:
+        with open(out, encoding="utf-8") as f:
+            line = f.readline()
+        return line.strip() if line.endswith("\n") else None
+
+    return proc, str(wait_for(first, 20, "sotd web's address"))
+
+
+def stop_proc(p: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL past 10 s."""
+    p.terminate()
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait(5)
+
+
 def within(secs: float, pred: Any, what: str) -> Any:
     """``pred`` true within ``secs`` (the page's promise), polled every 50 ms; the value it gave."""
     deadline = time.monotonic() + secs

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.browser.conftest import Page, within
+from tests.browser.conftest import Page, start_web, stop_proc, within
 from tests.conftest import SOTD, Comm, clean_env, wait_for
 from tests.multihost.conftest import build_net
 from tests.multihost.netns import Net
@@ -77,24 +77,13 @@ class Two:
         env.update(self.net.env(box))
         env.update(SOT_COMM_SELF_FILE=s.self_file, PWD=s.root, SOT_SOCKET=self.net.boxes[box].socket)
         out = os.path.join(self.net.boxes[box].dir, "web.out")
-        with open(out, "wb") as o, open(out + ".err", "wb") as e:
-            self.procs.append(subprocess.Popen([SOTD, "web"], env=env, cwd=s.root, stdout=o, stderr=e))
-
-        def first() -> str | None:
-            with open(out, encoding="utf-8") as f:
-                line = f.readline()
-            return line.strip() if line.endswith("\n") else None
-
-        return str(wait_for(first, 20, "sotd web's address"))
+        proc, url = start_web(env, s.root, out)
+        self.procs.append(proc)
+        return url
 
     def close(self) -> None:
         for p in reversed(self.procs):
-            p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(5)
+            stop_proc(p)
 
 
 @pytest.fixture

@@ -10,13 +10,12 @@ output and its hash as ``ended`` put them on record.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
-from tests.browser.conftest import Page, within
-from tests.conftest import SOTD, Comm, wait_for
+from tests.browser.conftest import Page, start_web, stop_proc, within
+from tests.conftest import Comm
 from tests.ocx import runkit as rk
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(240)]
@@ -39,24 +38,11 @@ def node_b() -> Iterator[tuple[rk.Lab, str]]:
             SOT_DAEMON_AUTOSTART="off",
             PWD=lab.top,
         )
-        out = os.path.join(lab.top, "web.out")
-        with open(out, "wb") as o, open(out + ".err", "wb") as e:
-            web = subprocess.Popen([SOTD, "web"], env=env, cwd=lab.top, stdout=o, stderr=e)
+        web, url = start_web(env, lab.top, os.path.join(lab.top, "web.out"))
         try:
-
-            def first() -> str | None:
-                with open(out, encoding="utf-8") as f:
-                    line = f.readline()
-                return line.strip() if line.endswith("\n") else None
-
-            yield lab, str(wait_for(first, 20, "sotd web's address"))
+            yield lab, url
         finally:
-            web.terminate()
-            try:
-                web.wait(10)
-            except subprocess.TimeoutExpired:
-                web.kill()
-                web.wait(5)
+            stop_proc(web)
 
 
 def run_row(page: Page, run: str) -> list[str] | None:
