@@ -17,6 +17,11 @@ from tests.integration.cli_support import inbox_lock_held, snapshot
 pytestmark = pytest.mark.integration
 
 
+def _bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _cli_count(s: Session, handle: str) -> int:
     r = s.run("unread", handle)
     assert r.code == 0, r
@@ -74,3 +79,25 @@ def test_an_inbox_past_max_bytes_is_left_uncounted_and_nothing_is_read(comm: Com
     before = snapshot(comm.home)
     assert unread.Counter(comm.layout, bound=0.2, max_bytes=size - 1).count("alpha") is None
     assert snapshot(comm.home) == before  # not even the read hint was written
+
+
+def test_a_planted_link_in_place_of_an_inbox_or_cursor_is_never_followed(
+    comm: Comm, tmp_path: object
+) -> None:
+    """The daemon counts for a peer's page (``agents.list``): an inbox or cursor that is a symlink (to a
+    file this account may read) is left uncounted, the target untouched, and other handles still count."""
+    a, b = comm.session("alpha"), comm.session("beta")
+    assert a.run("join", "--name", "alpha").code == 0
+    assert b.run("join", "--name", "beta").code == 0
+    assert b.run("send", "@alpha", "one").code == 0
+    target = os.path.join(str(tmp_path), "elsewhere.jsonl")
+    with open(comm.layout.inbox("alpha"), "rb") as src, open(target, "wb") as f:
+        f.write(src.read())
+    os.symlink(target, comm.layout.inbox("gamma"))
+    os.symlink(target, comm.layout.cursor("beta"))
+    counter = unread.Counter(comm.layout, bound=0.2)
+    before = _bytes(target), os.stat(target).st_mtime_ns
+    assert counter.count("gamma") is None
+    assert counter.count("beta") is None
+    assert (_bytes(target), os.stat(target).st_mtime_ns) == before
+    assert counter.count("alpha") == 1
