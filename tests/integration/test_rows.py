@@ -662,6 +662,10 @@ def test_spawn_through_a_daemon_on_another_box_writes_no_provisional_row(box: Bo
         f"Created workspace 'far' (slug=far, id={ws['workspace_id']}) via unix:{box.sock}"
     )
     assert "was not ready within 3s (phase starting); it is left running" in p.stderr
+    # what its screen showed instead of a free prompt (Codex's reading of a blank pane running ``sleep``)
+    assert p.stderr.splitlines()[0].endswith(
+        "; its screen did not read ready: no idle footer (a dialog, view or overlay is open)"
+    ), p.stderr
     assert "roll" not in p.stderr
     assert "far" not in box.agents()
     assert not os.path.exists(box.layout.inbox("far"))

@@ -177,6 +177,33 @@ def test_windows_listing_kill_and_attach_command(tmux, tmp_path) -> None:
         tmux.capture("%999")
 
 
+def test_a_server_that_exits_as_a_window_is_added_is_started_again(tmux, tmp_path, monkeypatch) -> None:
+    """A row whose agent exits at once takes the server with it (its last window ended) while the next
+    row's window is added; CI saw ``tmux failed: server exited unexpectedly``. Here a ``tmux`` first on
+    PATH kills the real server just before the first ``new-window`` reaches it: the window is made all the
+    same, in a server started again."""
+    real = shutil.which("tmux")
+    assert real is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    mark = tmp_path / "killed"
+    wrapper = bin_dir / "tmux"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" new-window "*)\n'
+        f'  if [ ! -e {mark} ]; then : > {mark}; {real} -S "$2" kill-server; fi;;\n'
+        "esac\n"
+        f'exec {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    first, _ = start(tmux, tmp_path, "row-1")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    pane = tmux.new_window("row-2", str(tmp_path), {}, ["sleep", "300"])
+    assert mark.exists(), "the wrapper did not run: the race was not made"
+    wins = tmux.list_windows()
+    assert [(w.name, w.pane_id) for w in wins] == [("row-2", pane)], (first, wins)
+
+
 def test_window_gets_cwd_env_and_exact_argv(tmux, tmp_path) -> None:
     out = tmp_path / "out.json"
     code = "import json,os,sys; json.dump([os.getcwd(), os.environ.get('ROW_X'), os.environ.get('TMUX_PANE') is not None, sys.argv[1:]], open(sys.argv[1], 'w'))"

@@ -113,3 +113,20 @@ def test_environment_sync_argv() -> None:
 def test_show_environment_argv() -> None:
     assert t.show_environment_argv(S) == ["tmux", "-S", S, "show-environment", "-g"]
     assert t.show_environment_argv(S, "sotd") == ["tmux", "-S", S, "show-environment", "-t", "=sotd"]
+
+
+@pytest.mark.parametrize(
+    ("why", "again"),
+    [
+        ("tmux failed: no server running on /run/sotd/tmux.sock", True),
+        ("tmux failed: server exited unexpectedly", True),
+        ("tmux failed: error connecting to /run/sotd/tmux.sock (No such file or directory)", True),
+        ("tmux failed: duplicate session: sotd", True),
+        ("tmux failed: can't find pane: %9", False),
+        ("tmux failed: exit 1", False),
+        ("tmux new-window timed out after 5.0s", False),
+        ("cannot run tmux: No such file or directory", False),
+    ],
+)
+def test_lost_race_table(why: str, again: bool) -> None:
+    assert t.lost_race(why) is again

@@ -251,6 +251,9 @@ class DaemonRows:
         self.rows: dict[str, RowRecord] = {}
         self.tmux = Tmux(rows_tmux_socket(state), session=SESSION, environ=dict(environ))
         self.on_change: Callable[[str], None] | None = None  # row id whose handle or phase changed
+        # why a Starting row's screen does not read ready yet (``is_free``'s reason), for ``workspace.list``
+        # (a spawn that gives up says it); written by ``refresh_plan``'s thread, read for display only
+        self.waiting_on: dict[str, str] = {}
 
     # ----------------------------------------------------------------------------------- persistence
 
@@ -415,9 +418,10 @@ class DaemonRows:
         return out
 
     def refresh_plan(self) -> list[tuple[str, str]]:
-        """Each tick (blocking; no state changes): ``(row id, new phase)`` for rows whose window is gone
+        """Each tick (blocking; no row changes): ``(row id, new phase)`` for rows whose window is gone
         (ended), and for a Starting Claude row whose screen reads free or a Starting plain command (Ready).
-        ``apply`` makes the changes on the event loop."""
+        ``apply`` makes the changes on the event loop. For a Starting row whose screen is not free yet it
+        notes why in ``waiting_on``."""
         # a row whose window is still being made has no pane yet: never judge it (it would read as gone)
         live = [
             (r.id, r.phase, r.pane, r.agent) for r in list(self.rows.values()) if r.phase in LIVE and r.pane
@@ -442,11 +446,15 @@ class DaemonRows:
                 plan.append((rid, READY))
             elif agent in prompt.AGENTS_WITH_PREDICATE:
                 try:
-                    free, _why = prompt.is_free(prompt.screen_from_capture(*self.tmux.capture(pane)), agent)
-                except TmuxError:
+                    free, why = prompt.is_free(prompt.screen_from_capture(*self.tmux.capture(pane)), agent)
+                except TmuxError as e:
+                    self.waiting_on[rid] = f"its screen could not be read ({e.message})"
                     continue
                 if free:
                     plan.append((rid, READY))
+                    self.waiting_on.pop(rid, None)
+                else:
+                    self.waiting_on[rid] = why or "not free"
         return plan
 
     def apply(self, plan: list[tuple[str, str]]) -> None:
@@ -478,7 +486,9 @@ class DaemonRows:
 
     async def workspace_op(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         if op == payloads.WORKSPACE_LIST:
-            return {"workspaces": [r.wire() for r in sorted(self.rows.values(), key=lambda r: r.created)]}
+            return {
+                "workspaces": [self._listed(r) for r in sorted(self.rows.values(), key=lambda r: r.created)]
+            }
         if op == payloads.WORKSPACE_CREATE:
             return await self.create(payload)
         if op == payloads.WORKSPACE_DESTROY:
@@ -486,6 +496,14 @@ class DaemonRows:
         if op == payloads.WORKSPACE_ACTIVATE:
             return await self.activate(payload)
         return answers.unknown_op(op)
+
+    def _listed(self, row: RowRecord) -> dict[str, Any]:
+        """``workspace.list``'s entry: the row, and for a Starting row why its screen is not ready yet
+        (``waiting_on``, ours; ``""`` when not known)."""
+        doc = row.wire()
+        if row.phase == STARTING:
+            doc["waiting_on"] = self.waiting_on.get(row.id, "")
+        return doc
 
     def _row_for(self, payload: dict[str, Any]) -> RowRecord | dict[str, Any]:
         wid = payloads.read_workspace_id(payload)

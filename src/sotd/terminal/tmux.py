@@ -28,6 +28,14 @@ TIMEOUT_SECS = 5.0
 CURSOR_FORMAT = "#{cursor_x} #{cursor_y} #{pane_width}"
 WINDOW_FORMAT = "#{session_name}\t#{window_id}\t#{window_name}\t#{pane_id}\t#{pane_pid}\t#{pane_dead}"
 DEFAULT_SIZE = (200, 50)
+NEW_WINDOW_TRIES = 3  # ``Tmux.new_window``: a server that exits as a window is added is started again
+# what tmux says when the server it asked has just exited, or a session was just made by another call
+RACE_TEXTS = (
+    "no server running on ",
+    "server exited unexpectedly",
+    "error connecting to ",
+    "duplicate session",
+)
 
 
 class TmuxError(SotdError):
@@ -288,6 +296,14 @@ def parse_windows(out: str) -> list[Window]:
     return windows
 
 
+def lost_race(why: str) -> bool:
+    """``why`` (a ``TmuxError``'s text) says the server went away between two calls, or a session was
+    made between a check and its creation: the call may be tried again. A server whose last window ends
+    exits (tmux's ``exit-empty``), so a row whose agent exits at once takes the server with it while the
+    next row's window is being added (seen in CI: ``tmux failed: server exited unexpectedly``)."""
+    return any(text in why for text in RACE_TEXTS)
+
+
 # -------------------------------------------------------------------------------------------- runner
 
 
@@ -371,12 +387,19 @@ class Tmux:
         return out.strip()
 
     def new_window(self, name: str, cwd: str, env: dict[str, str], argv: list[str]) -> str:
-        """A window ``name`` running ``argv``; starts the server and its session when there is none yet."""
-        if not self.has_session():
-            return self.new_session(name, cwd, env, argv)
-        return self.run(
-            new_window_argv(self.socket_path, self.session, name, cwd, env=env, argv=argv)
-        ).strip()
+        """A window ``name`` running ``argv``; starts the server and its session when there is none yet,
+        or when the server exits between the check and the window (``lost_race``: tried again, bounded)."""
+        for attempt in range(NEW_WINDOW_TRIES):
+            try:
+                if not self.has_session():
+                    return self.new_session(name, cwd, env, argv)
+                return self.run(
+                    new_window_argv(self.socket_path, self.session, name, cwd, env=env, argv=argv)
+                ).strip()
+            except TmuxError as e:
+                if attempt == NEW_WINDOW_TRIES - 1 or not lost_race(e.message):
+                    raise
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def capture(self, target: str) -> tuple[str, int, int, int]:
         """``(capture-pane -e -p text, cursor_x, cursor_y, pane_width)`` of ``target``."""

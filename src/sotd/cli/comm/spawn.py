@@ -165,6 +165,18 @@ def phase_of(listed: dict[str, Any], wid: str) -> str:
     return "gone"
 
 
+def waiting_of(listed: dict[str, Any], wid: str) -> str:
+    """Why row ``wid``'s screen does not read ready yet, as ``workspace.list`` says (``""``: not said); pure.
+    A daemon's text: shown inert."""
+    from sotd.text import inert
+
+    for w in listed.get("workspaces") or []:
+        if isinstance(w, dict) and w.get("workspace_id") == wid:
+            why = w.get("waiting_on")
+            return inert(why)[:200] if isinstance(why, str) else ""
+    return ""
+
+
 def phase_verdict(phase: str, *, past_deadline: bool) -> str:
     """``READY``, ``WAIT`` (ask again in a second), or the failure's kind ("phase" or "timeout"); pure."""
     if phase == "ready":
@@ -424,9 +436,11 @@ def _wait_ready(ctx: Context, endpoint: str, wid: str, me: str, *, remote: bool 
     hint_tail = f" --endpoint {endpoint}" if remote else ""  # the hint must work as printed
     deadline = time.monotonic() + limit
     phase = "unknown"
+    waiting = ""
     while True:
         try:
-            phase = phase_of(ask(ctx, endpoint, payloads.WORKSPACE_LIST, {}), wid)
+            listed = ask(ctx, endpoint, payloads.WORKSPACE_LIST, {})
+            phase, waiting = phase_of(listed, wid), waiting_of(listed, wid)
         except SotdError:
             pass
         verdict = phase_verdict(phase, past_deadline=time.monotonic() >= deadline)
@@ -438,9 +452,10 @@ def _wait_ready(ctx: Context, endpoint: str, wid: str, me: str, *, remote: bool 
                 f"ERROR: capsule row {wid} reached phase {phase}, not ready; see it with {despawn} {wid}{hint_tail}"
             )
         if verdict == "timeout":
+            seen = f"; its screen did not read ready: {waiting}" if waiting else ""
             raise SpawnFailed(
                 f"ERROR: capsule row {wid} was not ready within {limit:g}s (phase {phase}); it is left running — "
-                f"remove it with {despawn} {wid}{hint_tail}"
+                f"remove it with {despawn} {wid}{hint_tail}{seen}"
             )
         time.sleep(1.0)
 
