@@ -75,8 +75,16 @@ def _traced_by(pid: int) -> set[int]:
 @contextlib.contextmanager
 def slow_fsync(pid: int, secs: float) -> Iterator[None]:
     """Every fsync of process ``pid`` (all its threads, and threads it starts) returns ``secs`` late."""
-    inject = f"inject=fsync:delay_exit={round(secs * 1_000_000)}"
-    args = [STRACE, "-f", "-qq", "-o", os.devnull, "-e", "trace=fsync", "-e", inject, "-p", str(pid)]
+    with slow_syscall(pid, "fsync", f"delay_exit={round(secs * 1_000_000)}"):
+        yield
+
+
+@contextlib.contextmanager
+def slow_syscall(pid: int, name: str, delay: str) -> Iterator[None]:
+    """Every ``name`` syscall of process ``pid`` (all its threads) is delayed as ``delay`` says (strace's
+    ``delay_enter=`` or ``delay_exit=``, in microseconds)."""
+    inject = f"inject={name}:{delay}"
+    args = [STRACE, "-f", "-qq", "-o", os.devnull, "-e", f"trace={name}", "-e", inject, "-p", str(pid)]
     tracer = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def attached() -> bool:
@@ -171,6 +179,45 @@ def test_a_guest_told_failed_never_finds_its_line_filed_by_the_hub(
     assert TAKEN_BACK in hub.logtext(), hub.logtext()[-2000:]
     assert guest.file("alpha", "after") == {"ok": True}
     assert [x["msg"] for x in inbox_lines(lay, "alpha")] == ["after"]
+
+
+LATE_OK = (
+    "comm.file for @alpha: filed, but its ok went out {}s after its sender's deadline; the sender may have "
+    "been told FAILED for a line that is in the inbox"
+)
+
+
+def test_an_ok_the_guest_no_longer_waits_for_is_never_silent(tmp_path: Any, daemons: list[Daemon]) -> None:
+    """What no margin covers (docs/contract.md "A filing's deadline"): the hub files in time, then stalls
+    past the answer margin before its ``ok`` is on the wire (here strace delays the hub's socket sends by
+    2.5 s; a descheduled box does the same). The guest's wait has ended and it says FAILED; the line is in
+    the inbox. That case cannot be closed by any deadline (the two ends cannot both know in time), so it
+    is made visible: the hub logs that its ok went out after the sender's deadline, naming the handle."""
+    work = str(tmp_path)
+    write_hosts(work, hub_sock_path(work))
+    lay = folder(work, "a")
+    put_agents(lay, alpha=live("boxa"))
+    hub = start(daemons, work, "hub", lay.home, "boxa")
+    guest = start(
+        daemons, work, "guest", lay.home, "boxb", env={"SOT_COMM_TEST_LOCK_IDENTITY": "none@guestbox"}
+    )
+    wait_for(lambda: linked(hub, "boxb"), what="the guest's link")
+    with slow_syscall(hub.proc.pid, "sendto", "delay_enter=2500000"):
+        expires = time.time() + 2.0
+        answer = guest.file("alpha", "filed, answered late", expires=expires)
+        assert time.time() < expires, "the guest answered before its sender gave up"
+        assert answer["code"] == "file_failed", answer
+        assert "no reply to comm.file within" in answer["error"], answer
+        wait_for(lambda: "ok went out" in hub.logtext(), timeout=15, what="the hub's late answer")
+    assert [x["msg"] for x in inbox_lines(lay, "alpha")] == ["filed, answered late"]
+    late = [row for row in hub.logtext().splitlines() if "ok went out" in row]
+    assert len(late) == 1, late
+    secs = late[0].split("ok went out ")[1].split("s after")[0]
+    assert 0.0 < float(secs) < 3.0, late
+    assert late[0].endswith(LATE_OK.format(secs)), late
+    # in time, an ok is not logged
+    assert guest.file("alpha", "after") == {"ok": True}
+    assert sum("ok went out" in row for row in hub.logtext().splitlines()) == 1
 
 
 def _release_at(fd: int, at: float) -> Any:

@@ -62,6 +62,29 @@ def test_filing_deadline_table(expires: object, now: float, mono_now: float, dea
     assert got == (None if deadline is None else pytest.approx(deadline))
 
 
+LATE = (
+    "comm.file for @sink: filed, but its ok went out 0.300s after its sender's deadline; "
+    "the sender may have been told FAILED for a line that is in the inbox"
+)
+
+
+@pytest.mark.parametrize(
+    ("expires", "answer", "now", "text"),
+    [
+        (None, {"ok": True}, 1000.0, None),  # no deadline: never late
+        (1000.0, {"ok": True}, 999.9, None),  # in time
+        (1000.0, {"ok": True}, 1000.0, None),  # at the deadline itself: the sender's wait has not ended
+        (1000.0, {"ok": True}, 1000.3, LATE),
+        (1000.0, {"ok": 1}, 1000.3, None),  # not an ok (only ``true`` is)
+        (1000.0, {"ok": False, "code": "file_failed", "error": "x"}, 1000.3, None),  # a refusal files nothing
+    ],
+)
+def test_late_ok_table(
+    expires: float | None, answer: dict[str, object], now: float, text: str | None
+) -> None:
+    assert ops.late_ok_text("sink", expires, answer, now) == text
+
+
 @pytest.fixture
 def lay(tmp_path: os.PathLike[str]) -> Layout:
     layout = Layout(os.path.join(os.fspath(tmp_path), "comm"))

@@ -205,11 +205,14 @@ class Uplink:
         environ: Mapping[str, str],
         handler: Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]],
         shutting_down: asyncio.Event,
+        *,
+        answered: Callable[[str, dict[str, Any], dict[str, Any]], None] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.self_host = self_host
         self.environ = environ
         self.handler = handler
+        self.answered = answered  # told of each answer to the hub once written (``ops.Ops.answered``)
         self.shutting_down = shutting_down
         self.channel: Channel | None = None
         self.last_error = "not connected yet"
@@ -475,6 +478,9 @@ class Uplink:
             await channel.send_line(serverconn.answer_line(env.id, env.op, payload))
         except (ConnectionError, TimeoutError, WireError) as e:
             log.info("link: could not answer the hub's %s: %s", env.op, e)
+        else:
+            if self.answered is not None:
+                self.answered(env.op, env.payload, payload)
 
 
 def bad_input_text(why: str) -> str:

@@ -96,6 +96,20 @@ def filing_deadline(expires: object, now: float, mono_now: float) -> float | Non
     return mono_now + (float(expires) - now - ANSWER_MARGIN_S)
 
 
+def late_ok_text(to: str, expires: float | None, answer: dict[str, Any], now: float) -> str | None:
+    """The warning for an ``ok`` that goes out at wall time ``now``, after the frame's ``expires``: the line
+    is filed, and its sender (or the guest that forwarded it) has already stopped waiting and may have said
+    FAILED. No margin covers a box stalled past ``ANSWER_MARGIN_S`` between a filing's last deadline check
+    and its answer; this makes such a line never silent (docs/contract.md "A filing's deadline"). None
+    for an answer in time, a refusal, or a frame without a deadline."""
+    if expires is None or now <= expires or not answers.is_ok(answer):
+        return None
+    return (
+        f"comm.file for @{to}: filed, but its ok went out {now - expires:.3f}s after its sender's deadline; "
+        "the sender may have been told FAILED for a line that is in the inbox"
+    )
+
+
 def registry_verdict(
     to: str, doc: dict[str, Any] | RegistryUnreadable | None, now: float
 ) -> dict[str, Any] | None:
@@ -460,6 +474,24 @@ class Ops:
         if req is None:
             assert answer is not None  # answered before the frame was read
             return answer
+        return await self._comm_file_answer(answer, req, origin)
+
+    def answered(self, op: str, frame: dict[str, Any], answer: dict[str, Any]) -> None:
+        """Told by the socket (or the link) once an answer is in the kernel's buffer: a ``comm.file`` ok
+        that went out after its frame's ``expires`` is logged (``late_ok_text``)."""
+        if op != payloads.COMM_FILE:
+            return
+        to = payloads.read_to(frame)
+        late = late_ok_text(
+            to if isinstance(to, str) else "?", payloads.read_expires(frame), answer, time.time()
+        )
+        if late is not None:
+            log.warning("%s", late)
+
+    async def _comm_file_answer(
+        self, answer: dict[str, Any] | None, req: payloads.CommFile, origin: str
+    ) -> dict[str, Any]:
+        """The answer to a frame read as ``req``: this box's own, the hub's to a forward, or an offer's."""
         if answer is None:
             # the sender's deadline caps the forward's (hub.Hub.forward)
             return await self.forward(req.frame())
@@ -578,8 +610,10 @@ __all__ = [
     "budget",
     "check_handles",
     "file_locally",
+    "filing_deadline",
     "join_verdict",
     "keepalive_payload",
+    "late_ok_text",
     "not_here_text",
     "registry_verdict",
     "route_now",

@@ -194,10 +194,12 @@ class Daemon:
             fleet=self._fleet,
         )
         self.ops = ops
-        self.server = server = Server(self.socket_path, self.host, ops.handle)
+        self.server = server = Server(self.socket_path, self.host, ops.handle, ops.answered)
         server.started_wall = self.started_wall  # "down since" for a box not linked since the start
         self.uplink = uplink = (
-            Uplink(uplink_ep, self.host, self.environ, ops.handle, self.shutting_down) if uplink_ep else None
+            Uplink(uplink_ep, self.host, self.environ, ops.handle, self.shutting_down, answered=ops.answered)
+            if uplink_ep
+            else None
         )
         self.hub = hub_mod.Hub(
             environ=self.environ,

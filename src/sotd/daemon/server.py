@@ -265,6 +265,10 @@ class OpHandler(Protocol):
     async def __call__(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]: ...
 
 
+def _no_note(op: str, frame: dict[str, Any], answer: dict[str, Any]) -> None:
+    return None
+
+
 def prepare_folder(path: str) -> None:
     """Make the socket's folder (0700, ours; ``runtime.prepare_socket_folder``) or refuse (``SotdError``);
     remove a stale socket file."""
@@ -290,10 +294,18 @@ def prepare_folder(path: str) -> None:
 class Server:
     """The listener, its connections, and the link-role connections by the peer's declared host."""
 
-    def __init__(self, path: str, host: str, handler: OpHandler) -> None:
+    def __init__(
+        self,
+        path: str,
+        host: str,
+        handler: OpHandler,
+        answered: Callable[[str, dict[str, Any], dict[str, Any]], None] = _no_note,
+    ) -> None:
         self.path = path
         self.host = host
         self.handler = handler
+        # told of each answer once it is in the kernel's buffer (``ops.Ops.answered``: a late ok is logged)
+        self.answered = answered
         self.conns: set[Conn] = set()
         self.fes: set[Conn] = set()  # the front ends among them (``frontends``: no scan of every connection)
         self.links: dict[str, Conn] = {}
@@ -481,6 +493,8 @@ class Server:
             await conn.channel.send_line(conn.wire.answer(env, payload))
         except (ConnectionError, TimeoutError, WireError) as e:
             log.info("%s: could not answer %s: %s", conn, env.op, e)
+        else:
+            self.answered(env.op, env.payload, payload)
 
     def link_state(self, host: str) -> tuple[float, str]:
         """Since when (wall clock) and why ``host`` holds no link; never linked: since this server started."""

@@ -328,6 +328,11 @@ def point_appends_v3_via_hub(n: int, name: str = "append-hub-v3", b_waits: str =
                 if who == "B":
                     filed_b.add(int(seq))
         facts["failed_but_filed"] = sorted(set(outs["B"].get("failed_seq", [])) & filed_b)
+        # the hub's (or the guest's) warning that an ok went out after its sender's deadline: the one way
+        # a line told FAILED may be filed (docs/contract.md "A filing's deadline"), never silent
+        facts["late_oks"] = [
+            row[-300:] for d in (hub, guest) for row in d.text().splitlines() if "ok went out" in row
+        ]
         facts["expected"] = 2 * n
     finally:
         facts["hub_log"] = hub.text()[-2000:]
