@@ -6,8 +6,11 @@ join outside any row). Seed 000 "The wire".
 Guarantee: ``comm.file`` answers ``{ok: true}`` only after its line is synced in the inbox (or after the
 hub or a linked box said ok), and every refusal carries one of the codes and the spec's sentence. The
 verdicts run in the order of 2.3, so a bad handle is ``bad_handle`` even on a box with no comm folder.
+An ``ok`` that reaches the kernel only after its frame's ``expires`` (a stall past the answer margin: its
+sender may have said FAILED) is logged, never silent (``late_ok_text``, ``Ops.answered``).
 What would break it: answering before ``inbox.append`` returned, running the blocking append on the event
-loop (one slow lock would stall every connection), or deciding a forward after reading the registry.
+loop (one slow lock would stall every connection), deciding a forward after reading the registry, or an
+answer path (socket or link) that does not tell ``answered``.
 
 The decisions are pure functions (``check_handles``, ``registry_verdict``, ``join_verdict``); ``Ops`` is the
 thin shell that reads files in a thread and asks the hub logic (``sotd.daemon.hub``) to forward or offer.
