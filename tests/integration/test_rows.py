@@ -336,7 +336,8 @@ def test_spawn_rolls_back_only_its_own_provisional_row(box: Box) -> None:
         extra={"SOT_COMM_SPAWN_CAPSULE_WAIT": "4"},
     )
     assert p.returncode == 1, p
-    assert "was not ready within 4s (phase starting); it is left running" in p.stderr
+    assert "was not ready within 4s (phase starting; its screen: " in p.stderr
+    assert "); it is left running — remove it with " in p.stderr
     assert p.stderr.splitlines()[-1].startswith(
         "comm-spawn: did NOT roll back @slow — its row no longer matches what this spawn wrote"
     )
@@ -661,10 +662,12 @@ def test_spawn_through_a_daemon_on_another_box_writes_no_provisional_row(box: Bo
     assert p.stdout.splitlines()[0] == (
         f"Created workspace 'far' (slug=far, id={ws['workspace_id']}) via unix:{box.sock}"
     )
-    assert "was not ready within 3s (phase starting); it is left running" in p.stderr
-    # what its screen showed instead of a free prompt (Codex's reading of a blank pane running ``sleep``)
-    assert p.stderr.splitlines()[0].endswith(
-        "; its screen did not read ready: no idle footer (a dialog, view or overlay is open)"
+    # with what its screen showed instead of a free prompt (Codex's reading of a blank pane running
+    # ``sleep``), and the despawn hint last, so it works as printed
+    assert p.stderr.splitlines()[0] == (
+        f"ERROR: capsule row {ws['workspace_id']} was not ready within 3s (phase starting; its screen: no idle "
+        "footer (a dialog, view or overlay is open)); it is left running — remove it with sotd comm despawn "
+        f"{ws['workspace_id']} --endpoint unix:{box.sock}"
     ), p.stderr
     assert "roll" not in p.stderr
     assert "far" not in box.agents()

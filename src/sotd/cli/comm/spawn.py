@@ -452,10 +452,11 @@ def _wait_ready(ctx: Context, endpoint: str, wid: str, me: str, *, remote: bool 
                 f"ERROR: capsule row {wid} reached phase {phase}, not ready; see it with {despawn} {wid}{hint_tail}"
             )
         if verdict == "timeout":
-            seen = f"; its screen did not read ready: {waiting}" if waiting else ""
+            # the screen's reason inside the parentheses: the hint ends the line, so it works as printed
+            seen = f"; its screen: {waiting}" if waiting else ""
             raise SpawnFailed(
-                f"ERROR: capsule row {wid} was not ready within {limit:g}s (phase {phase}); it is left running — "
-                f"remove it with {despawn} {wid}{hint_tail}{seen}"
+                f"ERROR: capsule row {wid} was not ready within {limit:g}s (phase {phase}{seen}); it is left "
+                f"running — remove it with {despawn} {wid}{hint_tail}"
             )
         time.sleep(1.0)
 
