@@ -66,6 +66,22 @@ def test_a_row_whose_window_is_being_made_is_never_judged_gone(tmp_path: object)
     assert rows.refresh_plan() == [("ws-old", ENDED)]
 
 
+def test_why_a_row_is_not_ready_is_kept_only_while_it_is_starting(tmp_path: object) -> None:
+    """``workspace.list``'s ``waiting_on``: shown for a Starting row, dropped once the row is no longer
+    Starting (or no longer there) at the next tick."""
+    rows = make(tmp_path)
+    rows.rows["ws-s"] = RowRecord(
+        id="ws-s", label="s", slug="s", project_root="/s", phase=STARTING, pane="%1"
+    )
+    rows.rows["ws-r"] = RowRecord(id="ws-r", label="r", slug="r", project_root="/r", phase=READY, pane="%2")
+    rows.waiting_on.update({"ws-s": "no prompt glyph", "ws-r": "no cursor", "ws-gone": "no cursor"})
+    listed = {w["workspace_id"]: w for w in rows.listing()}
+    assert listed["ws-s"]["waiting_on"] == "no prompt glyph"
+    assert "waiting_on" not in listed["ws-r"]
+    rows.refresh_plan()  # no tmux server: both windows are gone, and only the Starting row's reason stays
+    assert rows.waiting_on == {"ws-s": "no prompt glyph"}
+
+
 def test_a_join_while_the_window_was_starting_keeps_its_handle_and_takes_the_pane(tmp_path: object) -> None:
     """The agent in a new window may join before ``new_window`` has returned: ``declare`` then replaced the
     record (handle, Ready). ``_started`` gives the pane to that record and saves it, so a restart finds

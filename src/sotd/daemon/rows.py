@@ -426,6 +426,9 @@ class DaemonRows:
         live = [
             (r.id, r.phase, r.pane, r.agent) for r in list(self.rows.values()) if r.phase in LIVE and r.pane
         ]
+        starting = {rid for rid, phase, _pane, _agent in live if phase == STARTING}
+        for rid in [r for r in self.waiting_on if r not in starting]:  # Ready, ended or destroyed since
+            self.waiting_on.pop(rid, None)
         if not live:
             return []
         windows = self.windows()
@@ -486,9 +489,7 @@ class DaemonRows:
 
     async def workspace_op(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         if op == payloads.WORKSPACE_LIST:
-            return {
-                "workspaces": [self._listed(r) for r in sorted(self.rows.values(), key=lambda r: r.created)]
-            }
+            return {"workspaces": self.listing()}
         if op == payloads.WORKSPACE_CREATE:
             return await self.create(payload)
         if op == payloads.WORKSPACE_DESTROY:
@@ -496,6 +497,10 @@ class DaemonRows:
         if op == payloads.WORKSPACE_ACTIVATE:
             return await self.activate(payload)
         return answers.unknown_op(op)
+
+    def listing(self) -> list[dict[str, Any]]:
+        """``workspace.list``'s rows, in creation order."""
+        return [self._listed(r) for r in sorted(self.rows.values(), key=lambda r: r.created)]
 
     def _listed(self, row: RowRecord) -> dict[str, Any]:
         """``workspace.list``'s entry: the row, and for a Starting row why its screen is not ready yet

@@ -266,6 +266,7 @@ class OpHandler(Protocol):
 
 
 def _no_note(op: str, frame: dict[str, Any], answer: dict[str, Any]) -> None:
+    """``Server``'s default ``answered``: nothing is told of an answer written."""
     return None
 
 
