@@ -215,8 +215,9 @@ def test_an_ok_the_guest_no_longer_waits_for_is_never_silent(tmp_path: Any, daem
     secs = late[0].split("ok went out ")[1].split("s after")[0]
     assert 0.0 < float(secs) < 3.0, late
     assert late[0].endswith(LATE_OK.format(secs)), late
-    # in time, an ok is not logged
-    assert guest.file("alpha", "after") == {"ok": True}
+    # in time, an ok is not logged (asked of the hub itself: the link may still be catching up on the
+    # keepalive answers the delay held back)
+    assert hub.file("alpha", "after", expires=time.time() + 5.0) == {"ok": True}
     assert sum("ok went out" in row for row in hub.logtext().splitlines()) == 1
 
 
