@@ -389,17 +389,20 @@ class Tmux:
     def new_window(self, name: str, cwd: str, env: dict[str, str], argv: list[str]) -> str:
         """A window ``name`` running ``argv``; starts the server and its session when there is none yet,
         or when the server exits between the check and the window (``lost_race``: tried again, bounded)."""
-        for attempt in range(NEW_WINDOW_TRIES):
+        for _ in range(NEW_WINDOW_TRIES - 1):
             try:
-                if not self.has_session():
-                    return self.new_session(name, cwd, env, argv)
-                return self.run(
-                    new_window_argv(self.socket_path, self.session, name, cwd, env=env, argv=argv)
-                ).strip()
+                return self._add_window(name, cwd, env, argv)
             except TmuxError as e:
-                if attempt == NEW_WINDOW_TRIES - 1 or not lost_race(e.message):
+                if not lost_race(e.message):
                     raise
-        raise AssertionError("unreachable: the last try returns or raises")
+        return self._add_window(name, cwd, env, argv)
+
+    def _add_window(self, name: str, cwd: str, env: dict[str, str], argv: list[str]) -> str:
+        if not self.has_session():
+            return self.new_session(name, cwd, env, argv)
+        return self.run(
+            new_window_argv(self.socket_path, self.session, name, cwd, env=env, argv=argv)
+        ).strip()
 
     def capture(self, target: str) -> tuple[str, int, int, int]:
         """``(capture-pane -e -p text, cursor_x, cursor_y, pane_width)`` of ``target``."""
