@@ -49,6 +49,8 @@ comm_file = st.fixed_dictionaries(
         "from": st.one_of(st.just("beta"), nasty_text, json_value),  # a handle, or a bad one (refused)
         "broadcast": json_value,
         "forwarded": json_value,
+        # a deadline of any shape, or one a moment either side of now (an ok answered after it is logged)
+        "expires": st.one_of(json_value, st.floats(-2.0, 30.0).map(lambda d: round(time.time() + d, 3))),
     },
 )
 other_op = st.tuples(
@@ -114,6 +116,7 @@ def test_fuzz_frames_at_a_real_daemon(daemon: tuple[Daemon, Any], cases: Cases, 
             assert p == {"ok": True}, a
             ok_filed += 1
     assert d.proc.poll() is None, d.logtext()
+    assert "Traceback" not in d.logtext(), d.logtext()[-3000:]  # bad input is a logged line, never a trace
     assert d.request("version.query", {})["daemon"]["host"] == "testhost"
     lines = inbox.complete_lines(_inbox(lay))
     added = lines[before:]

@@ -198,6 +198,39 @@ def test_spawn_phase_of_and_the_reply_command() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("listed", "phase", "waiting"),
+    [
+        (
+            {"workspaces": [{"workspace_id": "a", "phase": "starting", "waiting_on": "no cursor"}]},
+            "starting",
+            "no cursor",
+        ),
+        ({"workspaces": [{"workspace_id": "a", "phase": "starting"}]}, "starting", ""),  # an older daemon
+        ({"workspaces": [{"workspace_id": "a", "phase": "ready", "waiting_on": ["no"]}]}, "ready", ""),
+        ({"workspaces": [{"workspace_id": "a", "phase": 3, "waiting_on": 7}]}, "3", ""),
+        # a far daemon's escapes and newlines are shown inert, on one line
+        (
+            {"workspaces": [{"workspace_id": "a", "phase": "st\x1b[2Jart", "waiting_on": "a\nb\x07"}]},
+            "st\\u001b[2Jart",
+            "a\\u000ab\\u0007",
+        ),
+        (
+            {"workspaces": [{"workspace_id": "a", "phase": "p" * 300, "waiting_on": "w" * 300}]},
+            "p" * 200,
+            "w" * 200,
+        ),
+        ({"workspaces": 5}, "gone", ""),  # not a list: no row
+        ({"workspaces": "a"}, "gone", ""),
+        ({"workspaces": [["a"], None, {"workspace_id": "b"}]}, "gone", ""),
+    ],
+)
+def test_spawn_reads_a_far_daemons_workspace_list_as_data(
+    listed: dict[str, object], phase: str, waiting: str
+) -> None:
+    assert (spawn.phase_of(listed, "a"), spawn.waiting_of(listed, "a")) == (phase, waiting)
+
+
 def test_spawn_remote_root_and_endpoint() -> None:
     assert spawn.remote_root("/a/b/../c", "ssh:far") == "/a/c"
     assert _raised(spawn.remote_root, "proj", "ssh:far") == (

@@ -155,26 +155,34 @@ def workspace_taken(spaces: list[object], root: str) -> SpawnFailed | None:
 READY = "ready"
 WAIT = "wait"
 FAILED_PHASES = ("ended_no_respawn", "terminal", "foreign", "gone")
+WAITING_MAX = 200  # ``phase_of``, ``waiting_of``: a far daemon's text is cut to this
+
+
+def _listed_row(listed: dict[str, Any], wid: str) -> dict[str, Any] | None:
+    """Row ``wid``'s entry in a ``workspace.list`` answer (None: not listed, or no list at all); pure."""
+    rows = listed.get("workspaces")
+    for w in rows if isinstance(rows, list) else []:
+        if isinstance(w, dict) and w.get("workspace_id") == wid:
+            return w
+    return None
 
 
 def phase_of(listed: dict[str, Any], wid: str) -> str:
-    """The phase ``workspace.list`` shows for row ``wid`` ("gone": not listed); pure."""
-    for w in listed.get("workspaces") or []:
-        if isinstance(w, dict) and w.get("workspace_id") == wid:
-            return str(w.get("phase"))
-    return "gone"
+    """The phase ``workspace.list`` shows for row ``wid`` ("gone": not listed); pure. A daemon's text, so
+    shown inert and cut like ``waiting_of``'s (the phases sotd names are plain words, kept as they are)."""
+    from sotd.text import inert
+
+    w = _listed_row(listed, wid)
+    return "gone" if w is None else inert(str(w.get("phase")))[:WAITING_MAX]
 
 
 def waiting_of(listed: dict[str, Any], wid: str) -> str:
     """Why row ``wid``'s screen does not read ready yet, as ``workspace.list`` says (``""``: not said); pure.
-    A daemon's text: shown inert."""
+    A daemon's text: shown inert, on one line, at most ``WAITING_MAX`` characters."""
     from sotd.text import inert
 
-    for w in listed.get("workspaces") or []:
-        if isinstance(w, dict) and w.get("workspace_id") == wid:
-            why = w.get("waiting_on")
-            return inert(why)[:200] if isinstance(why, str) else ""
-    return ""
+    why = (_listed_row(listed, wid) or {}).get("waiting_on")
+    return inert(why)[:WAITING_MAX] if isinstance(why, str) else ""
 
 
 def phase_verdict(phase: str, *, past_deadline: bool) -> str:
