@@ -49,6 +49,16 @@ def wait_for(pred: Any, timeout: float = 20.0, what: str = "condition") -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def stop_proc(p: subprocess.Popen[Any]) -> None:
+    """SIGTERM, then SIGKILL past 10 s (a test's own child: a daemon, a server, a tracer)."""
+    p.terminate()
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait(5)
+
+
 def clean_env() -> dict[str, str]:
     """The test process's environment without anything that would point at a real comm folder or tmux."""
     drop = ("SOT_", "SOTD_", "TMUX", "CLAUDE", "COMM_STATUS_")

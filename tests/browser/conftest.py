@@ -189,16 +189,6 @@ def start_web(env: dict[str, str], cwd: str, out: str) -> tuple[subprocess.Popen
     return proc, str(wait_for(first, 20, "sotd web's address"))
 
 
-def stop_proc(p: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL past 10 s."""
-    p.terminate()
-    try:
-        p.wait(10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait(5)
-
-
 def within(secs: float, pred: Any, what: str) -> Any:
     """``pred`` true within ``secs`` (the page's promise), polled every 50 ms; the value it gave."""
     deadline = time.monotonic() + secs

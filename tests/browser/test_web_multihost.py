@@ -19,8 +19,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.browser.conftest import Page, start_web, stop_proc, within
-from tests.conftest import SOTD, Comm, clean_env, wait_for
+from tests.browser.conftest import Page, start_web, within
+from tests.conftest import SOTD, Comm, clean_env, stop_proc, wait_for
 from tests.multihost.conftest import build_net
 from tests.multihost.netns import Net
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.browser.conftest import Page, start_web, stop_proc, within
-from tests.conftest import Comm
+from tests.browser.conftest import Page, start_web, within
+from tests.conftest import Comm, stop_proc
 from tests.ocx import runkit as rk
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(240)]

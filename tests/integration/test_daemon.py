@@ -418,6 +418,20 @@ def linked(hub: Daemon, host: str) -> bool:
     return f"link from {host} (" in hub.logtext()
 
 
+def hub_and_linked_guest(daemons: list[Daemon], work: str) -> tuple[Any, Daemon, Daemon]:
+    """A hub on boxa whose folder lists @alpha live there, and a guest boxb sharing that folder under
+    another lock identity, linked to it: ``(layout, hub, guest)``."""
+    write_hosts(work, hub_sock_path(work))
+    lay = folder(work, "a")
+    put_agents(lay, alpha=live("boxa"))
+    hub = start(daemons, work, "hub", lay.home, "boxa")
+    guest = start(
+        daemons, work, "guest", lay.home, "boxb", env={"SOT_COMM_TEST_LOCK_IDENTITY": "none@guestbox"}
+    )
+    wait_for(lambda: linked(hub, "boxb"), what="the guest's link")
+    return lay, hub, guest
+
+
 def test_hub_offer_reaches_the_guest_and_relay_send(tmp_path: Any, daemons: list[Daemon]) -> None:
     work = str(tmp_path)
     write_hosts(work, hub_sock_path(work), "\n[boxes.boxc]\n")
@@ -613,15 +627,7 @@ def test_guest_forwards_to_the_hub(tmp_path: Any, daemons: list[Daemon]) -> None
 def test_a_guest_never_forwards_past_its_senders_deadline(tmp_path: Any, daemons: list[Daemon]) -> None:
     """The sending command's ``expires`` caps the guest's forward (found by the NFS tier, issue 15: a
     guest forwarding with a fresh 7 s bound let the hub file a line after the sender had said FAILED)."""
-    work = str(tmp_path)
-    write_hosts(work, hub_sock_path(work))
-    hub_lay = folder(work, "a")
-    put_agents(hub_lay, alpha=live("boxa"))
-    hub = start(daemons, work, "hub", hub_lay.home, "boxa")
-    guest = start(
-        daemons, work, "guest", hub_lay.home, "boxb", env={"SOT_COMM_TEST_LOCK_IDENTITY": "none@guestbox"}
-    )
-    wait_for(lambda: linked(hub, "boxb"), what="the guest's link")
+    hub_lay, _hub, guest = hub_and_linked_guest(daemons, str(tmp_path))
     assert guest.file("alpha", "past", expires=time.time() - 1) == {
         "error": "the frame arrived after its sender stopped waiting for it, so nothing was filed",
         "code": "file_failed",

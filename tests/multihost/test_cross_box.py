@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import SOTD, Comm, Result, clean_env
+from tests.conftest import SOTD, Comm, Result, clean_env, stop_proc
 from tests.multihost.conftest import build_net
 from tests.multihost.netns import Net
 
@@ -68,13 +68,7 @@ class World:
         raise AssertionError(f"the daemon on {box} did not answer:\n{self.log_text(box)}")
 
     def stop(self, box: str) -> None:
-        p = self.daemons.pop(box)
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(5)
+        stop_proc(self.daemons.pop(box))
 
     def wait_link(self, box: str, count: int = 1, bound: float = 40) -> None:
         deadline = time.monotonic() + bound

@@ -22,17 +22,15 @@ from typing import Any
 import pytest
 
 from sotd.daemon import ops
+from tests.conftest import stop_proc, wait_for
 from tests.integration.test_daemon import (
     Daemon,
     folder,
-    hub_sock_path,
+    hub_and_linked_guest,
     inbox_lines,
-    linked,
     live,
     put_agents,
     start,
-    wait_for,
-    write_hosts,
 )
 
 STRACE = shutil.which("strace") or "/usr/bin/strace"
@@ -96,12 +94,7 @@ def slow_syscall(pid: int, name: str, delay: str) -> Iterator[None]:
         wait_for(attached, timeout=10, what="strace to attach")
         yield
     finally:
-        tracer.terminate()
-        try:
-            tracer.wait(10)
-        except subprocess.TimeoutExpired:
-            tracer.kill()
-            tracer.wait(5)
+        stop_proc(tracer)
         if tracer.stderr is not None:
             tracer.stderr.close()
 
@@ -147,15 +140,7 @@ def test_a_guest_told_failed_never_finds_its_line_filed_by_the_hub(
     """The NFS tier's case, on ext4: a guest forwards a send with the sender's deadline; the hub's inbox
     lock is held by another process until just before that deadline, and the hub's sync is slow. The guest
     says FAILED when its wait runs out; the hub, finishing its sync after that, must not leave the line."""
-    work = str(tmp_path)
-    write_hosts(work, hub_sock_path(work))
-    lay = folder(work, "a")
-    put_agents(lay, alpha=live("boxa"))
-    hub = start(daemons, work, "hub", lay.home, "boxa")
-    guest = start(
-        daemons, work, "guest", lay.home, "boxb", env={"SOT_COMM_TEST_LOCK_IDENTITY": "none@guestbox"}
-    )
-    wait_for(lambda: linked(hub, "boxb"), what="the guest's link")
+    lay, hub, guest = hub_and_linked_guest(daemons, str(tmp_path))
     with slow_fsync(hub.proc.pid, 1.0):
         fd = os.open(lay.inbox_lock("alpha"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -193,15 +178,7 @@ def test_an_ok_the_guest_no_longer_waits_for_is_never_silent(tmp_path: Any, daem
     2.5 s; a descheduled box does the same). The guest's wait has ended and it says FAILED; the line is in
     the inbox. That case cannot be closed by any deadline (the two ends cannot both know in time), so it
     is made visible: the hub logs that its ok went out after the sender's deadline, naming the handle."""
-    work = str(tmp_path)
-    write_hosts(work, hub_sock_path(work))
-    lay = folder(work, "a")
-    put_agents(lay, alpha=live("boxa"))
-    hub = start(daemons, work, "hub", lay.home, "boxa")
-    guest = start(
-        daemons, work, "guest", lay.home, "boxb", env={"SOT_COMM_TEST_LOCK_IDENTITY": "none@guestbox"}
-    )
-    wait_for(lambda: linked(hub, "boxb"), what="the guest's link")
+    lay, hub, guest = hub_and_linked_guest(daemons, str(tmp_path))
     with slow_syscall(hub.proc.pid, "sendto", "delay_enter=2500000"):
         expires = time.time() + 2.0
         answer = guest.file("alpha", "filed, answered late", expires=expires)

@@ -265,11 +265,6 @@ class OpHandler(Protocol):
     async def __call__(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]: ...
 
 
-def _no_note(op: str, frame: dict[str, Any], answer: dict[str, Any]) -> None:
-    """``Server``'s default ``answered``: nothing is told of an answer written."""
-    return None
-
-
 def prepare_folder(path: str) -> None:
     """Make the socket's folder (0700, ours; ``runtime.prepare_socket_folder``) or refuse (``SotdError``);
     remove a stale socket file."""
@@ -300,7 +295,7 @@ class Server:
         path: str,
         host: str,
         handler: OpHandler,
-        answered: Callable[[str, dict[str, Any], dict[str, Any]], None] = _no_note,
+        answered: Callable[[str, dict[str, Any], dict[str, Any]], None] | None = None,
     ) -> None:
         self.path = path
         self.host = host
@@ -495,7 +490,8 @@ class Server:
         except (ConnectionError, TimeoutError, WireError) as e:
             log.info("%s: could not answer %s: %s", conn, env.op, e)
         else:
-            self.answered(env.op, env.payload, payload)
+            if self.answered is not None:
+                self.answered(env.op, env.payload, payload)
 
     def link_state(self, host: str) -> tuple[float, str]:
         """Since when (wall clock) and why ``host`` holds no link; never linked: since this server started."""
