@@ -82,6 +82,27 @@ def test_offer_outcome(
     assert hub.offer_outcome("h", answers, should, linked, 3.0) == want
 
 
+@pytest.mark.parametrize(
+    ("answers", "unasked", "want"),
+    [
+        (
+            [("b", NH)],
+            ["d", "c"],
+            "no box answered for @h within 3s: c, d (the bound ran out before they were asked)",
+        ),
+        ([("b", None)], ["c"], "no box answered for @h within 3s: b"),  # the silent box asked is the cause
+        ([("b", STALE)], ["c"], "no live session holds @h"),  # a listing box's refusal comes first
+        ([], ["c"], "no box answered for @h within 3s: c (the bound ran out before they were asked)"),
+    ],
+)
+def test_offer_outcome_names_boxes_the_bound_left_unasked(
+    answers: list[tuple[str, dict[str, Any] | None]], unasked: list[str], want: str
+) -> None:
+    """Never ``no box knows that handle`` when a linked box was not asked (issue 27 item 2)."""
+    got = hub.offer_outcome("h", answers, [], ["b", "c", "d"], 3.0, unasked=unasked)
+    assert got["error"] == want
+
+
 F, U, R = links.FAILED, links.UNREACHED, links.LOGIN_REFUSED
 
 

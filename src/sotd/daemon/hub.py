@@ -75,6 +75,7 @@ def offer_outcome(
     *,
     down: Mapping[str, tuple[float, str]] | None = None,
     known: str | None = None,
+    unasked: Iterable[str] = (),
 ) -> dict[str, Any]:
     """D4. ``answers``: each offered box and its answer (None: none within the bound), in arrival order.
 
@@ -86,6 +87,8 @@ def offer_outcome(
     rather than only that nobody knows the handle. ``known``: the box that last filed the handle
     (``remember``); when it holds no link, the hint starts with it (``@<h> was last filed on <box>, and the
     link from <box> is down since <UTC time>: <why>``): the target's box is known, and its link is the cause.
+    ``unasked``: linked boxes the bound ran out before asking (the box asked first took it all); when no
+    asked box was silent they are named as not answering, since nobody can say they do not list it.
     """
     answers = list(answers)
     for _box, a in answers:
@@ -106,6 +109,12 @@ def offer_outcome(
             wire_answers.FILE_FAILED,
             f"no box answered for @{handle} within {secs(bound_s)}s: {', '.join(silent)}",
         )
+    if unasked:
+        return wire_answers.refusal(
+            wire_answers.FILE_FAILED,
+            f"no box answered for @{handle} within {secs(bound_s)}s: {', '.join(sorted(unasked))} "
+            "(the bound ran out before they were asked)",
+        )
     missing = sorted(set(should_link) - set(linked))
     text = ops.not_here_text(handle)
     states = []
@@ -117,6 +126,16 @@ def offer_outcome(
         states.insert(0, f"@{handle} was last filed on {lead}, and {link_down_text(lead, *down[lead])}")
     return wire_answers.with_hint(
         wire_answers.refusal(wire_answers.NOT_HERE, text), wire_answers.cut_text("; ".join(states))
+    )
+
+
+def too_late_to_offer_text(handle: str) -> str:
+    """Why an offer asked no box: the frame reached the hub with less than the answer margin left before
+    its sender stops waiting, so no linked box could answer in time. Not ``no box knows that handle``:
+    nobody was asked, so nobody said it (a slow start can leave a send 1 s, issue 27 item 2)."""
+    return (
+        f"this folder does not list @{handle}, and its sender stops waiting before a linked box could "
+        "answer, so it was offered to none; nothing was filed"
     )
 
 
@@ -243,21 +262,23 @@ class Hub:
         The steady state costs O(1) in the number of links (issue 27's scale): the box that filed the
         handle last is asked alone first (``offer_order``'s first round, without listing the others), the
         frame is encoded once for every box asked, and the topology's boxes are walked only when no box
-        said ok (to name the missing links).
+        said ok (to name the missing links). The sender's deadline caps the bound; with no time left to
+        ask, no box is asked and the answer says so (``too_late_to_offer_text``), never ``not_here``.
         """
         exclude = origin[5:] if origin.startswith("link:") else None
         links = self.server.links
         to = payloads.read_to(payload)
         handle = to if isinstance(to, str) else ""
-        bound = self.lock_wait() + OFFER_SLACK_S
-        expires = payloads.read_expires(payload)
-        if expires is not None:
-            bound = max(0.0, min(bound, expires - time.time() - ops.ANSWER_MARGIN_S))
+        # the sender's deadline caps the offer (its ``expires`` less the answer margin, ``ops.budget``)
+        in_time = ops.budget(payloads.read_expires(payload), time.time(), self.lock_wait() + OFFER_SLACK_S)
+        bound = 0.0 if in_time is None else in_time
         known = self.where.get(handle)
         lost = known is not None and known not in links  # its box is known, its link is not up
         askable = len(links) - (1 if exclude is not None and exclude in links else 0)
         if not askable and not lost and not self._missing(exclude):
             return None
+        if in_time is None and askable:
+            return wire_answers.refusal(wire_answers.FILE_FAILED, too_late_to_offer_text(handle))
         frame = dict(payload, forwarded=True, expires=round(time.time() + bound, 3))
         prepared, too_long = prepared_frame(frame, "offer it to the linked boxes") if askable else (None, "")
         if too_long:
@@ -266,6 +287,7 @@ class Hub:
                 wire_answers.FILE_FAILED, f"this folder does not list @{handle}, and {too_long}"
             )
         answers: list[tuple[str, dict[str, Any] | None]] = []
+        unasked: list[str] = []
         deadline = time.monotonic() + bound
 
         async def ask(box: str, conn: Conn) -> tuple[str, dict[str, Any] | None]:
@@ -292,7 +314,10 @@ class Hub:
                     break
                 group = others(known)  # the links up now, less the box already asked
                 order = offer_order(None, group)[0]
-            if not order or time.monotonic() >= deadline:
+            if not order:
+                continue
+            if time.monotonic() >= deadline:
+                unasked.extend(order)  # the bound ran out first (``offer_outcome``'s ``unasked``)
                 continue
             if len(order) == 1:  # one box (the steady state): asked in this task, no task per box
                 box, answer = await ask(order[0], group[order[0]])
@@ -317,7 +342,9 @@ class Hub:
         down = {b: self.server.link_state(b) for b in should if b not in self.server.links}
         if lost and known is not None:
             down[known] = self.server.link_state(known)
-        return offer_outcome(handle, answers, should, self.server.links, bound, down=down, known=known)
+        return offer_outcome(
+            handle, answers, should, self.server.links, bound, down=down, known=known, unasked=unasked
+        )
 
     def _heard(self, handle: str, box: str, answer: dict[str, Any] | None) -> bool:
         """Note what ``box`` answered an offer of ``handle`` (``remember``); True when it filed it."""
