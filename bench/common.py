@@ -144,6 +144,18 @@ FLOOR_CODE = "import json, socket, fcntl, os"
 HOST = "benchhost"
 
 
+def stop_proc(p: subprocess.Popen[Any]) -> None:
+    """SIGTERM, then SIGKILL past 10 s: a bench's own daemon or server (a no-op once it has ended)."""
+    if p.poll() is not None:
+        return
+    p.terminate()
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait(5)
+
+
 def clean_env() -> dict[str, str]:
     """This process's environment without anything that points at a real comm folder, tmux or bytecode."""
     drop = (

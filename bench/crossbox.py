@@ -87,13 +87,7 @@ def run(rounds: int, delays: tuple[int, ...]) -> dict[str, object]:
                     time.sleep(0.1)
 
             def stop(box: str) -> None:
-                p = daemons.pop(box)
-                p.terminate()
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(5)
+                common.stop_proc(daemons.pop(box))
 
             def wait_link(count: int) -> None:
                 deadline = time.monotonic() + 40

@@ -218,12 +218,7 @@ def run(rounds: int, per_round: int, tput_each: int) -> dict[str, object]:
         once = len(got) == len(set(got)) == sent
     finally:
         if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            common.stop_proc(proc)
         shutil.rmtree(work, ignore_errors=True)
     facts["load_avg_end"] = common.load_avg()
     return {

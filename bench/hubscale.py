@@ -263,12 +263,7 @@ async def run_n(n_guests: int, seconds: float, profile: str = "", n_clients: int
     finally:
         for t in pumps:
             t.cancel()
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        common.stop_proc(proc)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -362,13 +362,7 @@ def run_boxes(handles: int, senders: int, secs: float) -> dict[str, object]:
                     reasons[key] = reasons.get(key, 0) + 1
             reasons = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
             for box in list(daemons):
-                p = daemons.pop(box)
-                p.terminate()
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(5)
+                common.stop_proc(daemons.pop(box))
     finally:
         for p in daemons.values():
             p.kill()

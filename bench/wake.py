@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -153,13 +152,7 @@ class Daemon:
         return time.time()
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        common.stop_proc(self.proc)
         tmux_sock = os.path.join(self.state, "tmux", "tmux.sock")
         if os.path.exists(tmux_sock):
             subprocess.run(

@@ -23,7 +23,6 @@ from __future__ import annotations
 import http.client
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -205,13 +204,7 @@ def run(secs: float) -> dict[str, object]:
         }
     finally:
         for p in reversed(procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(5)
+            common.stop_proc(p)
         subprocess.run(["tmux", "-S", tmux_sock, "kill-server"], capture_output=True, check=False)
         shutil.rmtree(work, ignore_errors=True)
 
