@@ -5,7 +5,9 @@ frame's ``expires`` but not the append and sync after it, which on the guest's s
 answer margin. Here the slow sync is real: ``strace`` attached to the running hub daemon delays the exit of
 every ``fsync`` it makes (``inject=fsync:delay_exit``), and in the forward case the inbox lock is also held
 by the test until just before the deadline. A line is in the inbox only when its sender was told ``ok`` in
-time; a filing whose sync ends past the deadline is taken back out and answered FAILED.
+time; a filing whose sync ends past the deadline is taken back out and answered FAILED. And the hub's offer
+under the same deadline: with no time left to ask a linked box (strace delays the hub's file opens), the
+sender is told so and the box files nothing.
 """
 
 from __future__ import annotations
@@ -21,16 +23,20 @@ from typing import Any
 
 import pytest
 
+from sotd.daemon import hub as daemon_hub
 from sotd.daemon import ops
 from tests.conftest import stop_proc, wait_for
 from tests.integration.test_daemon import (
     Daemon,
     folder,
     hub_and_linked_guest,
+    hub_sock_path,
     inbox_lines,
+    linked,
     live,
     put_agents,
     start,
+    write_hosts,
 )
 
 STRACE = shutil.which("strace") or "/usr/bin/strace"
@@ -196,6 +202,34 @@ def test_an_ok_the_guest_no_longer_waits_for_is_never_silent(tmp_path: Any, daem
     # keepalive answers the delay held back)
     assert hub.file("alpha", "after", expires=time.time() + 5.0) == {"ok": True}
     assert sum("ok went out" in row for row in hub.logtext().splitlines()) == 1
+
+
+def test_a_frame_the_hub_has_no_time_left_to_offer_says_so_and_nothing_is_filed(
+    tmp_path: Any, daemons: list[Daemon]
+) -> None:
+    """CI's case (issue 27 item 2), made certain: a send that started slowly reaches the hub with its
+    deadline near; the hub's own steps use up what is left (strace delays each file open of the hub by
+    0.3 s: the lock record's, then the registry's), so no linked box can be asked in time. The sender is
+    told that, not a bare ``no box knows that handle``, and its linked box, which lists @gamma, files
+    nothing later."""
+    work = str(tmp_path)
+    write_hosts(work, hub_sock_path(work))
+    hub_lay, guest_lay = folder(work, "a"), folder(work, "b")
+    put_agents(hub_lay, alpha=live("boxa"))
+    put_agents(guest_lay, gamma=live("boxb"))
+    hub = start(daemons, work, "hub", hub_lay.home, "boxa")
+    start(daemons, work, "guest", guest_lay.home, "boxb")
+    wait_for(lambda: linked(hub, "boxb"), what="the guest's link")
+    assert hub.file("gamma", "warm") == {"ok": True}  # offered to boxb, which files it; imports are done
+    delay_s = 0.3
+    with slow_syscall(hub.proc.pid, "openat", f"delay_enter={round(delay_s * 1_000_000)}"):
+        # left after the margin: more than one delayed open (the filing goes on), less than two (no offer)
+        answer = hub.file("gamma", "too late", expires=time.time() + ops.ANSWER_MARGIN_S + 1.5 * delay_s)
+    assert answer == {"error": daemon_hub.too_late_to_offer_text("gamma"), "code": "file_failed"}, answer
+    time.sleep(1.0)
+    assert [x["msg"] for x in inbox_lines(guest_lay, "gamma")] == ["warm"]
+    assert hub.file("gamma", "after") == {"ok": True}  # the next send with time left is offered and filed
+    assert [x["msg"] for x in inbox_lines(guest_lay, "gamma")] == ["warm", "after"]
 
 
 def _release_at(fd: int, at: float) -> Any:
