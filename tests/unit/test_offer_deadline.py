@@ -37,9 +37,13 @@ class Channel:
 
     async def call_prepared(self, prepared: Any, timeout: float) -> dict[str, Any]:
         self.asked += 1
-        delay = timeout if self.delay is None else self.delay
-        await asyncio.sleep(min(delay, timeout))
-        if delay > timeout:
+        if self.delay is None:  # at the bound: not a moment before it (a loop may wake a timer early)
+            end = time.monotonic() + timeout
+            while time.monotonic() < end:
+                await asyncio.sleep(max(0.001, end - time.monotonic()))
+            return self.answer
+        await asyncio.sleep(min(self.delay, timeout))
+        if self.delay > timeout:
             raise TimeoutError
         return self.answer
 
