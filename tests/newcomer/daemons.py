@@ -41,12 +41,28 @@ def started_pid(sock: str, secs: float = 10.0) -> int | None:
 
 
 def kill_daemon(sock: str) -> None:
-    """SIGKILL by the status file's pid: a daemon that is gone at once (its socket stays, dead; the next
-    ``sotd daemon start`` removes it). Faster than a stop, whose wait for the exit takes about 2 s here."""
-    pid = status_pid(sock)
-    if pid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    """SIGKILL by the status file's pid, waited for (``started_pid``: a daemon just started may not have
+    written it yet; a fresh-clone CI run's doctor then found the daemon still answering), and then until
+    the process has ended: a daemon that is gone (its socket stays, dead; the next ``sotd daemon start``
+    removes it). Faster than a stop, whose wait for the exit takes about 2 s here."""
+    pid = started_pid(sock)
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10.0
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not yet exited (absent or a zombie: False)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 def stop_daemon(env: dict[str, str], sock: str) -> None:
