@@ -29,7 +29,7 @@ from sotd import runtime
 from sotd.formats import lockmanager
 from sotd.formats.layout import Layout
 from tests.conftest import Comm, Session
-from tests.newcomer.daemons import daemon, started_pid, status_pid, stop_daemon
+from tests.newcomer.daemons import daemon, started_pid, stop_daemon
 
 pytestmark = pytest.mark.transcripts
 
@@ -255,7 +255,7 @@ def test_two_starts_at_once_make_one_daemon(tmp_path: object) -> None:
         assert [out for out, _err in results] == [sock + "\n", sock + "\n"]
         said = sorted(" ".join(err.split()[:4]) for _out, err in results)
         assert said == ["sotd daemon: already running", "sotd daemon: started pid"], results
-        assert _daemons_serving(sock) == [status_pid(sock)]
+        assert _daemons_serving(sock) == [started_pid(sock)]
     finally:
         stop_daemon(env, sock)
 
