@@ -19,6 +19,7 @@ thin shell that reads files in a thread and asks the hub logic (``sotd.daemon.hu
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -36,6 +37,7 @@ from sotd.wire.answers import OK, quoted, refusal
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
+    from sotd.daemon.loopreads import LoopReads
     from sotd.formats.layout import Layout
 
 log = logging.getLogger("sotd")
@@ -290,14 +292,45 @@ def file_locally(
     ``bound``: the inbox-lock wait (default ``SOT_INBOX_LOCK_WAIT_SECS``), shorter for a frame whose sender
     stops waiting sooner; ``deadline`` (``filing_deadline``): when the append must be synced by.
     """
+    verdict = registry_step(layout, to)
+    if verdict is not None:
+        return verdict
+    return append_locally(
+        layout,
+        environ,
+        lock_manager=lock_manager,
+        frm=frm,
+        to=to,
+        text=text,
+        broadcast=broadcast,
+        bound=bound,
+        deadline=deadline,
+    )
+
+
+def registry_step(layout: Layout, to: str) -> dict[str, Any] | None:
+    """Steps 4-5 (blocking, reads only): the fresh registry read and its verdict; None: append it here."""
     doc: dict[str, Any] | RegistryUnreadable | None
     try:
         doc = registry.read(layout)
     except RegistryUnreadable as e:
         doc = e
-    verdict = registry_verdict(to, doc, _clock.now())
-    if verdict is not None:
-        return verdict
+    return registry_verdict(to, doc, _clock.now())
+
+
+def append_locally(
+    layout: Layout,
+    environ: Mapping[str, str],
+    *,
+    lock_manager: str,
+    frm: str,
+    to: str,
+    text: str,
+    broadcast: bool,
+    bound: float | None = None,
+    deadline: float | None = None,
+) -> dict[str, Any]:
+    """Steps 6-7 (blocking, never on the event loop): the append under the inbox lock, synced."""
     line = inbox.encode_line(frm, "" if broadcast else to, "daemon", text, _clock.stamp())
     try:
         inbox.append(
@@ -388,6 +421,7 @@ class Ops:
         reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
         blocking: Callable[..., Awaitable[Any]] = asyncio.to_thread,
         fleet: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None,
+        loop_reads: LoopReads | None = None,
     ) -> None:
         self.layout = layout
         self.environ = environ
@@ -402,6 +436,8 @@ class Ops:
         self.blocking = blocking  # runs comm.file's blocking steps in a thread (the daemon's ``Filers``)
         self.fleet = fleet  # ``agents.list`` with fleet: the other boxes' lists (the hub's links, or the hub)
         self.unread = unread.Counter(layout, bound=UNREAD_LOCK_BOUND_S, max_bytes=UNREAD_MAX_BYTES)
+        # whether comm.file's read-only steps may run on the loop (``daemon.loopreads``); None: never
+        self.loop_reads = loop_reads
 
     async def handle(self, op: str, payload: dict[str, Any], origin: str) -> dict[str, Any]:
         """The answer to one request, by the wire's op names (``sotd.wire.payloads``)."""
@@ -469,10 +505,17 @@ class Ops:
         return OK
 
     async def comm_file(self, payload: dict[str, Any], origin: str) -> dict[str, Any]:
-        # steps 1-7 in one worker thread (one hop, not three: issue 27's scale); a forward and an offer
-        # are the event loop's
+        # steps 1-7 in one worker thread (one hop, not three: issue 27's scale), or the read-only steps on
+        # the loop while ``loop_reads`` says the folder is on a local disk and only the append in a thread;
+        # a forward and an offer are the event loop's
         got: tuple[dict[str, Any] | None, payloads.CommFile | None]
-        got = await self.blocking(self._local_steps, payload, origin)
+        if self.loop_reads is not None and self.loop_reads.fresh(time.monotonic()):
+            answer, req, append = self._read_steps(payload, origin)
+            if append is not None:
+                answer = await self.blocking(append)
+            got = answer, req
+        else:
+            got = await self.blocking(self._local_steps, payload, origin)
         answer, req = got
         if req is None:
             assert answer is not None  # answered before the frame was read
@@ -508,31 +551,61 @@ class Ops:
     def _local_steps(
         self, payload: dict[str, Any], origin: str
     ) -> tuple[dict[str, Any] | None, payloads.CommFile | None]:
-        """Blocking: the verdict order up to the filing. ``(answer, None)``: answered before the frame was
-        read (a bad handle, no comm folder); ``(None, req)``: forward ``req`` to the hub; ``(answer, req)``:
-        this box's answer (an unlisted ``not_here`` may still be offered)."""
+        """Blocking (a filing thread): the verdict order up to the filing, and the filing. ``(answer,
+        None)``: answered before the frame was read (a bad handle, no comm folder); ``(None, req)``: forward
+        ``req`` to the hub; ``(answer, req)``: this box's answer (an unlisted ``not_here`` may still be
+        offered). Then, when the memo has run out, whether the loop may do the reads itself for a while."""
+        answer, req, append = self._read_steps(payload, origin)
+        if append is not None:
+            answer = append()
+        if self.loop_reads is not None and not self.loop_reads.fresh(time.monotonic()):
+            self.loop_reads.verify(self.layout)
+        return answer, req
+
+    def _read_steps(
+        self, payload: dict[str, Any], origin: str
+    ) -> tuple[dict[str, Any] | None, payloads.CommFile | None, Callable[[], dict[str, Any]] | None]:
+        """Blocking, reads only (``_local_steps``'s answers); and the append still to run (in a thread), or
+        None when the answer is already known."""
         home = os.path.isdir(self.layout.home)
         to = payloads.read_to(payload)
         early = check_handles(to, payloads.read_from(payload), home)
         if early is not None:
             if early["code"] == answers.BAD_HANDLE and handles.is_valid(to):  # the sender's was refused
                 log.warning("comm.file from %s refused: %s", origin, inert(early["error"]))
-            return early, None
+            return early, None, None
         req = payloads.read_comm_file(payload)  # ``to`` and ``from`` are handles now: this never refuses
         route = route_now(self.layout, self.is_hub, req.forwarded, self.self_host)
         if route.where == lockmanager.REFUSE:
             log.error("comm.file for @%s refused: %s", req.to, route.text)
-            return refusal(answers.FILE_FAILED, route.text), req
+            return refusal(answers.FILE_FAILED, route.text), req, None
         if route.where == lockmanager.FORWARD:
-            return None, req
+            return None, req, None
+        if self._lock_bound(req, origin) is None:
+            return refusal(answers.FILE_FAILED, EXPIRED), req, None
+        verdict = registry_step(self.layout, req.to)
+        if verdict is not None:
+            return verdict, req, None
+        return None, req, functools.partial(self._append_step, req, route.lock_manager, origin)
+
+    def _lock_bound(self, req: payloads.CommFile, origin: str) -> float | None:
+        """The inbox-lock wait ``req`` may still take (``budget``), or None (logged) when its sender has
+        already stopped waiting."""
         bound = budget(req.expires, time.time(), inbox.inbox_wait(self.environ))
         if bound is None:
             log.warning("comm.file for @%s from %s: %s", req.to, origin, EXPIRED)
-            return refusal(answers.FILE_FAILED, EXPIRED), req
-        answer = file_locally(
+        return bound
+
+    def _append_step(self, req: payloads.CommFile, lock_manager: str, origin: str) -> dict[str, Any]:
+        """Blocking (a filing thread): the append. Its bound and deadline are taken when it starts, as when
+        every step ran in one job: the time a job waits for a free thread is not the inbox lock's wait."""
+        bound = self._lock_bound(req, origin)
+        if bound is None:
+            return refusal(answers.FILE_FAILED, EXPIRED)
+        return append_locally(
             self.layout,
             self.environ,
-            lock_manager=route.lock_manager,
+            lock_manager=lock_manager,
             frm=req.frm,
             to=req.to,
             text=req.text,
@@ -540,7 +613,6 @@ class Ops:
             bound=bound,
             deadline=filing_deadline(req.expires, time.time(), time.monotonic()),
         )
-        return answer, req
 
 
 def keepalive_payload(host: str, is_hub: bool) -> dict[str, Any]:
@@ -610,6 +682,7 @@ __all__ = [
     "NoRows",
     "Ops",
     "Route",
+    "append_locally",
     "budget",
     "check_handles",
     "file_locally",
@@ -618,6 +691,7 @@ __all__ = [
     "keepalive_payload",
     "late_ok_text",
     "not_here_text",
+    "registry_step",
     "registry_verdict",
     "route_now",
     "version_payload",

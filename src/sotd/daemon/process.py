@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 from sotd import __version__, runtime, sysprobe, topology
-from sotd.daemon import filers, onedaemon, statusfile
+from sotd.daemon import filers, loopreads, onedaemon, statusfile
 from sotd.daemon import heartbeat as heartbeat_mod
 from sotd.daemon import hub as hub_mod
 from sotd.daemon import ocxnode as ocxnode_mod
@@ -192,6 +192,7 @@ class Daemon:
             reload=self._reload_op,
             blocking=filing_threads.run,
             fleet=self._fleet,
+            loop_reads=loopreads.LoopReads(),
         )
         self.ops = ops
         self.server = server = Server(self.socket_path, self.host, ops.handle, ops.answered)
