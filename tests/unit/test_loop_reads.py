@@ -86,6 +86,26 @@ def test_verify_says_what_the_mount_table_says_and_the_memo_runs_out(tmp_path: A
     assert memo.fresh(time.monotonic()) is want
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux")
+def test_a_no_is_kept_as_long_as_a_yes(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder on NFS goes to a thread at every filing; the mount table is not read again at each."""
+    comm = Comm(str(tmp_path), install=False)
+    asked: list[list[str]] = []
+
+    def on_nfs(_text: str, paths: Any) -> bool:
+        asked.append(list(paths))
+        return False
+
+    monkeypatch.setattr(loopreads, "loop_safe", on_nfs)
+    memo = loopreads.LoopReads(fresh_s=0.3)
+    assert [memo.verify(comm.layout) for _ in range(5)] == [False] * 5
+    assert memo.fresh(time.monotonic()) is False
+    assert len(asked) == 1
+    time.sleep(0.35)
+    assert memo.verify(comm.layout) is False
+    assert len(asked) == 2
+
+
 @pytest.mark.root
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux")
 def test_a_mount_ends_the_memo(tmp_path: Any) -> None:

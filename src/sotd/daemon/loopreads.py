@@ -68,18 +68,24 @@ def loop_safe(mountinfo_text: str, canonical_paths: Iterable[str]) -> bool:
 
 
 class LoopReads:
-    """The memo ``fresh`` reads on the loop and ``verify`` sets in a filing thread."""
+    """The memo ``fresh`` reads on the loop and ``verify`` sets in a filing thread. A "no" is kept as long
+    as a "yes" (a folder on NFS is not checked again at every filing: the check reads the mount table)."""
 
     def __init__(self, fresh_s: float = FRESH_S) -> None:
         self.fresh_s = fresh_s
-        self.until = 0.0  # monotonic time until which the loop may read the folder itself
+        self.safe = False  # the last check's verdict
+        self.until = 0.0  # monotonic time until which that verdict holds (no mount since)
         self.fd: int | None = None  # the ``/proc/self/mountinfo`` descriptor ``verify`` opened
         self.lock = threading.Lock()  # ``verify`` in two threads at once: one at a time
 
     def fresh(self, mono_now: float) -> bool:
-        """Whether the last ``verify`` said yes, is younger than ``fresh_s``, and no mount changed since.
-        Touches no file but the open proc descriptor (``poll(0)``, with a poll object of this call's own:
-        the loop and the filing threads ask at once)."""
+        """Whether the loop may do the reads now: the last check said yes, is younger than ``fresh_s``, and
+        no mount changed since. Touches no file but the open proc descriptor."""
+        return self.safe and self._holds(mono_now)
+
+    def _holds(self, mono_now: float) -> bool:
+        """Whether the last check's verdict still holds: ``poll(0)`` on the mountinfo descriptor, with a
+        poll object of this call's own (the loop and the filing threads ask at once)."""
         fd = self.fd
         if mono_now >= self.until or fd is None:
             return False
@@ -92,14 +98,16 @@ class LoopReads:
         return True
 
     def verify(self, layout: Layout) -> bool:
-        """In a filing thread: whether the comm folder and its ``inbox/`` are on loop-safe mounts now; the
-        loop may then read them itself for ``fresh_s``. Off Linux, or when anything cannot be read: no."""
+        """In a filing thread: whether the comm folder and its ``inbox/`` are on loop-safe mounts now (the
+        verdict kept for ``fresh_s`` unless a mount changes). Off Linux, or when anything cannot be read:
+        no."""
         if not sys.platform.startswith("linux"):
             return False
         with self.lock:
-            if self.fresh(time.monotonic()):
-                return True  # another thread's check, a moment ago
+            if self._holds(time.monotonic()):
+                return self.safe  # another thread's check, a moment ago
             self.until = 0.0
+            self.safe = False
             if self.fd is not None:
                 fd, self.fd = self.fd, None
                 os.close(fd)
@@ -114,7 +122,7 @@ class LoopReads:
                 paths = [os.path.realpath(layout.home), os.path.realpath(layout.inbox_dir)]
             except OSError:
                 return False
-            if not loop_safe(text, paths):
-                return False
+            safe = loop_safe(text, paths)
             self.until = time.monotonic() + self.fresh_s
-            return self.fresh(time.monotonic())  # no mount since the descriptor was opened
+            self.safe = safe and self._holds(time.monotonic())  # and no mount since the descriptor opened
+            return self.safe
