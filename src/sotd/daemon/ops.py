@@ -13,7 +13,9 @@ loop (one slow lock would stall every connection), deciding a forward after read
 answer path (socket or link) that does not tell ``answered``.
 
 The decisions are pure functions (``check_handles``, ``registry_verdict``, ``join_verdict``); ``Ops`` is the
-thin shell that reads files in a thread and asks the hub logic (``sotd.daemon.hub``) to forward or offer.
+thin shell that reads files in a thread (or on the loop, for a folder a thread found on a local disk:
+``sotd.daemon.loopreads``), appends in a thread, and asks the hub logic (``sotd.daemon.hub``) to forward or
+offer.
 """
 
 from __future__ import annotations
