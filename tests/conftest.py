@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -57,6 +58,28 @@ def stop_proc(p: subprocess.Popen[Any]) -> None:
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait(5)
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Any]]:
+    """The real daemons a test starts (``tests.integration.test_daemon.start`` appends each): each is
+    stopped when the test ends, whatever happened."""
+    started: list[Any] = []
+    yield started
+    for d in started:
+        d.stop()
+
+
+def tracers_of(pid: int) -> set[int]:
+    """The tracer pid of each of ``pid``'s threads (0: not traced), as ``/proc`` says: ``{tracer}`` once a
+    ``strace -f -p <pid>`` has attached to every thread."""
+    out = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/status") as f:
+            for row in f:
+                if row.startswith("TracerPid:"):
+                    out.add(int(row.split()[1]))
+    return out
 
 
 def clean_env() -> dict[str, str]:

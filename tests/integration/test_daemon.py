@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -85,14 +84,6 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for d in started:
-        d.stop()
 
 
 def start(daemons: list[Daemon], *args: Any, **kw: Any) -> Daemon:

@@ -20,7 +20,6 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -45,14 +44,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 THREADS = 8
 EACH = 50
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for d in started:
-        d.stop()
 
 
 def hub(work: str, daemons: list[Daemon], **env: str) -> tuple[Daemon, Any]:

@@ -86,14 +86,6 @@ def test_the_0_6_6_rules_refuse_what_they_cannot_read() -> None:
     assert _judge(dict(good, payload={**good["payload"], "to": "../x"}), "b")["code"] == "bad_handle"
 
 
-@pytest.fixture
-def daemons() -> Any:
-    started: list[Daemon] = []
-    yield started
-    for d in started:
-        d.stop()
-
-
 def test_a_0_6_6_frame_without_expires_is_filed_with_the_whole_lock_wait(
     tmp_path: Any, daemons: list[Daemon]
 ) -> None:

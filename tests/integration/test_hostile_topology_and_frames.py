@@ -57,14 +57,6 @@ PLAIN = "[a-z0-9][a-z0-9._-]*"
 DEEP = 'hub = "boxa"\nx = ' + "[" * 500 + "]" * 500 + "\n"
 
 
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for d in started:
-        d.stop()
-
-
 def bad_endpoint(value: str) -> str:
     return f'hub = "boxa"\n[boxes.boxa]\nendpoint = {value}\n'
 

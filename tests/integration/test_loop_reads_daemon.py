@@ -10,14 +10,13 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from sotd.daemon import loopreads
 from sotd.formats import lockmanager
-from tests.conftest import stop_proc, wait_for
+from tests.conftest import stop_proc, tracers_of, wait_for
 from tests.integration.test_daemon import Daemon, folder, inbox_lines, live, put_agents, start
 
 STRACE = shutil.which("strace") or "/usr/bin/strace"
@@ -29,14 +28,6 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (strace attaches to the daemon)"),
     pytest.mark.skipif(not os.path.exists(STRACE), reason="no strace"),
 ]
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for d in started:
-        d.stop()
 
 
 def _opens(trace: str, name: str) -> list[int]:
@@ -68,8 +59,7 @@ def test_reads_move_to_the_main_thread_once_the_folder_is_known_local_and_append
         stderr=subprocess.DEVNULL,
     )
     try:
-        tid_count = len(os.listdir(f"/proc/{pid}/task"))
-        wait_for(lambda: _all_traced(pid, tracer.pid, tid_count), timeout=10, what="strace to attach")
+        wait_for(lambda: tracers_of(pid) == {tracer.pid}, timeout=10, what="strace to attach")
         texts = ["first", 'a $HOME "quoted" \\ back | pipe > out', "third", "ünïcode ✓"]
         answers = []
         t0 = time.monotonic()
@@ -91,15 +81,3 @@ def test_reads_move_to_the_main_thread_once_the_folder_is_known_local_and_append
     in_threads = len(reads[1:]) - reads[1:].count(pid)
     assert in_threads <= int(elapsed / loopreads.FRESH_S), (reads, elapsed)
     assert pid not in appends, "every append is in a filing thread"
-
-
-def _all_traced(pid: int, tracer: int, at_least: int) -> bool:
-    """Whether ``tracer`` traces at least ``at_least`` of ``pid``'s threads (all it had when asked)."""
-    n = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                n += any(row.startswith("TracerPid:") and int(row.split()[1]) == tracer for row in f)
-        except OSError:
-            continue
-    return n >= at_least

@@ -25,7 +25,7 @@ import pytest
 
 from sotd.daemon import hub as daemon_hub
 from sotd.daemon import ops
-from tests.conftest import stop_proc, wait_for
+from tests.conftest import stop_proc, tracers_of, wait_for
 from tests.integration.test_daemon import (
     Daemon,
     folder,
@@ -57,25 +57,6 @@ TAKEN_BACK = (
 )
 
 
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for d in started:
-        d.stop()
-
-
-def _traced_by(pid: int) -> set[int]:
-    """The tracer pid of each of ``pid``'s threads."""
-    out = set()
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/status") as f:
-            for row in f:
-                if row.startswith("TracerPid:"):
-                    out.add(int(row.split()[1]))
-    return out
-
-
 @contextlib.contextmanager
 def slow_fsync(pid: int, secs: float) -> Iterator[None]:
     """Every fsync of process ``pid`` (all its threads, and threads it starts) returns ``secs`` late."""
@@ -94,7 +75,7 @@ def slow_syscall(pid: int, name: str, delay: str) -> Iterator[None]:
     def attached() -> bool:
         if tracer.poll() is not None:
             raise AssertionError(f"strace exited {tracer.returncode}: {tracer.communicate()[1]!r}")
-        return _traced_by(pid) == {tracer.pid}
+        return tracers_of(pid) == {tracer.pid}
 
     try:
         wait_for(attached, timeout=10, what="strace to attach")

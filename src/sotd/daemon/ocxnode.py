@@ -119,7 +119,6 @@ class RowSessions:
             frm=sender,
             to=handle,
             text=text,
-            broadcast=False,
         )
         return None if answers.is_ok(ans) else str(ans.get("message") or ans)
 

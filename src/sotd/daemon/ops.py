@@ -278,35 +278,15 @@ def route_now(layout: Layout, is_hub: bool, forwarded: bool, self_host: str) -> 
 
 
 def file_locally(
-    layout: Layout,
-    environ: Mapping[str, str],
-    *,
-    lock_manager: str,
-    frm: str,
-    to: str,
-    text: str,
-    broadcast: bool,
-    bound: float | None = None,
-    deadline: float | None = None,
+    layout: Layout, environ: Mapping[str, str], *, lock_manager: str, frm: str, to: str, text: str
 ) -> dict[str, Any]:
-    """Steps 4-7 (blocking): fresh registry read, verdict, append under the lock, synced.
-
-    ``bound``: the inbox-lock wait (default ``SOT_INBOX_LOCK_WAIT_SECS``), shorter for a frame whose sender
-    stops waiting sooner; ``deadline`` (``filing_deadline``): when the append must be synced by.
-    """
+    """Steps 4-7 (blocking) for mail this daemon itself sends (the OCX node's answers): the fresh registry
+    read and its verdict, then the append to ``to`` alone, with the default lock bound and no deadline."""
     verdict = registry_step(layout, to)
     if verdict is not None:
         return verdict
     return append_locally(
-        layout,
-        environ,
-        lock_manager=lock_manager,
-        frm=frm,
-        to=to,
-        text=text,
-        broadcast=broadcast,
-        bound=bound,
-        deadline=deadline,
+        layout, environ, lock_manager=lock_manager, frm=frm, to=to, text=text, broadcast=False
     )
 
 
