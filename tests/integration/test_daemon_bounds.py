@@ -21,11 +21,9 @@ import pytest
 from sotd.daemon import server
 from sotd.wire import hello as wire_hello
 from tests.conftest import wait_for
-from tests.integration.test_daemon import Daemon, daemons, eof, folder, live, put_agents, raw, read_lines
+from tests.integration.test_daemon import Daemon, eof, folder, live, put_agents, raw, read_lines
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
-
-__all__ = ["daemons"]
 
 DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "daemon.md")
 

@@ -27,7 +27,6 @@ from tests.integration.cli_support import put_registry, registry
 from tests.integration.test_daemon import (
     HELLO,
     Daemon,
-    daemons,
     folder,
     hub_sock_path,
     line,
@@ -40,8 +39,6 @@ from tests.integration.test_daemon import (
 )
 
 pytestmark = pytest.mark.integration
-
-__all__ = ["daemons"]  # the fixture, imported for the daemon tests
 
 # (id, the text sent, the msg as the inbox line holds it -- jq's escaping, byte for byte --, how sotd shows it)
 ATTACKS = [

@@ -15,12 +15,10 @@ import pytest
 from sotd import _clock
 from sotd.formats import cursor
 from tests.conftest import SOTD, Comm, Session
-from tests.integration.test_daemon import HELLO, Daemon, daemons, folder, live, put_agents, raw, read_lines
+from tests.integration.test_daemon import HELLO, Daemon, folder, live, put_agents, raw, read_lines
 from tests.integration.test_stop_hook import SID, blocked, stop_json
 
 pytestmark = pytest.mark.integration
-
-__all__ = ["daemons"]  # the fixture, imported for the daemon test
 
 POISON = r"\ud800"  # a lone surrogate, as a JSON escape: legal syntax, no UTF-8 for it
 
