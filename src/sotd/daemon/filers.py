@@ -2,7 +2,8 @@
 
 Spec: behaviour 2.3 and 6.4 (a filing reads the registry and appends under the inbox lock: blocking work
 that must never stall the daemon's other connections); issue 27 item 8 (one hub, 1,000 linked guests,
-2,000 routed ``comm.file`` a second).
+2,000 routed ``comm.file`` a second). The append always comes here; the reads before it too, unless the
+comm folder was found on a local disk (``daemon.loopreads``: then the loop does them itself).
 Guarantee: every job handed to ``Filers.run`` runs exactly once, in a thread (never on the event loop), and
 its caller gets its result or its exception; up to ``MAX_THREADS`` jobs run at once, so one slow lock
 holds one thread and the others go on. ``close`` lets the jobs already running finish (a filing is never
