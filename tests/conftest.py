@@ -70,6 +70,36 @@ def daemons() -> Iterator[list[Any]]:
         d.stop()
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not yet exited (absent or a zombie: False)."""
+    from sotd import sysprobe
+
+    got = sysprobe.stat_of(pid)
+    return got is not None and bool(got[1]) and got[1][0] != "Z"
+
+
+@contextlib.contextmanager
+def attached_strace(pid: int, *args: str) -> Iterator[None]:
+    """``strace -f -qq <args> -p <pid>`` attached to every thread of ``pid`` for the block, then stopped."""
+    strace = shutil.which("strace") or "/usr/bin/strace"
+    tracer = subprocess.Popen(
+        [strace, "-f", "-qq", *args, "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+
+    def attached() -> bool:
+        if tracer.poll() is not None:
+            raise AssertionError(f"strace exited {tracer.returncode}: {tracer.communicate()[1]!r}")
+        return tracers_of(pid) == {tracer.pid}
+
+    try:
+        wait_for(attached, timeout=10, what="strace to attach")
+        yield
+    finally:
+        stop_proc(tracer)
+        if tracer.stderr is not None:
+            tracer.stderr.close()
+
+
 def tracers_of(pid: int) -> set[int]:
     """The tracer pid of each of ``pid``'s threads (0: not traced), as ``/proc`` says: ``{tracer}`` once a
     ``strace -f -p <pid>`` has attached to every thread."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 
 from sotd.daemon import loopreads
 from sotd.formats import lockmanager
-from tests.conftest import stop_proc, tracers_of, wait_for
+from tests.conftest import attached_strace
 from tests.integration.test_daemon import Daemon, folder, inbox_lines, live, put_agents, start
 
 STRACE = shutil.which("strace") or "/usr/bin/strace"
@@ -53,13 +52,7 @@ def test_reads_move_to_the_main_thread_once_the_folder_is_known_local_and_append
     d = start(daemons, work, "a", lay.home, "boxa")
     pid = d.proc.pid
     trace = os.path.join(work, "trace")
-    tracer = subprocess.Popen(
-        [STRACE, "-f", "-qq", "-o", trace, "-e", "trace=openat", "-p", str(pid)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(lambda: tracers_of(pid) == {tracer.pid}, timeout=10, what="strace to attach")
+    with attached_strace(pid, "-o", trace, "-e", "trace=openat"):
         texts = ["first", 'a $HOME "quoted" \\ back | pipe > out', "third", "ünïcode ✓"]
         answers = []
         t0 = time.monotonic()
@@ -68,8 +61,6 @@ def test_reads_move_to_the_main_thread_once_the_folder_is_known_local_and_append
             time.sleep(0.05)
         answers.append(d.file("nobody", "unlisted"))
         elapsed = time.monotonic() - t0
-    finally:
-        stop_proc(tracer)
     assert answers == [{"ok": True}] * 4 + [{"error": "no box knows that handle: nobody", "code": "not_here"}]
     assert [x["msg"] for x in inbox_lines(lay, "alpha")] == texts
     reads = _opens(trace, "registry.json")

@@ -44,6 +44,8 @@ import sys
 import time
 from collections.abc import Iterable
 
+from tests.conftest import running
+
 SUBNET = "10.77.0"
 SSHD = "/usr/sbin/sshd"
 VENV_BIN = os.path.dirname(sys.executable)
@@ -364,7 +366,7 @@ class Net:
                         pass
                 deadline = time.monotonic() + 3
                 while pids and time.monotonic() < deadline:
-                    pids = [p for p in pids if _alive(p)]
+                    pids = [p for p in pids if running(p)]
                     if pids:
                         time.sleep(0.02)
                 if not pids:
@@ -378,14 +380,6 @@ class Net:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
 
 
 def _tail(path: str, n: int = 20) -> str:

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from tests.conftest import SOTD
+from tests.conftest import SOTD, running
 
 
 def daemon(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -51,18 +51,8 @@ def kill_daemon(sock: str) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10.0
-    while _running(pid) and time.monotonic() < deadline:
+    while running(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a process that has not yet exited (absent or a zombie: False)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def stop_daemon(env: dict[str, str], sock: str) -> None:

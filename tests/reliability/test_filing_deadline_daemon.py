@@ -16,7 +16,6 @@ import contextlib
 import fcntl
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +24,7 @@ import pytest
 
 from sotd.daemon import hub as daemon_hub
 from sotd.daemon import ops
-from tests.conftest import stop_proc, tracers_of, wait_for
+from tests.conftest import attached_strace, wait_for
 from tests.integration.test_daemon import (
     Daemon,
     folder,
@@ -68,22 +67,8 @@ def slow_fsync(pid: int, secs: float) -> Iterator[None]:
 def slow_syscall(pid: int, name: str, delay: str) -> Iterator[None]:
     """Every ``name`` syscall of process ``pid`` (all its threads) is delayed as ``delay`` says (strace's
     ``delay_enter=`` or ``delay_exit=``, in microseconds)."""
-    inject = f"inject={name}:{delay}"
-    args = [STRACE, "-f", "-qq", "-o", os.devnull, "-e", f"trace={name}", "-e", inject, "-p", str(pid)]
-    tracer = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-    def attached() -> bool:
-        if tracer.poll() is not None:
-            raise AssertionError(f"strace exited {tracer.returncode}: {tracer.communicate()[1]!r}")
-        return tracers_of(pid) == {tracer.pid}
-
-    try:
-        wait_for(attached, timeout=10, what="strace to attach")
+    with attached_strace(pid, "-o", os.devnull, "-e", f"trace={name}", "-e", f"inject={name}:{delay}"):
         yield
-    finally:
-        stop_proc(tracer)
-        if tracer.stderr is not None:
-            tracer.stderr.close()
 
 
 def _lock_free(lay: Any) -> bool:

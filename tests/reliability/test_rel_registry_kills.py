@@ -170,7 +170,8 @@ def test_registry_parses_across_1000_killed_writers(tmp_path: object) -> None:
             ):  # every fourth victim is first let write once (at most 2 s), so however slow the
                 # machine's fsync is, hundreds of writers have acknowledged writes to check (CI's mounts
                 # lane once saw 36 of 1,000 with every kill at a random moment)
-                wait_for_ack(victim_key := f"w{writers[victim]}", acks, deadline=time.monotonic() + 2.0)
+                victim_key = f"w{writers[victim]}"
+                wait_for_ack(victim_key, acks, deadline=time.monotonic() + 2.0)
                 assert victim_key in acks.keys, f"{victim_key} wrote nothing in 2 s"
             time.sleep(rng.uniform(0.0, 0.03))  # the killer's pacing: a random point in the writers' loops
             del writers[victim]

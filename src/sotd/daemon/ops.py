@@ -490,15 +490,14 @@ class Ops:
         # steps 1-7 in one worker thread (one hop, not three: issue 27's scale), or the read-only steps on
         # the loop while ``loop_reads`` says the folder is on a local disk and only the append in a thread;
         # a forward and an offer are the event loop's
-        got: tuple[dict[str, Any] | None, payloads.CommFile | None]
+        answer: dict[str, Any] | None
+        req: payloads.CommFile | None
         if self.loop_reads is not None and self.loop_reads.fresh(time.monotonic()):
             answer, req, append = self._read_steps(payload, origin)
             if append is not None:
                 answer = await self.blocking(append)
-            got = answer, req
         else:
-            got = await self.blocking(self._local_steps, payload, origin)
-        answer, req = got
+            answer, req = await self.blocking(self._local_steps, payload, origin)
         if req is None:
             assert answer is not None  # answered before the frame was read
             return answer
